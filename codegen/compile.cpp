@@ -1,0 +1,164 @@
+#include "codegen/compile.h"
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <unordered_map>
+
+#include "codegen/cpu/orc_compiler.h"
+#include "codegen/cpu/render_llvm.h"
+#include "codegen/decompose.h"
+#include "codegen/disk_cache.h"
+#include "codegen/schedule.h"
+#include "ir/debug.h"
+
+namespace codegen {
+
+using namespace ir;
+
+namespace {
+
+struct RootsKey {
+  std::vector<NodeRef> roots;
+  int n_inputs;
+  bool operator==(const RootsKey&) const = default;
+};
+struct RootsHash {
+  size_t operator()(const RootsKey& k) const {
+    size_t h = static_cast<size_t>(k.n_inputs);
+    for (auto r : k.roots) h = h * 1000003u ^ std::hash<const void*>()(r);
+    return h;
+  }
+};
+struct SpecHash {
+  size_t operator()(const KernelSpec& k) const { return k.hash(); }
+};
+
+struct HostKernel {
+  runtime::HostKernelFn main = nullptr, phase1 = nullptr;
+  std::string name;
+};
+
+struct Caches {
+  std::mutex programs_mu;
+  std::unordered_map<RootsKey, std::shared_ptr<const runtime::HostProgram>, RootsHash> programs;
+  std::mutex compile_mu;  // one compile at a time; also guards kernels and stats
+  std::unordered_map<KernelSpec, HostKernel, SpecHash> kernels;
+  CompileStats stats;
+};
+Caches& caches() {
+  static auto* c = new Caches;  // kernels stay loaded for the process lifetime
+  return *c;
+}
+
+uint64_t fnv(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+    s.replace(p, from.size(), to);
+}
+
+// Decompose + render + compile (or load from disk) one kernel.
+HostKernel build_kernel(const KernelSpec& spec, Caches& c) {
+  KernelSpec k = spec;
+  k.body = decompose(k.body);
+  if (k.rbody) k.rbody = decompose(k.rbody);
+  auto rendered = cpu::render_llvm(k, "KERNEL");
+  // The symbol is named after the source, so equal kernels share one name and object.
+  char name[32];
+  std::snprintf(name, sizeof name, "rk_%016llx", static_cast<unsigned long long>(fnv(rendered.ir)));
+  std::string ir = rendered.ir;
+  replace_all(ir, "@KERNEL", std::string("@") + name);
+  if (debug_level() >= 4) std::fprintf(stderr, "rune: kernel %s source:\n%s\n", name, ir.c_str());
+  std::string key = cpu::target_id() + "\n" + ir;
+  auto t0 = std::chrono::steady_clock::now();
+  std::string obj;
+  auto& disk = DiskCache::instance();
+  if (auto hit = disk.get(key)) {
+    obj = std::move(*hit);
+    ++c.stats.kernels_from_disk;
+  } else {
+    obj = cpu::compile_to_object(ir, name);
+    disk.put(key, obj);
+    ++c.stats.kernels_compiled;
+  }
+  std::vector<std::string> syms = {name};
+  if (rendered.two_phase) syms.push_back(std::string(name) + "_p1");
+  auto addrs = cpu::load_object(obj, syms);
+  if (debug_level() >= 1) {
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "rune: kernel %s ready in %.2f ms\n", name, ms);
+  }
+  HostKernel hk;
+  hk.name = name;
+  hk.main = reinterpret_cast<runtime::HostKernelFn>(addrs[0]);
+  if (rendered.two_phase) hk.phase1 = reinterpret_cast<runtime::HostKernelFn>(addrs[1]);
+  return hk;
+}
+
+std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<NodeRef>& roots, int n_inputs,
+                                                          Caches& c) {
+  Schedule s = schedule(roots, n_inputs);
+  if (debug_level() >= 3)
+    std::fprintf(stderr, "rune: schedule: %zu kernels, %zu slots\n", s.kernels.size(), s.slots.size());
+  auto p = std::make_shared<runtime::HostProgram>();
+  p->n_inputs = n_inputs;
+  p->output_slots = s.output_slots;
+  for (size_t i = 0; i < s.slots.size(); ++i)
+    p->slot_bytes.push_back(static_cast<int>(i) < n_inputs ? -1 : s.slots[i].numel * itemsize(s.slots[i].dtype));
+  for (const auto& k : s.kernels) {
+    auto it = c.kernels.find(k);
+    if (it == c.kernels.end()) it = c.kernels.emplace(k, build_kernel(k, c)).first;
+    const HostKernel& hk = it->second;
+    int64_t outs = numel(k.shape);
+    int64_t bytes = outs * itemsize(k.out_dtype);
+    if (hk.phase1) {
+      int64_t nb = k.blocks();
+      int scratch = static_cast<int>(p->slot_bytes.size());
+      p->slot_bytes.push_back(outs * nb * itemsize(k.rbody->dtype));
+      auto slots = k.slots;
+      slots.push_back(scratch);
+      p->steps.push_back({hk.phase1, hk.name + "_p1", outs * nb, kReduceBlock, bytes, slots});
+      p->steps.push_back({hk.main, hk.name, outs, nb, bytes, slots});
+    } else {
+      int64_t cost = k.rbody ? std::max<int64_t>(k.reduce_size(), 1) : 1;
+      p->steps.push_back({hk.main, hk.name, outs, cost, bytes * cost, k.slots});
+    }
+  }
+  ++c.stats.programs;
+  return p;
+}
+
+}  // namespace
+
+std::shared_ptr<const runtime::HostProgram> compile_host(const std::vector<NodeRef>& roots, int n_inputs) {
+  auto& c = caches();
+  RootsKey key{roots, n_inputs};
+  {
+    std::lock_guard lock(c.programs_mu);
+    auto it = c.programs.find(key);
+    if (it != c.programs.end()) return it->second;
+  }
+  std::lock_guard compile(c.compile_mu);
+  {
+    std::lock_guard lock(c.programs_mu);
+    auto it = c.programs.find(key);
+    if (it != c.programs.end()) return it->second;
+  }
+  auto p = build_program(roots, n_inputs, c);
+  std::lock_guard lock(c.programs_mu);
+  c.programs.emplace(key, p);
+  return p;
+}
+
+CompileStats compile_stats() {
+  auto& c = caches();
+  std::lock_guard lock(c.compile_mu);
+  return c.stats;
+}
+
+}  // namespace codegen

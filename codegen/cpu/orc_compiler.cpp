@@ -1,0 +1,136 @@
+#include "codegen/cpu/orc_compiler.h"
+
+#include <llvm/ADT/StringMap.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/IRReader/IRReader.h>
+#include <llvm/MC/SubtargetFeature.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+
+#include <mutex>
+#include <stdexcept>
+
+#include "codegen/cpu/llvm_compat.h"
+#include RUNE_LLVM_HOST_H
+
+namespace codegen::cpu {
+
+namespace {
+
+struct Host {
+  std::string triple, cpu, features, id;
+  const llvm::Target* target = nullptr;
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::mutex mu;
+
+  Host() {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+    triple = llvm::sys::getProcessTriple();
+    cpu = llvm::sys::getHostCPUName().str();
+    llvm::StringMap<bool> feats;
+    llvm::SubtargetFeatures sf;
+    if (llvm::sys::getHostCPUFeatures(feats))
+      for (auto& f : feats) sf.AddFeature(f.first(), f.second);
+    features = sf.getString();
+    std::string err;
+    target = llvm::TargetRegistry::lookupTarget(triple, err);
+    if (!target) throw std::runtime_error("rune: no LLVM target for " + triple + ": " + err);
+    id = "llvm" + std::to_string(LLVM_VERSION_MAJOR) + ";" + triple + ";" + cpu + ";" + features;
+    auto j = llvm::orc::LLJITBuilder().create();
+    if (!j) throw std::runtime_error("rune: cannot start ORC: " + llvm::toString(j.takeError()));
+    jit = std::move(*j);
+    // Generated code may call memset/memcpy (LLVM forms them from loops): resolve from the process.
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        jit->getDataLayout().getGlobalPrefix());
+    if (!gen) throw std::runtime_error("rune: " + llvm::toString(gen.takeError()));
+    jit->getMainJITDylib().addGenerator(std::move(*gen));
+  }
+
+  std::unique_ptr<llvm::TargetMachine> machine() {
+    llvm::TargetOptions opts;
+    // SEMANTICS.md §5: every + - * / rounds separately; never contract into FMA.
+    opts.AllowFPOpFusion = llvm::FPOpFusion::Strict;
+    return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+        triple, cpu, features, opts, llvm::Reloc::PIC_, llvm::None, RUNE_LLVM_OPT_AGGRESSIVE));
+  }
+};
+
+Host& host() {
+  static Host* h = new Host;  // lives as long as the process: loaded code points into it
+  return *h;
+}
+
+}  // namespace
+
+const std::string& target_id() { return host().id; }
+
+std::string compile_to_object(const std::string& ir, const std::string& module_name) {
+  Host& h = host();
+  llvm::LLVMContext ctx;
+  llvm::SMDiagnostic diag;
+  auto mod = llvm::parseIR(llvm::MemoryBufferRef(ir, module_name), diag, ctx);
+  if (!mod) {
+    std::string msg;
+    llvm::raw_string_ostream os(msg);
+    diag.print(module_name.c_str(), os);
+    throw std::runtime_error("rune: generated LLVM IR does not parse: " + os.str());
+  }
+  std::string verr;
+  llvm::raw_string_ostream vos(verr);
+  if (llvm::verifyModule(*mod, &vos))
+    throw std::runtime_error("rune: generated LLVM IR is invalid: " + vos.str());
+  auto tm = h.machine();
+  mod->setDataLayout(tm->createDataLayout());
+  mod->setTargetTriple(h.triple);
+
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(tm.get());
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  auto mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(*mod, mam);
+
+  llvm::SmallVector<char, 0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, RUNE_LLVM_OBJECT_FILE))
+    throw std::runtime_error("rune: LLVM cannot emit objects for " + h.triple);
+  pm.run(*mod);
+  return std::string(buf.data(), buf.size());
+}
+
+std::vector<void*> load_object(const std::string& object, const std::vector<std::string>& symbols) {
+  Host& h = host();
+  std::lock_guard lock(h.mu);
+  auto buf = llvm::MemoryBuffer::getMemBufferCopy(object, symbols.empty() ? "rune" : symbols[0]);
+  if (auto err = h.jit->addObjectFile(std::move(buf)))
+    throw std::runtime_error("rune: cannot load compiled kernel: " + llvm::toString(std::move(err)));
+  std::vector<void*> out;
+  for (const auto& s : symbols) {
+    auto sym = h.jit->lookup(s);
+    if (!sym) throw std::runtime_error("rune: compiled kernel lacks " + s + ": " + llvm::toString(sym.takeError()));
+    out.push_back(compat::address(*sym));
+  }
+  return out;
+}
+
+}  // namespace codegen::cpu

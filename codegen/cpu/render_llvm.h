@@ -1,0 +1,25 @@
+// Renders a (decomposed) kernel as LLVM IR text for the host.
+//
+// Entry points, each `void name(i8** bufs, i64 lo, i64 hi)` over work items [lo, hi):
+//  - `name`: elementwise kernels: items are output elements (C order). Reductions with one
+//    block: items are outputs. Reductions with several blocks: items are outputs, and the
+//    block partials come from `name_p1` through a scratch buffer (the kernel's last param).
+//  - `name_p1` (several blocks only): items are (output, block) pairs.
+// bufs[p] is the base pointer of kernel param p (param 0: the output).
+#pragma once
+#include <string>
+
+#include "codegen/kernel.h"
+
+namespace codegen::cpu {
+
+struct RenderedKernel {
+  std::string name;
+  std::string ir;
+  bool two_phase = false;
+};
+
+// `k` must already be decomposed. `name` becomes the entry symbol.
+RenderedKernel render_llvm(const KernelSpec& k, const std::string& name);
+
+}  // namespace codegen::cpu

@@ -1,0 +1,111 @@
+#include "codegen/decompose.h"
+
+#include <stdexcept>
+#include <unordered_map>
+
+#if __has_include("codegen/decompose_math.h")
+#include "codegen/decompose_math.h"
+#define RUNE_HAVE_MATH 1
+#endif
+#include "ir/builder.h"
+
+namespace codegen {
+
+using namespace ir;
+
+namespace {
+
+// float64 -> float32 rounded to odd: an inexact result gets its last bit set, which keeps
+// enough information for a second rounding to 16 bits to be correct.
+NodeRef f64_to_f32_round_odd(NodeRef d) {
+  NodeRef f = b::cast(d, DType::Float32);
+  NodeRef back = b::cast(f, DType::Float64);
+  NodeRef bits = b::bitcast(f, DType::Int32);
+  NodeRef inexact = b::band(b::ne(back, d), b::lnot(b::isnan(d)));
+  NodeRef even = b::eq(b::band(bits, b::ci(DType::Int32, 1)), b::ci(DType::Int32, 0));
+  NodeRef grow = b::lt(b::abs(back), b::abs(d));
+  NodeRef step = b::where(grow, b::ci(DType::Int32, 1), b::ci(DType::Int32, -1));
+  NodeRef fixed = b::where(b::band(inexact, even), b::add(bits, step), bits);
+  return b::bitcast(fixed, DType::Float32);
+}
+
+NodeRef to_f32(NodeRef x) {
+  if (x->dtype == DType::Float32) return x;
+  if (is_half(x->dtype)) return b::cast(x, DType::Float32);
+  return x;
+}
+
+NodeRef cast_to_half(NodeRef x, DType to) {
+  if (x->dtype == to) return x;
+  if (is_half(x->dtype)) x = b::cast(x, DType::Float32);
+  if (x->dtype == DType::Float32) return b::cast(x, to);
+  if (x->dtype != DType::Float64) x = b::cast(x, DType::Float64);
+  return b::cast(f64_to_f32_round_odd(x), to);
+}
+
+NodeRef transcendental(Op op, const std::vector<NodeRef>& s) {
+#ifndef RUNE_HAVE_MATH
+  return make(op, s[0]->dtype, {}, s);
+#else
+  switch (op) {
+    case Op::Exp: return math::exp(s[0]);
+    case Op::Log: return math::log(s[0]);
+    case Op::Sin: return math::sin(s[0]);
+    case Op::Cos: return math::cos(s[0]);
+    case Op::Tan: return math::tan(s[0]);
+    case Op::Tanh: return math::tanh(s[0]);
+    case Op::Pow: return math::pow(s[0], s[1]);
+    case Op::Atan2: return math::atan2(s[0], s[1]);
+    default: return nullptr;
+  }
+#endif
+}
+
+bool is_transcendental(Op op) {
+  return op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Cos || op == Op::Tan ||
+         op == Op::Tanh || op == Op::Pow || op == Op::Atan2;
+}
+
+NodeRef rewrite(NodeRef n, const std::vector<NodeRef>& src) {
+  if (src.empty()) return n;
+  Op op = n->op;
+  if (op == Op::Cast) {
+    DType from = src[0]->dtype, to = n->dtype;
+    if (is_half(to)) return cast_to_half(src[0], to);
+    if (is_half(from)) return b::cast(b::cast(src[0], DType::Float32), to);
+    return b::cast(src[0], to);
+  }
+  if (op == Op::Bitcast || op == Op::Where) return make(op, n->dtype, {}, src, n->arg);
+  bool half_in = false;
+  for (auto s : src) half_in |= is_half(s->dtype);
+  if (half_in) {
+    // Compute at float32, round once to the 16-bit result type.
+    std::vector<NodeRef> wide;
+    for (auto s : src) wide.push_back(to_f32(s));
+    DType out32 = is_half(n->dtype) ? DType::Float32 : n->dtype;
+    NodeRef r = is_transcendental(op) ? transcendental(op, wide)
+                                      : make(op, out32, {}, std::move(wide), n->arg);
+    return is_half(n->dtype) ? b::cast(r, n->dtype) : r;
+  }
+  if (is_transcendental(op)) {
+    if (!is_float(src[0]->dtype))
+      throw std::logic_error("decompose: " + std::string(op_name(op)) + " of an integer");
+    return transcendental(op, src);
+  }
+  return make(op, n->dtype, {}, src, n->arg);
+}
+
+}  // namespace
+
+NodeRef decompose(NodeRef root) {
+  if (!root) return root;
+  std::unordered_map<NodeRef, NodeRef> done;
+  for (NodeRef n : toposort({root})) {
+    std::vector<NodeRef> src;
+    for (auto s : n->src) src.push_back(done.at(s));
+    done[n] = rewrite(n, src);
+  }
+  return done.at(root);
+}
+
+}  // namespace codegen

@@ -1,0 +1,12 @@
+// Decompose: rewrite a kernel's scalar DAG into primitives every backend renders exactly.
+// - Transcendentals (exp, log, sin, ...) become our own polynomial decompositions
+//   (codegen/decompose_math.h), so no backend calls a vendor math library and all agree.
+// - float16 / bfloat16 arithmetic computes at float32 and rounds once per primitive; the only
+//   16-bit operations left are loads, stores, selects, bitcasts and float32 <-> 16-bit casts.
+// - Casts from float64 (and integers) to 16-bit types round once, through float32 rounded to odd.
+#pragma once
+#include "ir/node.h"
+
+namespace codegen {
+ir::NodeRef decompose(ir::NodeRef root);
+}

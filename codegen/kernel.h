@@ -1,0 +1,52 @@
+// A kernel: the unit the scheduler produces and every backend renders.
+//
+// A kernel iterates over `shape` (its output's shape, C order) and writes one element of
+// param 0 (a contiguous buffer of `out_dtype`) per index. Where `rbody` is set it also reduces:
+// for each output index it combines `rbody` over `rshape` with `reduce_op`, in the association
+// order of docs/numerics.md, and `body` reads that result through its Acc leaf.
+// Leaves of rbody carry views over shape ++ rshape; leaves of body, views over shape.
+// Load leaves name kernel params (>= 1); `slots` maps each param to a program buffer slot.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/node.h"
+
+namespace codegen {
+
+// Elements per reduction block: a reduction longer than this is split into blocks reduced in
+// parallel, then combined left to right. Part of the documented association order.
+inline constexpr int64_t kReduceBlock = 1 << 16;
+// Independent partial results per block (lanes), combined by a fixed tree.
+inline constexpr int kReduceLanes = 8;
+
+struct KernelSpec {
+  ir::Shape shape;
+  ir::Shape rshape;
+  ir::Op reduce_op = ir::Op::ReduceSum;
+  ir::NodeRef rbody = nullptr;
+  ir::NodeRef body = nullptr;
+  ir::DType out_dtype = ir::DType::Float32;
+  std::vector<int> slots;  // slots[0]: the output slot
+
+  int64_t reduce_size() const;
+  int64_t blocks() const;  // reduction blocks (1 when rshape has <= kReduceBlock elements)
+  size_t hash() const;
+  bool operator==(const KernelSpec&) const = default;
+};
+
+// Buffers of a program: inputs first (bound by the caller), then outputs, then temporaries.
+struct SlotInfo {
+  ir::DType dtype;
+  int64_t numel;
+};
+
+struct Schedule {
+  int n_inputs = 0;
+  std::vector<SlotInfo> slots;     // every slot; inputs' numel is unknown (-1)
+  std::vector<int> output_slots;   // one per root, in order
+  std::vector<KernelSpec> kernels; // in execution order
+};
+
+}  // namespace codegen

@@ -1,0 +1,259 @@
+#include "codegen/schedule.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace codegen {
+
+using namespace ir;
+
+int64_t KernelSpec::reduce_size() const { return rbody ? numel(rshape) : 0; }
+int64_t KernelSpec::blocks() const {
+  int64_t r = reduce_size();
+  return r <= kReduceBlock ? 1 : (r + kReduceBlock - 1) / kReduceBlock;
+}
+size_t KernelSpec::hash() const {
+  size_t h = std::hash<const void*>()(rbody) * 31 + std::hash<const void*>()(body);
+  for (auto d : shape) h = h * 131 + d;
+  for (auto d : rshape) h = h * 137 + d;
+  return h ^ (static_cast<size_t>(reduce_op) << 3) ^ static_cast<size_t>(out_dtype);
+}
+
+namespace {
+
+// Raised while lowering a kernel when `node` must get a buffer first; the kernel is retried.
+struct NeedRealize {
+  NodeRef node;
+};
+
+// Applies the movement ops on the path from a kernel's root down to a leaf (outermost first in
+// `mops`) to the leaf's own view, innermost first. Returns the failing reshape, if any.
+View apply_movement(const View& base, NodeRef movement) {
+  const View& v = base;
+  switch (movement->op) {
+    case Op::Permute: {
+      std::vector<int> perm(arg_ints(movement).begin(), arg_ints(movement).end());
+      return v.permute(perm);
+    }
+    case Op::Expand: return v.expand(movement->shape);
+    case Op::Shrink: return v.shrink(arg_pairs(movement));
+    case Op::Pad: return v.pad(arg_pairs(movement));
+    case Op::Flip: {
+      std::vector<bool> axes(v.shape.size(), false);
+      for (auto a : arg_ints(movement)) axes[a] = true;
+      return v.flip(axes);
+    }
+    default: throw std::logic_error("schedule: not a view movement");
+  }
+}
+
+struct MemoKey {
+  NodeRef node;
+  std::vector<NodeRef> mops;
+  int space;
+  bool operator<(const MemoKey& o) const {
+    return std::tie(node, space, mops) < std::tie(o.node, o.space, o.mops);
+  }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const std::vector<NodeRef>& roots, int n_inputs) : roots_(roots) {
+    out_.n_inputs = n_inputs;
+    for (int i = 0; i < n_inputs; ++i) out_.slots.push_back({DType::Float32, -1});
+    for (auto n : toposort(roots))
+      for (auto s : n->src) ++users_[s];
+    for (size_t i = 0; i < roots.size(); ++i) {
+      out_.slots.push_back({roots[i]->dtype, numel(roots[i]->shape)});
+      out_.output_slots.push_back(n_inputs + static_cast<int>(i));
+    }
+  }
+
+  Schedule run() {
+    for (size_t i = 0; i < roots_.size(); ++i) {
+      NodeRef r = roots_[i];
+      int slot = out_.output_slots[i];
+      auto it = slot_of_.find(r);
+      if (it != slot_of_.end() || r->op == Op::Param) {
+        // Already materialised (an input or an earlier root): copy it into this output.
+        NodeRef c = make(Op::Copy, r->dtype, r->shape, {r});
+        build_kernel(c, slot);
+      } else {
+        slot_of_[r] = slot;
+        build_kernel(r, slot);
+      }
+    }
+    return std::move(out_);
+  }
+
+ private:
+  int realize(NodeRef n) {
+    if (auto it = slot_of_.find(n); it != slot_of_.end()) return it->second;
+    int slot = -1;
+    for (size_t i = 0; i < roots_.size(); ++i)
+      if (roots_[i] == n) slot = out_.output_slots[i];
+    if (slot < 0) {
+      slot = static_cast<int>(out_.slots.size());
+      out_.slots.push_back({n->dtype, numel(n->shape)});
+    }
+    slot_of_[n] = slot;
+    build_kernel(n, slot);
+    return slot;
+  }
+
+  void build_kernel(NodeRef target, int slot) {
+    for (;;) {
+      try {
+        target_ = target;
+        k_ = KernelSpec{};
+        k_.shape = target->shape;
+        k_.out_dtype = target->dtype;
+        k_.slots = {slot};
+        memo_.clear();
+        NodeRef top = target->op == Op::Copy ? target->src[0] : target;
+        k_.body = lower(top, {}, 0);
+        if (numel(k_.shape) > 0) out_.kernels.push_back(k_);
+        return;
+      } catch (const NeedRealize& need) {
+        realize(need.node);
+      }
+    }
+  }
+
+  int param_for_slot(int slot) {
+    for (size_t i = 1; i < k_.slots.size(); ++i)
+      if (k_.slots[i] == slot) return static_cast<int>(i);
+    k_.slots.push_back(slot);
+    return static_cast<int>(k_.slots.size()) - 1;
+  }
+
+  // The view of a leaf in the kernel's iteration space: space 0 is shape, space 1 is
+  // shape ++ rshape (inside the fused reduction).
+  View leaf_view(View v, const std::vector<NodeRef>& mops, int space) {
+    for (size_t i = mops.size(); i-- > 0;) {
+      NodeRef m = mops[i];
+      if (m->op == Op::Reshape) {
+        auto r = v.reshape(m->shape);
+        if (!r) {
+          // No strided view expresses this reshape: copy its source to contiguous memory.
+          NodeRef copy = make(Op::Copy, m->src[0]->dtype, m->src[0]->shape, {m->src[0]});
+          reshape_source_[m] = copy;
+          throw NeedRealize{copy};
+        }
+        v = *r;
+      } else {
+        v = apply_movement(v, m);
+      }
+    }
+    if (space == 1) {
+      // Move the reduced axes last, then insert the kept size-1 axes so the view spans
+      // shape ++ rshape.
+      v = v.permute(reduce_perm_);
+      Shape full = k_.shape;
+      full.insert(full.end(), k_.rshape.begin(), k_.rshape.end());
+      auto r = v.reshape(full);
+      if (!r) throw std::logic_error("schedule: reduction view reshape failed");
+      v = *r;
+    }
+    return v;
+  }
+
+  NodeRef lower(NodeRef n, const std::vector<NodeRef>& mops, int space) {
+    MemoKey key{n, mops, space};
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    NodeRef r = lower_uncached(n, mops, space);
+    memo_[key] = r;
+    return r;
+  }
+
+  NodeRef lower_uncached(NodeRef n, const std::vector<NodeRef>& mops, int space) {
+    if (n != target_ || n->op == Op::Param) {
+      if (auto it = slot_of_.find(n); it != slot_of_.end() || n->op == Op::Param) {
+        int slot = n->op == Op::Param ? static_cast<int>(arg_load(n).param) : it->second;
+        View base = n->op == Op::Param ? arg_load(n).view : View::contiguous(n->shape);
+        return make(Op::Load, n->dtype, {}, {}, LoadArg{param_for_slot(slot), leaf_view(base, mops, space)});
+      }
+    }
+    auto with = [&](NodeRef m) {
+      auto v = mops;
+      v.push_back(m);
+      return v;
+    };
+    switch (op_category(n->op)) {
+      case OpCategory::Leaf:
+        if (n->op == Op::Const) return make(Op::Const, n->dtype, {}, {}, n->arg);
+        if (n->op == Op::Iota) {
+          View v{n->shape, Shape(n->shape.size(), 0), 0, {}};
+          v.strides[arg_int(n)] = 1;
+          return make(Op::Index, DType::Int64, {}, {}, leaf_view(v, mops, space));
+        }
+        break;
+      case OpCategory::Unary:
+      case OpCategory::Binary:
+      case OpCategory::Ternary: {
+        std::vector<NodeRef> src;
+        for (auto s : n->src) src.push_back(lower(s, mops, space));
+        return make(n->op, n->dtype, {}, std::move(src), n->arg);
+      }
+      case OpCategory::Movement:
+        if (n->op == Op::Copy) throw NeedRealize{n};
+        if (n->op == Op::Reshape) {
+          auto it = reshape_source_.find(n);
+          NodeRef src = it == reshape_source_.end() ? n->src[0] : it->second;
+          return lower(src, with(n), space);
+        }
+        if (n->op == Op::Pad) {
+          // Padding reads zero outside the source: the mask guards the loads below it, and a
+          // where() gives zero there even when the padded expression is not zero at zero.
+          View region = View::contiguous(n->src[0]->shape).pad(arg_pairs(n));
+          NodeRef valid = make(Op::Valid, DType::Bool, {}, {}, leaf_view(region, mops, space));
+          NodeRef inner = lower(n->src[0], with(n), space);
+          NodeRef zero = is_float(n->dtype) ? make(Op::Const, n->dtype, {}, {}, 0.0)
+                                            : make(Op::Const, n->dtype, {}, {}, int64_t{0});
+          return make(Op::Where, n->dtype, {}, {valid, inner, zero});
+        }
+        return lower(n->src[0], with(n), space);
+      case OpCategory::Reduce: {
+        bool fusable = space == 0 && mops.empty() && !k_.rbody && n->shape == k_.shape &&
+                       (n == target_ || users_[n] <= 1);
+        if (!fusable) throw NeedRealize{n};
+        NodeRef x = n->src[0];
+        const auto& axes = arg_ints(n);
+        reduce_perm_.clear();
+        k_.rshape.clear();
+        for (int d = 0; d < static_cast<int>(x->shape.size()); ++d)
+          if (std::find(axes.begin(), axes.end(), d) == axes.end()) reduce_perm_.push_back(d);
+        for (auto a : axes) {
+          reduce_perm_.push_back(static_cast<int>(a));
+          k_.rshape.push_back(x->shape[a]);
+        }
+        k_.reduce_op = n->op;
+        k_.rbody = lower(x, {}, 1);
+        return make(Op::Acc, n->dtype, {}, {});
+      }
+      case OpCategory::Kernel: break;
+    }
+    throw std::logic_error("schedule: cannot lower " + std::string(op_name(n->op)));
+  }
+
+  std::vector<NodeRef> roots_;
+  Schedule out_;
+  std::unordered_map<NodeRef, int> users_;
+  std::unordered_map<NodeRef, int> slot_of_;
+  std::unordered_map<NodeRef, NodeRef> reshape_source_;
+  std::map<MemoKey, NodeRef> memo_;
+  NodeRef target_ = nullptr;
+  KernelSpec k_;
+  std::vector<int> reduce_perm_;
+};
+
+}  // namespace
+
+Schedule schedule(const std::vector<NodeRef>& roots, int n_inputs) {
+  return Scheduler(roots, n_inputs).run();
+}
+
+}  // namespace codegen

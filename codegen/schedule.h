@@ -1,0 +1,15 @@
+// Schedule: turn a tensor graph into kernels. Elementwise chains, movement ops and broadcasts
+// fuse into the kernel of the node that consumes them; a reduction fuses with its elementwise
+// producers and, when its result is consumed elementwise at its own shape, with its consumers.
+// A node is materialised (gets a buffer) only when it is a root, a reduction that cannot be
+// fused, or the source of a reshape that no strided view can express.
+#pragma once
+#include "codegen/kernel.h"
+
+namespace codegen {
+
+// `roots` are the graph's outputs; Param leaves are the inputs (arg LoadArg{index, layout}),
+// numbered 0..n_inputs-1.
+Schedule schedule(const std::vector<ir::NodeRef>& roots, int n_inputs);
+
+}  // namespace codegen

@@ -1,0 +1,48 @@
+#include "core/donation.h"
+
+namespace nx {
+
+Tensor donate(const Tensor& x) {
+  check_alive(x, "nx::donate");
+  x.impl().donation.store(1);
+  return x;
+}
+
+bool is_dead(const Tensor& t) { return t.impl().donation.load() == 2; }
+
+void check_alive(const Tensor& t, const char* api) {
+  auto& im = t.impl();
+  if (im.donation.load() != 2) return;
+  std::lock_guard lock(im.mu);
+  throw std::invalid_argument(std::string(api) + ": " + t.describe() + " was donated to " + im.consumer);
+}
+
+std::vector<bool> consume_donations(const std::vector<Tensor>& srcs, const std::string& consumer) {
+  std::vector<bool> donated(srcs.size(), false);
+  bool any = false;
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    check_alive(srcs[i], consumer.c_str());
+    if (srcs[i].impl().donation.load() == 1) {
+      donated[i] = any = true;
+      for (size_t j = 0; j < i; ++j)
+        if (srcs[j].impl_ptr() == srcs[i].impl_ptr())
+          throw std::invalid_argument("nx::donate: " + consumer + " reads one donation twice");
+    }
+  }
+  if (!any) return donated;
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    if (!donated[i]) continue;
+    auto& im = srcs[i].impl();
+    int expected = 1;
+    if (!im.donation.compare_exchange_strong(expected, 2)) {
+      // Another thread consumed it first; it is dead now (or was never ours to take).
+      check_alive(srcs[i], consumer.c_str());
+      continue;
+    }
+    std::lock_guard lock(im.mu);
+    im.consumer = consumer;
+  }
+  return donated;
+}
+
+}  // namespace nx

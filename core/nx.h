@@ -1,0 +1,5 @@
+// The public header of nx: arrays, eager by default.
+#pragma once
+#include "core/donation.h"
+#include "core/ops.h"
+#include "core/tensor.h"

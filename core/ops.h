@@ -1,0 +1,161 @@
+// Every user op of nx. Each is a composition of primitives (ir/ops.def) applied through the
+// current interpreter, so the same code runs eagerly, under rune::jit and under rune::grad.
+// Errors raise std::invalid_argument beginning with the op's C++ name and showing the values.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace nx {
+
+using Axes = std::vector<int>;
+
+// ---- creation ----
+Tensor create(DType t, const Shape& shape, const std::vector<double>& values);
+Tensor full(DType t, const Shape& shape, double value);
+Tensor zeros(DType t, const Shape& shape);
+Tensor ones(DType t, const Shape& shape);
+Tensor scalar(DType t, double value);
+Tensor full_like(const Tensor& x, double value);
+Tensor zeros_like(const Tensor& x);
+Tensor ones_like(const Tensor& x);
+Tensor arange(DType t, double start, double stop, double step = 1);
+Tensor arange(int64_t n);  // int64 [0, n)
+Tensor linspace(DType t, double start, double stop, int64_t num, bool endpoint = true);
+Tensor eye(DType t, int64_t n, std::optional<int64_t> m = std::nullopt);
+Tensor iota(const Shape& shape, int axis);  // int64 index along `axis`
+
+// Random numbers from an explicit key (counter-based: the same key gives the same numbers on
+// every device and in eager and compiled code).
+struct Key {
+  uint64_t value;
+};
+Key key(uint64_t seed);
+std::pair<Key, Key> split(Key k);
+Tensor rand(Key k, DType t, const Shape& shape);   // uniform [0, 1)
+Tensor randn(Key k, DType t, const Shape& shape);  // standard normal
+Tensor randint(Key k, int64_t lo, int64_t hi, const Shape& shape);  // int64 in [lo, hi)
+
+// ---- elementwise ----
+Tensor cast(const Tensor& x, DType t);
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tan(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor square(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor isnan(const Tensor& x);
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor mod(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, double b);
+Tensor atan2(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor clip(const Tensor& x, double lo, double hi);
+Tensor less(const Tensor& a, const Tensor& b);
+Tensor less_equal(const Tensor& a, const Tensor& b);
+Tensor greater(const Tensor& a, const Tensor& b);
+Tensor greater_equal(const Tensor& a, const Tensor& b);
+Tensor equal(const Tensor& a, const Tensor& b);
+Tensor not_equal(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& x);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// A 0-d constant of x's dtype, broadcastable against x (for scalar operands).
+Tensor scalar_like(const Tensor& x, double v);
+
+// ---- reductions (axes empty: all axes) ----
+Tensor sum(const Tensor& x, Axes axes = {}, bool keepdims = false);
+Tensor mean(const Tensor& x, Axes axes = {}, bool keepdims = false);
+Tensor max(const Tensor& x, Axes axes = {}, bool keepdims = false);
+Tensor min(const Tensor& x, Axes axes = {}, bool keepdims = false);
+Tensor prod(const Tensor& x, Axes axes = {}, bool keepdims = false);
+Tensor argmax(const Tensor& x, std::optional<int> axis = std::nullopt, bool keepdims = false);
+Tensor argmin(const Tensor& x, std::optional<int> axis = std::nullopt, bool keepdims = false);
+Tensor softmax(const Tensor& x, int axis = -1);
+Tensor log_softmax(const Tensor& x, int axis = -1);
+Tensor logsumexp(const Tensor& x, Axes axes = {}, bool keepdims = false);
+
+// ---- movement ----
+Tensor reshape(const Tensor& x, const Shape& shape);  // one -1 allowed
+Tensor transpose(const Tensor& x);                     // reverses the axes
+Tensor permute(const Tensor& x, const Axes& perm);
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+Tensor expand_dims(const Tensor& x, int axis);
+Tensor unsqueeze(const Tensor& x, int axis);
+Tensor squeeze(const Tensor& x, std::optional<int> axis = std::nullopt);
+Tensor flatten(const Tensor& x);
+struct Slice {
+  std::optional<int64_t> start, stop;
+  int64_t step = 1;
+};
+// Slices axis by axis (numpy semantics for negative indices and steps); out-of-range
+// bounds clamp as numpy's do. `index` selects one position and drops the axis.
+Tensor slice(const Tensor& x, const std::vector<Slice>& slices);
+Tensor index(const Tensor& x, int axis, int64_t i);
+Tensor concatenate(const std::vector<Tensor>& xs, int axis = 0);
+Tensor stack(const std::vector<Tensor>& xs, int axis = 0);
+Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& widths, double value = 0);
+Tensor flip(const Tensor& x, Axes axes = {});
+Tensor contiguous(const Tensor& x);  // a contiguous copy
+
+// ---- linear algebra ----
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor dot(const Tensor& a, const Tensor& b);
+
+// ---- reading (waits for the value; raises rune::jit_error on traced values) ----
+template <class T>
+std::vector<T> to_vector(const Tensor& x);
+std::vector<double> to_array(const Tensor& x);  // the chapter's Nx.to_array: as float64
+template <class T>
+T item(const Tensor& x);
+std::string to_string(const Tensor& x);  // "float64 [3] [1, 2, 3]"
+void print(const Tensor& x);             // to_string and a newline on stdout
+
+// ---- operators ----
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
+Tensor operator&&(const Tensor& a, const Tensor& b);
+Tensor operator||(const Tensor& a, const Tensor& b);
+Tensor operator!(const Tensor& a);
+
+}  // namespace nx

@@ -1,0 +1,187 @@
+#include <algorithm>
+
+#include "core/prim.h"
+
+namespace nx {
+
+namespace detail {
+
+void fail(const std::string& api, const std::string& msg) { throw std::invalid_argument(api + ": " + msg); }
+
+int norm_axis(const std::string& api, int axis, int ndim, const Tensor& x) {
+  int a = axis < 0 ? axis + ndim : axis;
+  if (a < 0 || a >= ndim)
+    fail(api, "axis " + std::to_string(axis) + " out of range for " + x.describe());
+  return a;
+}
+
+std::vector<int64_t> norm_axes(const std::string& api, const Axes& axes, const Tensor& x) {
+  std::vector<int64_t> r;
+  if (axes.empty()) {
+    for (int i = 0; i < x.ndim(); ++i) r.push_back(i);
+    return r;
+  }
+  for (int a : axes) r.push_back(norm_axis(api, a, x.ndim(), x));
+  std::sort(r.begin(), r.end());
+  if (std::adjacent_find(r.begin(), r.end()) != r.end()) fail(api, "repeated axis for " + x.describe());
+  return r;
+}
+
+void require_float(const std::string& api, const Tensor& x) {
+  if (!ir::is_float(x.dtype())) fail(api, "expects a float tensor, got " + x.describe());
+}
+void require_same_dtype(const std::string& api, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    fail(api, "dtype mismatch: " + a.describe() + " and " + b.describe() + " (cast one with nx::cast)");
+}
+
+std::pair<Tensor, Tensor> broadcast_pair(const std::string& api, const Tensor& a, const Tensor& b) {
+  auto s = ir::broadcast_shapes(a.shape(), b.shape());
+  if (!s) fail(api, "cannot broadcast " + a.describe() + " with " + b.describe());
+  return {broadcast_to(a, *s), broadcast_to(b, *s)};
+}
+
+Tensor const_of(DType t, double v) {
+  ir::Value val = ir::is_float(t) ? ir::Value::of_float(t, v) : ir::Value::of_int(t, static_cast<int64_t>(v));
+  return current_interpreter().constant(val);
+}
+Tensor const_int(DType t, int64_t v) { return current_interpreter().constant(ir::Value::of_int(t, v)); }
+
+Tensor binary(const std::string& api, ir::Op op, const Tensor& a, const Tensor& b) {
+  require_same_dtype(api, a, b);
+  auto [x, y] = broadcast_pair(api, a, b);
+  return prim(op, x.dtype(), x.shape(), {x, y});
+}
+Tensor compare(const std::string& api, ir::Op op, const Tensor& a, const Tensor& b) {
+  require_same_dtype(api, a, b);
+  auto [x, y] = broadcast_pair(api, a, b);
+  return prim(op, DType::Bool, x.shape(), {x, y});
+}
+
+}  // namespace detail
+
+using namespace detail;
+using ir::Op;
+
+Tensor scalar_like(const Tensor& x, double v) { return const_of(x.dtype(), v); }
+
+Tensor cast(const Tensor& x, DType t) {
+  if (x.dtype() == t) return x;
+  return prim(Op::Cast, t, x.shape(), {x});
+}
+
+Tensor neg(const Tensor& x) {
+  if (x.dtype() == DType::Bool) fail("nx::neg", "cannot negate " + x.describe());
+  return unary(Op::Neg, x);
+}
+Tensor abs(const Tensor& x) { return unary(Op::Abs, x); }
+Tensor sign(const Tensor& x) {
+  Tensor z = scalar_like(x, 0);
+  Tensor s = where(greater(x, z), scalar_like(x, 1), where(less(x, z), scalar_like(x, -1), x));
+  return s;
+}
+
+#define RUNE_FLOAT_UNARY(fn, OP)                 \
+  Tensor fn(const Tensor& x) {                   \
+    require_float("nx::" #fn, x);                \
+    return unary(Op::OP, x);                     \
+  }
+RUNE_FLOAT_UNARY(exp, Exp)
+RUNE_FLOAT_UNARY(log, Log)
+RUNE_FLOAT_UNARY(sin, Sin)
+RUNE_FLOAT_UNARY(cos, Cos)
+RUNE_FLOAT_UNARY(tan, Tan)
+RUNE_FLOAT_UNARY(tanh, Tanh)
+RUNE_FLOAT_UNARY(sqrt, Sqrt)
+#undef RUNE_FLOAT_UNARY
+
+Tensor floor(const Tensor& x) { return unary(Op::Floor, x); }
+Tensor ceil(const Tensor& x) { return unary(Op::Ceil, x); }
+Tensor round(const Tensor& x) { return unary(Op::Round, x); }
+Tensor square(const Tensor& x) { return mul(x, x); }
+Tensor reciprocal(const Tensor& x) {
+  require_float("nx::reciprocal", x);
+  return div(scalar_like(x, 1), x);
+}
+Tensor sigmoid(const Tensor& x) {
+  require_float("nx::sigmoid", x);
+  return div(scalar_like(x, 1), add(scalar_like(x, 1), exp(neg(x))));
+}
+Tensor relu(const Tensor& x) { return maximum(x, scalar_like(x, 0)); }
+Tensor isnan(const Tensor& x) {
+  if (!ir::is_float(x.dtype())) return broadcast_to(const_int(DType::Bool, 0), x.shape());
+  return prim(Op::IsNan, DType::Bool, x.shape(), {x});
+}
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary("nx::add", Op::Add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary("nx::sub", Op::Sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary("nx::mul", Op::Mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary("nx::div", Op::Div, a, b); }
+Tensor mod(const Tensor& a, const Tensor& b) { return binary("nx::mod", Op::Mod, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) {
+  require_float("nx::pow", a);
+  return binary("nx::pow", Op::Pow, a, b);
+}
+Tensor pow(const Tensor& a, double b) { return pow(a, scalar_like(a, b)); }
+Tensor atan2(const Tensor& a, const Tensor& b) {
+  require_float("nx::atan2", a);
+  return binary("nx::atan2", Op::Atan2, a, b);
+}
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary("nx::maximum", Op::Max, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary("nx::minimum", Op::Min, a, b); }
+Tensor clip(const Tensor& x, double lo, double hi) {
+  if (lo > hi) fail("nx::clip", "lower bound " + std::to_string(lo) + " exceeds upper bound " + std::to_string(hi));
+  return minimum(maximum(x, scalar_like(x, lo)), scalar_like(x, hi));
+}
+
+Tensor less(const Tensor& a, const Tensor& b) { return compare("nx::less", Op::CmpLt, a, b); }
+Tensor less_equal(const Tensor& a, const Tensor& b) { return compare("nx::less_equal", Op::CmpLe, a, b); }
+Tensor greater(const Tensor& a, const Tensor& b) { return compare("nx::greater", Op::CmpLt, b, a); }
+Tensor greater_equal(const Tensor& a, const Tensor& b) { return compare("nx::greater_equal", Op::CmpLe, b, a); }
+Tensor equal(const Tensor& a, const Tensor& b) { return compare("nx::equal", Op::CmpEq, a, b); }
+Tensor not_equal(const Tensor& a, const Tensor& b) { return compare("nx::not_equal", Op::CmpNe, a, b); }
+
+static Tensor to_bool(const Tensor& x) {
+  return x.dtype() == DType::Bool ? x : not_equal(x, scalar_like(x, 0));
+}
+Tensor logical_and(const Tensor& a, const Tensor& b) { return binary("nx::logical_and", Op::And, to_bool(a), to_bool(b)); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return binary("nx::logical_or", Op::Or, to_bool(a), to_bool(b)); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return binary("nx::logical_xor", Op::Xor, to_bool(a), to_bool(b)); }
+Tensor logical_not(const Tensor& x) { return unary(Op::Not, to_bool(x)); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const std::string api = "nx::where";
+  if (cond.dtype() != DType::Bool) fail(api, "condition must be bool, got " + cond.describe());
+  require_same_dtype(api, a, b);
+  auto s = ir::broadcast_shapes(a.shape(), b.shape());
+  if (s) s = ir::broadcast_shapes(*s, cond.shape());
+  if (!s) fail(api, "cannot broadcast " + cond.describe() + ", " + a.describe() + " and " + b.describe());
+  return prim(Op::Where, a.dtype(), *s, {broadcast_to(cond, *s), broadcast_to(a, *s), broadcast_to(b, *s)});
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_like(a, b)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(a, b)); }
+Tensor operator+(double a, const Tensor& b) { return add(scalar_like(b, a), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(b, a), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(b, a), b); }
+Tensor operator/(double a, const Tensor& b) { return div(scalar_like(b, a), b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return less(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return less_equal(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return greater(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return greater_equal(a, b); }
+Tensor operator<(const Tensor& a, double b) { return less(a, scalar_like(a, b)); }
+Tensor operator<=(const Tensor& a, double b) { return less_equal(a, scalar_like(a, b)); }
+Tensor operator>(const Tensor& a, double b) { return greater(a, scalar_like(a, b)); }
+Tensor operator>=(const Tensor& a, double b) { return greater_equal(a, scalar_like(a, b)); }
+Tensor operator&&(const Tensor& a, const Tensor& b) { return logical_and(a, b); }
+Tensor operator||(const Tensor& a, const Tensor& b) { return logical_or(a, b); }
+Tensor operator!(const Tensor& a) { return logical_not(a); }
+
+}  // namespace nx

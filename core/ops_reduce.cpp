@@ -1,0 +1,151 @@
+#include <algorithm>
+#include <cmath>
+
+#include "core/prim.h"
+
+namespace nx {
+
+using namespace detail;
+using ir::Op;
+
+namespace {
+
+Shape kept_shape(const Tensor& x, const std::vector<int64_t>& axes) {
+  Shape s = x.shape();
+  for (auto a : axes) s[a] = 1;
+  return s;
+}
+Shape dropped_shape(const Tensor& x, const std::vector<int64_t>& axes) {
+  Shape s;
+  for (int d = 0; d < x.ndim(); ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) s.push_back(x.shape()[d]);
+  return s;
+}
+
+Tensor reduce(const std::string& api, Op op, const Tensor& x, const Axes& axes, bool keepdims) {
+  auto a = norm_axes(api, axes, x);
+  if ((op == Op::ReduceMax || op == Op::ReduceMin)) {
+    for (auto d : a)
+      if (x.shape()[d] == 0) fail(api, "zero-size reduction over axis " + std::to_string(d) + " of " + x.describe() + " has no identity");
+  }
+  Tensor r = a.empty() ? x : prim(op, x.dtype(), kept_shape(x, a), {x}, a);
+  return keepdims ? r : reshape(r, dropped_shape(x, a));
+}
+
+// Sums and products of small integers and bools accumulate in int64 (as numpy does);
+// 16-bit floats accumulate in float32 and round once at the end.
+Tensor accumulate(const std::string& api, Op op, const Tensor& x, const Axes& axes, bool keepdims) {
+  DType t = x.dtype();
+  if (t == DType::Bool || t == DType::UInt8 || t == DType::Int32)
+    return reduce(api, op, cast(x, DType::Int64), axes, keepdims);
+  if (ir::is_half(t)) return cast(reduce(api, op, cast(x, DType::Float32), axes, keepdims), t);
+  return reduce(api, op, x, axes, keepdims);
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, Axes axes, bool keepdims) { return accumulate("nx::sum", Op::ReduceSum, x, axes, keepdims); }
+Tensor prod(const Tensor& x, Axes axes, bool keepdims) { return accumulate("nx::prod", Op::ReduceProd, x, axes, keepdims); }
+Tensor max(const Tensor& x, Axes axes, bool keepdims) { return reduce("nx::max", Op::ReduceMax, x, axes, keepdims); }
+Tensor min(const Tensor& x, Axes axes, bool keepdims) { return reduce("nx::min", Op::ReduceMin, x, axes, keepdims); }
+
+Tensor mean(const Tensor& x, Axes axes, bool keepdims) {
+  auto a = norm_axes("nx::mean", axes, x);
+  int64_t n = 1;
+  for (auto d : a) n *= x.shape()[d];
+  Tensor xf = ir::is_float(x.dtype()) ? x : cast(x, DType::Float64);
+  Tensor s = sum(xf, axes, keepdims);
+  return div(s, scalar_like(s, static_cast<double>(n)));
+}
+
+static Tensor arg_reduce(const std::string& api, bool is_max, const Tensor& x, std::optional<int> axis, bool keepdims) {
+  Tensor v = x;
+  int a;
+  if (!axis) {
+    v = flatten(x);
+    a = 0;
+  } else {
+    a = norm_axis(api, *axis, x.ndim(), x);
+  }
+  int64_t n = v.shape()[a];
+  if (n == 0) fail(api, "empty axis of " + x.describe());
+  // The first index holding the extreme (a NaN counts as the extreme, as numpy does).
+  Tensor m = is_max ? max(v, {a}, true) : min(v, {a}, true);
+  Tensor hit = logical_or(equal(v, m), isnan(v));
+  Tensor idx = iota(v.shape(), a);
+  Tensor cand = where(hit, idx, const_int(DType::Int64, n));
+  Tensor r = min(cand, {a}, true);
+  if (keepdims) {
+    if (!axis) return reshape(r, Shape(x.ndim(), 1));
+    return r;
+  }
+  return axis ? squeeze(r, a) : reshape(r, {});
+}
+Tensor argmax(const Tensor& x, std::optional<int> axis, bool keepdims) { return arg_reduce("nx::argmax", true, x, axis, keepdims); }
+Tensor argmin(const Tensor& x, std::optional<int> axis, bool keepdims) { return arg_reduce("nx::argmin", false, x, axis, keepdims); }
+
+Tensor softmax(const Tensor& x, int axis) {
+  require_float("nx::softmax", x);
+  int a = norm_axis("nx::softmax", axis, x.ndim(), x);
+  Tensor e = exp(sub(x, max(x, {a}, true)));
+  return div(e, sum(e, {a}, true));
+}
+
+Tensor log_softmax(const Tensor& x, int axis) {
+  require_float("nx::log_softmax", x);
+  int a = norm_axis("nx::log_softmax", axis, x.ndim(), x);
+  Tensor shifted = sub(x, max(x, {a}, true));
+  return sub(shifted, log(sum(exp(shifted), {a}, true)));
+}
+
+Tensor logsumexp(const Tensor& x, Axes axes, bool keepdims) {
+  require_float("nx::logsumexp", x);
+  Tensor m = max(x, axes, true);
+  // A row of -inf has max -inf; shift by 0 there so the result is -inf, not NaN.
+  Tensor finite_m = where(equal(m, scalar_like(m, -INFINITY)), scalar_like(m, 0), m);
+  Tensor r = add(log(sum(exp(sub(x, finite_m)), axes, true)), finite_m);
+  if (keepdims) return r;
+  auto a = norm_axes("nx::logsumexp", axes, x);
+  Shape s;
+  for (int d = 0; d < x.ndim(); ++d)
+    if (std::find(a.begin(), a.end(), d) == a.end()) s.push_back(x.shape()[d]);
+  return reshape(r, s);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  const std::string api = "nx::matmul";
+  require_same_dtype(api, a, b);
+  if (a.ndim() == 0 || b.ndim() == 0) fail(api, "scalar operand: " + a.describe() + " and " + b.describe());
+  Tensor x = a.ndim() == 1 ? reshape(a, {1, a.shape()[0]}) : a;
+  Tensor y = b.ndim() == 1 ? reshape(b, {b.shape()[0], 1}) : b;
+  int64_t k = x.shape()[x.ndim() - 1];
+  if (y.shape()[y.ndim() - 2] != k)
+    fail(api, "shapes " + a.describe() + " and " + b.describe() + " do not align (" + std::to_string(k) +
+                  " != " + std::to_string(y.shape()[y.ndim() - 2]) + ")");
+  int64_t m = x.shape()[x.ndim() - 2], n = y.shape()[y.ndim() - 1];
+  Shape bx(x.shape().begin(), x.shape().end() - 2), by(y.shape().begin(), y.shape().end() - 2);
+  auto batch = ir::broadcast_shapes(bx, by);
+  if (!batch) fail(api, "batch dimensions of " + a.describe() + " and " + b.describe() + " do not broadcast");
+  // [..., m, k, 1] * [..., 1, k, n] summed over k: one fused kernel, no [m, k, n] temporary.
+  Shape xs = bx, ys = by;
+  xs.insert(xs.end(), {m, k, 1});
+  ys.insert(ys.end(), {1, k, n});
+  Shape full = *batch;
+  full.insert(full.end(), {m, k, n});
+  Tensor prod3 = mul(broadcast_to(reshape(x, xs), full), broadcast_to(reshape(y, ys), full));
+  Tensor r = sum(prod3, {static_cast<int>(full.size()) - 2});
+  Shape out = *batch;
+  if (a.ndim() > 1) out.push_back(m);
+  if (b.ndim() > 1) out.push_back(n);
+  return reshape(r, out);
+}
+
+Tensor dot(const Tensor& a, const Tensor& b) {
+  if (a.ndim() == 1 && b.ndim() == 1) {
+    if (a.shape() != b.shape()) fail("nx::dot", "shapes " + a.describe() + " and " + b.describe() + " differ");
+    return sum(mul(a, b));
+  }
+  return matmul(a, b);
+}
+
+}  // namespace nx

@@ -1,0 +1,158 @@
+// Reading values back: waits for the value (the host is synchronous), follows the view.
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "core/donation.h"
+#include "core/prim.h"
+
+namespace nx {
+
+using namespace detail;
+
+namespace {
+
+// Calls fn(value) for every element of x in C order.
+template <class F>
+void for_each_value(const Tensor& x, const char* api, F&& fn) {
+  current_interpreter().check_readable(x, api);
+  if (x.is_traced())
+    throw rune::jit_error(std::string(api) + ": cannot read traced value " + x.describe());
+  check_alive(x, api);
+  const auto& im = x.impl();
+  const char* base = static_cast<const char*>(im.buffer->data);
+  int64_t isz = ir::itemsize(im.dtype);
+  int64_t n = x.size();
+  int nd = x.ndim();
+  std::vector<int64_t> idx(nd, 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t off = im.view.offset;
+    for (int d = 0; d < nd; ++d) off += idx[d] * im.view.strides[d];
+    uint64_t bits = 0;
+    std::memcpy(&bits, base + off * isz, isz);
+    fn(ir::Value::from_bits(im.dtype, bits));
+    for (int d = nd - 1; d >= 0; --d) {
+      if (++idx[d] < im.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+template <class T>
+T convert(const ir::Value& v) {
+  if constexpr (std::is_floating_point_v<T>) return static_cast<T>(v.as_double());
+  else if constexpr (std::is_same_v<T, bool>) return ir::is_float(v.dtype) ? v.f != 0 : v.i != 0;
+  else return ir::is_float(v.dtype) ? static_cast<T>(v.f) : static_cast<T>(v.i);
+}
+
+// Shortest decimal that reads back as the same value of dtype t.
+std::string format_float(DType t, double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  if (t == DType::Float64) {
+    auto r = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, r.ptr);
+  }
+  if (t == DType::Float32) {
+    auto r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
+    return std::string(buf, r.ptr);
+  }
+  // 16-bit floats: the fewest significant digits that round back to the same value.
+  for (int p = 1; p <= 6; ++p) {
+    auto r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v), std::chars_format::general, p);
+    std::string s(buf, r.ptr);
+    if (ir::round_to(t, std::strtod(s.c_str(), nullptr)) == v) return s;
+  }
+  auto r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
+  return std::string(buf, r.ptr);
+}
+
+std::string format_value(const ir::Value& v) {
+  if (ir::is_float(v.dtype)) return format_float(v.dtype, v.f);
+  if (v.dtype == DType::Bool) return v.i ? "true" : "false";
+  return std::to_string(v.i);
+}
+
+}  // namespace
+
+template <class T>
+std::vector<T> to_vector(const Tensor& x) {
+  std::vector<T> out;
+  out.reserve(static_cast<size_t>(x.size()));
+  for_each_value(x, "nx::to_vector", [&](const ir::Value& v) { out.push_back(convert<T>(v)); });
+  return out;
+}
+template std::vector<float> to_vector<float>(const Tensor&);
+template std::vector<double> to_vector<double>(const Tensor&);
+template std::vector<int32_t> to_vector<int32_t>(const Tensor&);
+template std::vector<int64_t> to_vector<int64_t>(const Tensor&);
+template std::vector<uint8_t> to_vector<uint8_t>(const Tensor&);
+template std::vector<bool> to_vector<bool>(const Tensor&);
+
+std::vector<double> to_array(const Tensor& x) {
+  std::vector<double> out;
+  for_each_value(x, "nx::to_array", [&](const ir::Value& v) { out.push_back(v.as_double()); });
+  return out;
+}
+
+template <class T>
+T item(const Tensor& x) {
+  if (x.defined() && !x.is_traced() && x.size() != 1)
+    fail("nx::item", x.describe() + " has " + std::to_string(x.size()) + " elements, not 1");
+  T r{};
+  for_each_value(x, "nx::item", [&](const ir::Value& v) { r = convert<T>(v); });
+  return r;
+}
+template float item<float>(const Tensor&);
+template double item<double>(const Tensor&);
+template int32_t item<int32_t>(const Tensor&);
+template int64_t item<int64_t>(const Tensor&);
+template uint8_t item<uint8_t>(const Tensor&);
+template bool item<bool>(const Tensor&);
+
+std::string to_string(const Tensor& x) {
+  std::string head = x.describe() + " ";
+  if (x.defined() && is_dead(x)) {
+    std::lock_guard lock(x.impl().mu);
+    return head + "<donated to " + x.impl().consumer + ">";
+  }
+  std::vector<std::string> vals;
+  for_each_value(x, "nx::print", [&](const ir::Value& v) { vals.push_back(format_value(v)); });
+  const Shape& s = x.shape();
+  if (s.empty()) return head + vals[0];
+  // Summarise long axes as numpy does: above 1000 elements, 3 items at each end.
+  const bool summarise = x.size() > 1000;
+  const int64_t edge = 3;
+  std::vector<int64_t> strides(s.size(), 1);
+  for (size_t d = s.size() - 1; d > 0; --d) strides[d - 1] = strides[d] * s[d];
+  std::string indent(head.size(), ' ');
+  std::string out = head;
+  // Recursive print of the sub-array at axis d starting at flat offset `base`.
+  auto rec = [&](auto&& self, size_t d, int64_t base) -> void {
+    out += "[";
+    int64_t n = s[d];
+    for (int64_t i = 0; i < n; ++i) {
+      if (summarise && n > 2 * edge && i == edge) {
+        out += d + 1 == s.size() ? "..., " : "...,\n" + indent + std::string(d + 1, ' ');
+        i = n - edge - 1;
+        continue;
+      }
+      if (d + 1 == s.size()) {
+        out += vals[base + i];
+      } else {
+        self(self, d + 1, base + i * strides[d]);
+      }
+      if (i + 1 < n) out += d + 1 == s.size() ? ", " : ",\n" + indent + std::string(d + 1, ' ');
+    }
+    out += "]";
+  };
+  rec(rec, 0, 0);
+  return out;
+}
+
+void print(const Tensor& x) { std::cout << to_string(x) << "\n"; }
+
+}  // namespace nx

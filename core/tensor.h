@@ -1,0 +1,87 @@
+// nx::Tensor: a dtype, a shape, a placement and a strided view over a reference-counted
+// buffer (eager), or a node of a graph being traced (inside rune::jit / rune::grad).
+// Values are immutable: every op returns a new tensor.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/node.h"
+#include "ir/shape.h"
+#include "runtime/allocator.h"
+#include "runtime/device.h"
+
+namespace rune {
+// Raised when a traced value is read (item, to_vector, printing, a C++ branch on an element).
+class jit_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+}  // namespace rune
+
+namespace nx {
+
+using ir::DType;
+using Shape = std::vector<int64_t>;
+using runtime::Device;
+
+inline constexpr DType bool_ = DType::Bool;
+inline constexpr DType uint8 = DType::UInt8;
+inline constexpr DType int32 = DType::Int32;
+inline constexpr DType int64 = DType::Int64;
+inline constexpr DType float16 = DType::Float16;
+inline constexpr DType bfloat16 = DType::BFloat16;
+inline constexpr DType float32 = DType::Float32;
+inline constexpr DType float64 = DType::Float64;
+
+class Interpreter;
+
+struct TensorImpl {
+  DType dtype;
+  Shape shape;
+  Device device;
+  // Concrete value: view.shape == shape; view.offset in elements from buffer->data.
+  runtime::BufferRef buffer;
+  ir::View view;
+  // Traced value: a node of the graph `tracer` is recording (nullptr for concrete values).
+  ir::NodeRef node = nullptr;
+  Interpreter* tracer = nullptr;
+  // Donation (SEMANTICS.md §3): marked by nx::donate, dead once its consumer ran.
+  std::atomic<int> donation{0};  // 0 live, 1 donated (not yet consumed), 2 dead
+  std::string consumer;          // who consumed it, once dead
+  std::mutex mu;                 // guards consumer
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  DType dtype() const { return impl().dtype; }
+  const Shape& shape() const { return impl().shape; }
+  int ndim() const { return static_cast<int>(impl().shape.size()); }
+  int64_t size() const { return ir::numel(impl().shape); }
+  int64_t dim(int axis) const;  // negative axes count from the end
+  Device device() const { return impl().device; }
+  bool is_traced() const { return impl().node != nullptr; }
+  std::string describe() const;  // "float64 [3]": dtype and shape, for messages
+
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Makes a concrete tensor from a buffer and a view.
+Tensor make_concrete(DType t, runtime::BufferRef buf, ir::View view, Device d = Device::cpu());
+// A fresh contiguous host tensor holding raw bytes (copied).
+Tensor from_bytes(DType t, const Shape& shape, const void* data);
+
+}  // namespace nx

@@ -1,0 +1,108 @@
+#include "ir/dtype.h"
+
+#include <bit>
+#include <cmath>
+
+namespace ir {
+
+std::string_view name(DType t) {
+  switch (t) {
+    case DType::Bool: return "bool";
+    case DType::UInt8: return "uint8";
+    case DType::Int32: return "int32";
+    case DType::Int64: return "int64";
+    case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+  }
+  return "?";
+}
+
+static int rank(DType t) {
+  switch (t) {
+    case DType::Bool: return 0;
+    case DType::UInt8: return 1;
+    case DType::Int32: return 2;
+    case DType::Int64: return 3;
+    case DType::BFloat16: return 4;
+    case DType::Float16: return 5;
+    case DType::Float32: return 6;
+    case DType::Float64: return 7;
+  }
+  return 0;
+}
+
+DType promote(DType a, DType b) {
+  if (a == b) return a;
+  // float16 with bfloat16 has no exact common 16-bit type: float32, as torch does.
+  if ((a == DType::Float16 && b == DType::BFloat16) || (a == DType::BFloat16 && b == DType::Float16))
+    return DType::Float32;
+  return rank(a) >= rank(b) ? a : b;
+}
+
+// Rounds the float32 bit pattern `x` to a format with `mbits` mantissa bits and an exponent
+// bias/limit given by the caller. Shared by float16 (10 bits) and bfloat16 (7 bits).
+uint16_t f32_to_f16_bits(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
+  if (ax < 0x38800000u) {
+    // Subnormal half (or zero): value = ax as float; scale to units of 2^-24 and round.
+    float a = std::bit_cast<float>(ax);
+    // a * 2^24 is exact in float; round to nearest even integer.
+    float scaled = a * 16777216.0f;
+    float r = std::nearbyint(scaled);  // default rounding mode: nearest even
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(r));
+  }
+  // Normal: rebias exponent (127 -> 15) and round the low 13 bits to nearest even.
+  uint32_t m = ax - 0x38000000u;  // exponent rebias by 112 << 23
+  uint32_t lsb = (m >> 13) & 1u;
+  m += 0xfffu + lsb;
+  return static_cast<uint16_t>(sign | (m >> 13));
+}
+
+float f16_bits_to_f32(uint16_t h) {
+  uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16;
+  uint32_t e = (h >> 10) & 0x1fu;
+  uint32_t m = h & 0x3ffu;
+  if (e == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    float v = static_cast<float>(m) * 5.9604644775390625e-08f;  // m * 2^-24, exact
+    return sign ? -v : v;
+  }
+  return std::bit_cast<float>(sign | ((e + 112) << 23) | (m << 13));
+}
+
+uint16_t f32_to_bf16_bits(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  uint32_t lsb = (x >> 16) & 1u;
+  x += 0x7fffu + lsb;
+  return static_cast<uint16_t>(x >> 16);
+}
+
+float bf16_bits_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+// float64 -> 16-bit formats: round to odd at float32 first (keeps the sticky bit), then round to
+// nearest even at 16 bits. Round-to-odd at >= 2 extra bits makes the double rounding exact.
+static float f64_to_f32_round_odd(double d) {
+  float f = static_cast<float>(d);
+  if (std::isnan(d) || std::isinf(f) || static_cast<double>(f) == d) return f;
+  uint32_t bits = std::bit_cast<uint32_t>(f);
+  if (!(bits & 1u)) {
+    // Move one step towards d so the result is odd (inexact results must be odd).
+    float toward = std::nextafter(f, static_cast<float>(d > f ? INFINITY : -INFINITY));
+    if (static_cast<double>(f) > d) toward = std::nextafter(f, -INFINITY);
+    else toward = std::nextafter(f, INFINITY);
+    // Pick whichever neighbour brackets d with f.
+    f = toward;
+  }
+  return f;
+}
+uint16_t f64_to_f16_bits(double d) { return f32_to_f16_bits(f64_to_f32_round_odd(d)); }
+uint16_t f64_to_bf16_bits(double d) { return f32_to_bf16_bits(f64_to_f32_round_odd(d)); }
+
+}  // namespace ir

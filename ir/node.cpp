@@ -1,0 +1,150 @@
+#include "ir/node.h"
+
+#include <atomic>
+#include <bit>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace ir {
+
+namespace {
+struct OpInfo {
+  std::string_view name;
+  int arity;
+  OpCategory cat;
+};
+constexpr OpInfo kOps[] = {
+#define X(name, arity, cat) {#name, arity, OpCategory::cat},
+#include "ir/ops.def"
+#undef X
+};
+
+size_t mix(size_t h, size_t v) { return (h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2))); }
+
+size_t hash_arg(const Arg& a) {
+  size_t h = a.index();
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int64_t>) h = mix(h, static_cast<size_t>(v));
+        else if constexpr (std::is_same_v<T, double>) h = mix(h, std::bit_cast<uint64_t>(v));
+        else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+          for (auto x : v) h = mix(h, static_cast<size_t>(x));
+        else if constexpr (std::is_same_v<T, Pairs>)
+          for (auto [x, y] : v) h = mix(mix(h, x), y);
+        else if constexpr (std::is_same_v<T, View>) h = mix(h, v.hash());
+        else if constexpr (std::is_same_v<T, LoadArg>) h = mix(mix(h, v.param), v.view.hash());
+      },
+      a);
+  return h;
+}
+
+// Arg equality that tells -0.0 from +0.0 and treats equal NaN bit patterns as equal.
+bool arg_equal(const Arg& a, const Arg& b) {
+  if (a.index() != b.index()) return false;
+  if (auto* x = std::get_if<double>(&a))
+    return std::bit_cast<uint64_t>(*x) == std::bit_cast<uint64_t>(std::get<double>(b));
+  return a == b;
+}
+
+struct NodeHash {
+  size_t operator()(const Node* n) const { return n->hash; }
+};
+struct NodeEq {
+  bool operator()(const Node* a, const Node* b) const {
+    return a->hash == b->hash && a->op == b->op && a->dtype == b->dtype && a->shape == b->shape &&
+           a->src == b->src && arg_equal(a->arg, b->arg);
+  }
+};
+
+struct Table {
+  std::mutex mu;
+  std::unordered_set<const Node*, NodeHash, NodeEq> nodes;
+  uint64_t next_id = 0;
+};
+Table& table() {
+  static Table* t = new Table;  // never destroyed: nodes outlive every static user
+  return *t;
+}
+}  // namespace
+
+std::string_view op_name(Op op) { return kOps[static_cast<int>(op)].name; }
+int op_arity(Op op) { return kOps[static_cast<int>(op)].arity; }
+OpCategory op_category(Op op) { return kOps[static_cast<int>(op)].cat; }
+
+NodeRef make(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Arg arg) {
+  size_t h = mix(static_cast<size_t>(op) * 131 + static_cast<size_t>(dtype), hash_arg(arg));
+  for (auto d : shape) h = mix(h, static_cast<size_t>(d));
+  h = mix(h, shape.size());
+  for (auto s : src) h = mix(h, reinterpret_cast<size_t>(s));
+  Node probe{op, dtype, std::move(shape), std::move(src), std::move(arg), h, 0};
+  auto& t = table();
+  std::lock_guard lock(t.mu);
+  auto it = t.nodes.find(&probe);
+  if (it != t.nodes.end()) return *it;
+  probe.id = t.next_id++;
+  auto* n = new Node(std::move(probe));
+  t.nodes.insert(n);
+  return n;
+}
+
+template <class T>
+static const T& get_arg(NodeRef n, const char* what) {
+  if (auto* p = std::get_if<T>(&n->arg)) return *p;
+  throw std::logic_error(std::string("ir: node ") + std::string(op_name(n->op)) +
+                         " has no " + what + " argument");
+}
+int64_t arg_int(NodeRef n) { return get_arg<int64_t>(n, "integer"); }
+double arg_float(NodeRef n) { return get_arg<double>(n, "float"); }
+const std::vector<int64_t>& arg_ints(NodeRef n) { return get_arg<std::vector<int64_t>>(n, "ints"); }
+const Pairs& arg_pairs(NodeRef n) { return get_arg<Pairs>(n, "pairs"); }
+const View& arg_view(NodeRef n) { return get_arg<View>(n, "view"); }
+const LoadArg& arg_load(NodeRef n) { return get_arg<LoadArg>(n, "load"); }
+
+std::vector<NodeRef> toposort(const std::vector<NodeRef>& roots) {
+  std::vector<NodeRef> order;
+  std::unordered_set<NodeRef> seen;
+  std::vector<std::pair<NodeRef, size_t>> stack;
+  for (auto r : roots) {
+    if (!seen.insert(r).second) continue;
+    stack.push_back({r, 0});
+    while (!stack.empty()) {
+      auto& [n, i] = stack.back();
+      if (i < n->src.size()) {
+        NodeRef s = n->src[i++];
+        if (seen.insert(s).second) stack.push_back({s, 0});
+      } else {
+        order.push_back(n);
+        stack.pop_back();
+      }
+    }
+  }
+  return order;
+}
+
+std::string to_string(NodeRef root) {
+  std::ostringstream os;
+  std::unordered_map<NodeRef, size_t> num;
+  for (auto n : toposort({root})) {
+    num[n] = num.size();
+    os << "%" << num[n] << " = " << op_name(n->op) << " " << name(n->dtype) << " "
+       << to_string(n->shape);
+    for (auto s : n->src) os << " %" << num[s];
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) os << " (" << v << ")";
+          else if constexpr (std::is_same_v<T, std::vector<int64_t>>) os << " " << to_string(v);
+          else if constexpr (std::is_same_v<T, View>) os << " view" << to_string(v.shape) << to_string(v.strides) << "+" << v.offset;
+          else if constexpr (std::is_same_v<T, LoadArg>) os << " p" << v.param << " view" << to_string(v.view.shape) << to_string(v.view.strides) << "+" << v.view.offset;
+        },
+        n->arg);
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace ir

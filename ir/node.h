@@ -1,0 +1,70 @@
+// The one node type used at every level: tensor graphs (nodes with shapes) and lowered kernel
+// bodies (scalar nodes, empty shape). Nodes are immutable and interned: two structurally equal
+// nodes are the same pointer, so a node pointer is its own structural cache key.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/shape.h"
+
+namespace ir {
+
+enum class Op : uint8_t {
+#define X(name, arity, cat) name,
+#include "ir/ops.def"
+#undef X
+};
+enum class OpCategory : uint8_t { Leaf, Unary, Binary, Ternary, Reduce, Movement, Kernel };
+
+std::string_view op_name(Op op);
+int op_arity(Op op);
+OpCategory op_category(Op op);
+inline bool is_elementwise(Op op) {
+  auto c = op_category(op);
+  return c == OpCategory::Unary || c == OpCategory::Binary || c == OpCategory::Ternary;
+}
+inline bool is_reduce(Op op) { return op_category(op) == OpCategory::Reduce; }
+inline bool is_movement(Op op) { return op_category(op) == OpCategory::Movement; }
+
+using Pairs = std::vector<std::pair<int64_t, int64_t>>;
+struct LoadArg {
+  int param;
+  View view;
+  bool operator==(const LoadArg&) const = default;
+};
+// The closed set of node arguments.
+using Arg = std::variant<std::monostate, int64_t, double, std::vector<int64_t>, Pairs, View,
+                         LoadArg>;
+
+struct Node;
+using NodeRef = const Node*;
+
+struct Node {
+  Op op;
+  DType dtype;
+  Shape shape;  // empty for scalar kernel nodes and 0-d tensors alike
+  std::vector<NodeRef> src;
+  Arg arg;
+  size_t hash;
+  uint64_t id;  // creation order, for stable topological sorts
+};
+
+// Returns the unique node with these fields (created on first use; never freed).
+NodeRef make(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Arg arg = {});
+
+// Argument accessors (throw std::logic_error on the wrong alternative).
+int64_t arg_int(NodeRef n);
+double arg_float(NodeRef n);
+const std::vector<int64_t>& arg_ints(NodeRef n);
+const Pairs& arg_pairs(NodeRef n);
+const View& arg_view(NodeRef n);
+const LoadArg& arg_load(NodeRef n);
+
+// Nodes reachable from roots, sources before users, in a deterministic order.
+std::vector<NodeRef> toposort(const std::vector<NodeRef>& roots);
+std::string to_string(NodeRef n);  // one line per node, for DEBUG=5 and errors
+
+}  // namespace ir

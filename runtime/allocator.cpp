@@ -1,0 +1,97 @@
+#include "runtime/allocator.h"
+
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+
+namespace runtime {
+
+// Sizes round up to 64 bytes below 4 KiB, then to 1/8 steps of the power of two, so reuse
+// is likely and waste is at most 12.5%.
+size_t Allocator::round_size(size_t n) {
+  if (n == 0) return 64;
+  if (n <= 4096) return (n + 63) & ~size_t(63);
+  size_t p = size_t(1) << (63 - __builtin_clzll(n));
+  size_t step = p / 8;
+  return (n + step - 1) / step * step;
+}
+
+void* Allocator::allocate(size_t nbytes) {
+  size_t r = round_size(nbytes);
+  {
+    std::lock_guard lock(mu_);
+    auto it = free_.find(r);
+    if (it != free_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      st_.cached -= r;
+      st_.in_use += r;
+      st_.peak = std::max(st_.peak, st_.in_use);
+      ++st_.hits;
+      return p;
+    }
+  }
+  void* p = system_alloc(r);
+  if (!p) {
+    empty_cache();
+    p = system_alloc(r);
+    if (!p) throw std::bad_alloc();
+  }
+  std::lock_guard lock(mu_);
+  st_.in_use += r;
+  st_.peak = std::max(st_.peak, st_.in_use);
+  ++st_.misses;
+  return p;
+}
+
+void Allocator::release(void* p, size_t nbytes) {
+  size_t r = round_size(nbytes);
+  std::lock_guard lock(mu_);
+  free_[r].push_back(p);
+  st_.in_use -= r;
+  st_.cached += r;
+}
+
+AllocatorStats Allocator::stats() {
+  std::lock_guard lock(mu_);
+  return st_;
+}
+void Allocator::reset_peak() {
+  std::lock_guard lock(mu_);
+  st_.peak = st_.in_use;
+}
+void Allocator::empty_cache() {
+  std::map<size_t, std::vector<void*>> blocks;
+  {
+    std::lock_guard lock(mu_);
+    blocks.swap(free_);
+    st_.cached = 0;
+  }
+  for (auto& [size, ptrs] : blocks)
+    for (void* p : ptrs) system_free(p, size);
+}
+
+namespace {
+class HostAllocator final : public Allocator {
+  void* system_alloc(size_t n) override { return std::aligned_alloc(64, n); }
+  void system_free(void* p, size_t) override { std::free(p); }
+};
+}  // namespace
+
+Allocator& host_allocator() {
+  static auto* a = new HostAllocator;  // outlives every buffer
+  return *a;
+}
+
+Buffer::Buffer(Device d, size_t n, Allocator* a) : device(d), nbytes(n), alloc(a) {
+  data = a->allocate(n);
+}
+Buffer::~Buffer() { alloc->release(data, nbytes); }
+
+BufferRef allocate(Device d, size_t nbytes) {
+  if (d.kind != DeviceKind::CPU)
+    throw std::invalid_argument("runtime::allocate: device " + d.name() + " is not available");
+  return std::make_shared<Buffer>(d, nbytes, &host_allocator());
+}
+
+}  // namespace runtime

@@ -1,0 +1,61 @@
+// Buffers and the caching allocator. A freed block goes back to a per-size free list and is
+// reused by the next request of the same rounded size, so a loop that allocates the same
+// shapes every step stops paying for fresh memory (page faults on the host, cudaMalloc on a GPU).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "runtime/device.h"
+
+namespace runtime {
+
+struct AllocatorStats {
+  size_t in_use = 0;   // bytes held by live buffers (rounded sizes)
+  size_t peak = 0;     // the most in_use has been since the last reset_peak()
+  size_t cached = 0;   // bytes held in free lists, ready for reuse
+  size_t hits = 0, misses = 0;
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  void* allocate(size_t nbytes);
+  void release(void* p, size_t nbytes);
+  AllocatorStats stats();
+  void reset_peak();
+  void empty_cache();  // returns every cached block to the system
+  static size_t round_size(size_t nbytes);
+
+ protected:
+  virtual void* system_alloc(size_t nbytes) = 0;
+  virtual void system_free(void* p, size_t nbytes) = 0;
+
+ private:
+  std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;
+  AllocatorStats st_;
+};
+
+// The host allocator: 64-byte aligned blocks.
+Allocator& host_allocator();
+
+// A block of device memory, returned to its allocator when the last reference goes.
+struct Buffer {
+  Device device;
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Allocator* alloc = nullptr;
+  Buffer(Device d, size_t n, Allocator* a);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+using BufferRef = std::shared_ptr<Buffer>;
+
+BufferRef allocate(Device d, size_t nbytes);
+
+}  // namespace runtime

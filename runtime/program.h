@@ -1,0 +1,34 @@
+// A compiled program for the host: buffer slots and a list of kernel launches.
+// Slots: inputs (bound by the caller), then outputs, then temporaries; the runtime allocates
+// outputs and temporaries from the caching allocator for each run.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/allocator.h"
+
+namespace runtime {
+
+using HostKernelFn = void (*)(char** bufs, int64_t lo, int64_t hi);
+
+struct HostStep {
+  HostKernelFn fn = nullptr;
+  std::string name;
+  int64_t items = 0;   // work items; the pool splits [0, items)
+  int64_t cost = 1;    // element operations per item, to decide on threading
+  int64_t bytes = 0;   // bytes moved, for DEBUG=2's GB/s
+  std::vector<int> slots;  // kernel param -> slot
+};
+
+struct HostProgram {
+  int n_inputs = 0;
+  std::vector<int64_t> slot_bytes;  // per slot; inputs: -1
+  std::vector<int> output_slots;
+  std::vector<HostStep> steps;
+
+  // Runs the program on input base pointers; returns one fresh buffer per output.
+  std::vector<BufferRef> run(const std::vector<char*>& inputs) const;
+};
+
+}  // namespace runtime

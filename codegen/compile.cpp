@@ -44,6 +44,7 @@ struct Caches {
   std::unordered_map<RootsKey, std::shared_ptr<const runtime::HostProgram>, RootsHash> programs;
   std::mutex compile_mu;  // one compile at a time; also guards kernels and stats
   std::unordered_map<KernelSpec, HostKernel, SpecHash> kernels;
+  std::unordered_map<std::string, HostKernel> by_name;  // distinct specs may render alike
   CompileStats stats;
 };
 Caches& caches() {
@@ -73,6 +74,7 @@ HostKernel build_kernel(const KernelSpec& spec, Caches& c) {
   std::snprintf(name, sizeof name, "rk_%016llx", static_cast<unsigned long long>(fnv(rendered.ir)));
   std::string ir = rendered.ir;
   replace_all(ir, "@KERNEL", std::string("@") + name);
+  if (auto it = c.by_name.find(name); it != c.by_name.end()) return it->second;
   if (debug_level() >= 4) std::fprintf(stderr, "rune: kernel %s source:\n%s\n", name, ir.c_str());
   std::string key = cpu::target_id() + "\n" + ir;
   auto t0 = std::chrono::steady_clock::now();
@@ -97,6 +99,7 @@ HostKernel build_kernel(const KernelSpec& spec, Caches& c) {
   hk.name = name;
   hk.main = reinterpret_cast<runtime::HostKernelFn>(addrs[0]);
   if (rendered.two_phase) hk.phase1 = reinterpret_cast<runtime::HostKernelFn>(addrs[1]);
+  c.by_name.emplace(name, hk);
   return hk;
 }
 

@@ -31,7 +31,11 @@ Tensor create(DType t, const Shape& shape, const std::vector<double>& values) {
 Tensor full(DType t, const Shape& shape, double value) {
   for (auto d : shape)
     if (d < 0) fail("nx::full", "negative dimension in " + ir::to_string(shape));
-  return broadcast_to(const_of(t, value), shape);
+  // Eager values are materialised (as numpy's are), so their layout is the ordinary contiguous
+  // one; under a tracer the broadcast constant fuses into its consumers instead.
+  Tensor b = broadcast_to(const_of(t, value), shape);
+  if (&current_interpreter() == &eager_interpreter() && !shape.empty()) return contiguous(b);
+  return b;
 }
 Tensor zeros(DType t, const Shape& shape) { return full(t, shape, 0); }
 Tensor ones(DType t, const Shape& shape) { return full(t, shape, 1); }

@@ -1,0 +1,258 @@
+#include "trace/jit.h"
+
+#include <condition_variable>
+#include <cstdio>
+#include <future>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include "codegen/compile.h"
+#include "core/donation.h"
+#include "ir/debug.h"
+
+namespace rune {
+
+namespace {
+
+// The abstract value of one leaf: what the program depends on besides the structure.
+struct LeafKey {
+  nx::DType dtype;
+  nx::Shape shape;
+  nx::Device device;
+  std::vector<int64_t> strides;  // extent-1 axes zeroed: they never affect addressing
+  int64_t align;                 // where the data starts, modulo 16 bytes
+  bool operator==(const LeafKey&) const = default;
+};
+
+struct Key {
+  std::vector<int64_t> tokens;
+  std::vector<LeafKey> leaves;
+  size_t hash = 0;
+  bool operator==(const Key& o) const { return hash == o.hash && tokens == o.tokens && leaves == o.leaves; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const { return k.hash; }
+};
+
+Key make_key(const Flat& args) {
+  Key k;
+  k.tokens = args.tokens;
+  size_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](int64_t v) { h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull; };
+  for (auto t : k.tokens) mix(t);
+  k.leaves.reserve(args.leaves.size());
+  for (const auto& t : args.leaves) {
+    const auto& im = t.impl();
+    LeafKey lk{im.dtype, im.shape, im.device, {}, 0};
+    if (!im.node) {
+      lk.strides = im.view.strides;
+      for (size_t d = 0; d < lk.shape.size(); ++d)
+        if (lk.shape[d] == 1) lk.strides[d] = 0;
+      lk.align = (reinterpret_cast<uintptr_t>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype)) % 16;
+    }
+    mix(static_cast<int64_t>(lk.dtype));
+    for (auto d : lk.shape) mix(d);
+    mix(static_cast<int64_t>(lk.device.kind) * 64 + lk.device.index);
+    for (auto s : lk.strides) mix(s);
+    mix(lk.align);
+    k.leaves.push_back(std::move(lk));
+  }
+  k.hash = h;
+  return k;
+}
+
+std::string strides_text(const std::vector<int64_t>& s) { return ir::to_string(s); }
+
+// The first difference between two keys, as "<path>: <this> here, <that> in the previous key".
+std::string first_difference(const Key& cur, const Key& prev, const std::vector<std::string>& leaf_paths,
+                             const std::vector<std::string>& token_paths) {
+  size_t leaf = 0;
+  auto path_of_token = [&](size_t i) { return i < token_paths.size() ? token_paths[i] : std::string("?"); };
+  for (size_t i = 0; i < cur.tokens.size() && i < prev.tokens.size(); ++i) {
+    int64_t a = cur.tokens[i], b = prev.tokens[i];
+    std::string p = path_of_token(i);
+    if (a != b) {
+      if ((a == kSome || a == kNone) && (b == kSome || b == kNone))
+        return p + ": option " + (a == kSome ? "present" : "absent") + " here, option " +
+               (b == kSome ? "present" : "absent") + " in the previous key";
+      return p + ": structure differs from the previous key";
+    }
+    if (a == kList || a == kStatic) {
+      ++i;
+      int64_t x = cur.tokens[i], y = prev.tokens[i];
+      if (x != y) {
+        const char* what = a == kList ? "list length " : "static ";
+        return p + ": " + what + std::to_string(x) + " here, " + what + std::to_string(y) + " in the previous key";
+      }
+      continue;
+    }
+    if (a != kLeaf) continue;
+    const LeafKey& x = cur.leaves[leaf];
+    const LeafKey& y = prev.leaves[leaf];
+    std::string lp = leaf < leaf_paths.size() ? leaf_paths[leaf] : p;
+    ++leaf;
+    if (x.dtype != y.dtype)
+      return lp + ": dtype " + std::string(ir::name(x.dtype)) + " here, dtype " + std::string(ir::name(y.dtype)) +
+             " in the previous key";
+    if (x.shape != y.shape)
+      return lp + ": shape " + ir::to_string(x.shape) + " here, shape " + ir::to_string(y.shape) + " in the previous key";
+    if (!(x.device == y.device))
+      return lp + ": placement " + x.device.name() + " here, placement " + y.device.name() + " in the previous key";
+    if (x.strides != y.strides)
+      return lp + ": strides " + strides_text(x.strides) + " here, strides " + strides_text(y.strides) +
+             " in the previous key";
+    if (x.align != y.align)
+      return lp + ": data offset " + std::to_string(x.align) + " (mod 16 bytes) here, " + std::to_string(y.align) +
+             " in the previous key";
+  }
+  if (cur.tokens.size() != prev.tokens.size()) return "structure differs from the previous key";
+  return "key differs from the previous key";
+}
+
+std::string describe_key(const Key& k) {
+  std::string s;
+  for (size_t i = 0; i < k.leaves.size(); ++i) {
+    if (i) s += ", ";
+    s += std::string(ir::name(k.leaves[i].dtype)) + " " + ir::to_string(k.leaves[i].shape) + " on " +
+         k.leaves[i].device.name();
+  }
+  return "(" + s + ")";
+}
+
+struct Compiled {
+  std::shared_ptr<const runtime::HostProgram> program;
+  std::vector<nx::Tensor> captured;
+  std::vector<int64_t> result_tokens;
+  std::vector<std::pair<nx::DType, nx::Shape>> outputs;
+  nx::Device device;
+};
+
+}  // namespace
+
+struct JitCore::Impl {
+  JitOptions options;
+  mutable std::mutex mu;
+  using Future = std::shared_future<std::shared_ptr<const Compiled>>;
+  struct Entry {
+    Future future;
+    std::list<Key>::iterator lru;
+  };
+  std::unordered_map<Key, Entry, KeyHash> cache;
+  std::list<Key> lru;  // most recent first
+  std::optional<Key> last;
+  size_t traces = 0;
+
+  std::shared_ptr<const Compiled> build(const Flat& args, const Key& key, const TraceFn& trace) {
+    nx::Device device = args.leaves.empty() ? nx::Device::cpu() : args.leaves[0].device();
+    for (const auto& l : args.leaves)
+      if (!(l.device() == device))
+        throw std::invalid_argument(options.name + ": arguments on two devices: " + device.name() + " and " +
+                                    l.device().name());
+    Tracer tracer(device, static_cast<int>(args.leaves.size()));
+    std::vector<nx::Tensor> stand_ins;
+    for (size_t i = 0; i < args.leaves.size(); ++i) {
+      const LeafKey& lk = key.leaves[i];
+      ir::View layout{lk.shape, lk.strides, 0, {}};
+      stand_ins.push_back(tracer.stand_in(static_cast<int>(i), lk.dtype, layout));
+    }
+    Flat result;
+    {
+      nx::InterpreterScope scope(&tracer);
+      result = trace(stand_ins);
+    }
+    std::vector<ir::NodeRef> roots;
+    for (const auto& r : result.leaves) roots.push_back(tracer.node_of(r));
+    auto c = std::make_shared<Compiled>();
+    c->captured = tracer.captured();
+    c->program = codegen::compile_host(roots, static_cast<int>(args.leaves.size() + c->captured.size()));
+    c->result_tokens = std::move(result.tokens);
+    for (auto r : roots) c->outputs.push_back({r->dtype, r->shape});
+    c->device = device;
+    return c;
+  }
+};
+
+JitCore::JitCore(JitOptions o) : impl_(std::make_unique<Impl>()) { impl_->options = std::move(o); }
+JitCore::~JitCore() = default;
+
+size_t JitCore::traces() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->traces;
+}
+size_t JitCore::cached_programs() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->cache.size();
+}
+
+std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Flat& args, const TraceFn& trace,
+                                                                      const PathsFn& paths) {
+  Impl& m = *impl_;
+  for (const auto& l : args.leaves) nx::check_alive(l, m.options.name.c_str());
+  Key key = make_key(args);
+  Impl::Future future;
+  std::shared_ptr<std::promise<std::shared_ptr<const Compiled>>> mine;
+  {
+    std::lock_guard lock(m.mu);
+    auto it = m.cache.find(key);
+    if (it != m.cache.end()) {
+      m.lru.splice(m.lru.begin(), m.lru, it->second.lru);
+      future = it->second.future;
+    } else {
+      if (ir::jit_debug() && m.last) {
+        std::vector<std::string> lp, tp;
+        paths(lp, tp);
+        std::fprintf(stderr, "rune.jit: retrace: %s\n", first_difference(key, *m.last, lp, tp).c_str());
+      }
+      mine = std::make_shared<std::promise<std::shared_ptr<const Compiled>>>();
+      future = mine->get_future().share();
+      m.lru.push_front(key);
+      m.cache.emplace(key, Impl::Entry{future, m.lru.begin()});
+      ++m.traces;
+      while (m.cache.size() > std::max<size_t>(m.options.cache_size, 1)) {
+        const Key& victim = m.lru.back();
+        if (ir::jit_debug())
+          std::fprintf(stderr, "rune.jit: evicted the program for %s (cache size %zu)\n", describe_key(victim).c_str(),
+                       m.options.cache_size);
+        m.cache.erase(victim);
+        m.lru.pop_back();
+      }
+    }
+    m.last = key;
+  }
+  if (mine) {
+    try {
+      mine->set_value(m.build(args, key, trace));
+    } catch (...) {
+      // A failed trace or compile installs nothing; its error reaches this caller and any
+      // caller that was waiting for the same key.
+      mine->set_exception(std::current_exception());
+      std::lock_guard lock(m.mu);
+      auto it = m.cache.find(key);
+      if (it != m.cache.end()) {
+        m.lru.erase(it->second.lru);
+        m.cache.erase(it);
+      }
+      throw;
+    }
+  }
+  std::shared_ptr<const Compiled> c = future.get();
+  nx::consume_donations(args.leaves, m.options.name);
+  std::vector<char*> ptrs;
+  ptrs.reserve(args.leaves.size() + c->captured.size());
+  auto bind = [&](const nx::Tensor& t) {
+    const auto& im = t.impl();
+    ptrs.push_back(static_cast<char*>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype));
+  };
+  for (const auto& l : args.leaves) bind(l);
+  for (const auto& l : c->captured) bind(l);
+  auto bufs = c->program->run(ptrs);
+  std::vector<nx::Tensor> outs;
+  outs.reserve(bufs.size());
+  for (size_t i = 0; i < bufs.size(); ++i)
+    outs.push_back(nx::make_concrete(c->outputs[i].first, std::move(bufs[i]), ir::View::contiguous(c->outputs[i].second),
+                                     c->device));
+  return {std::move(outs), c->result_tokens};
+}
+
+}  // namespace rune

@@ -1,0 +1,103 @@
+// rune::jit: compile a function of tensor trees. A call traces f over stand-ins of its
+// arguments into a program, keyed by the arguments' structure and each leaf's dtype, shape,
+// placement and layout (SEMANTICS.md §2), compiles it and runs it; later calls with the same
+// key run the compiled program without calling f.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "trace/tracer.h"
+#include "trace/tree.h"
+
+namespace rune {
+
+struct JitOptions {
+  size_t cache_size = 4096;        // programs kept per compiled function (least recently used go)
+  std::string name = "rune::jit";  // the entry point named in messages
+};
+
+// The type-independent part of a compiled function: keys, the program cache, retrace reports.
+class JitCore {
+ public:
+  explicit JitCore(JitOptions o);
+  ~JitCore();
+  // Traces f on stand-ins (given in the argument's structure) and returns its flat result.
+  using TraceFn = std::function<Flat(const std::vector<nx::Tensor>& stand_ins)>;
+  // Fills paths for the arguments (only used for messages).
+  using PathsFn = std::function<void(std::vector<std::string>& leaf_paths, std::vector<std::string>& token_paths)>;
+  // Runs the program for `args` (tracing on a new key); returns outputs and result tokens.
+  std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> call(const Flat& args, const TraceFn& trace,
+                                                               const PathsFn& paths);
+  size_t traces() const;        // how many times f was traced
+  size_t cached_programs() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+template <class Sig>
+class Jitted;
+
+template <class R, class... Args>
+class Jitted<R(Args...)> {
+ public:
+  Jitted(std::function<R(Args...)> f, JitOptions o)
+      : f_(std::move(f)), core_(std::make_shared<JitCore>(std::move(o))) {}
+
+  R operator()(Args... args) const {
+    // jit inside a traced function is inlined into the enclosing trace.
+    if (active_tracer()) return f_(std::forward<Args>(args)...);
+    Flat flat;
+    flatten_args(flat, args...);
+    auto trace = [&](const std::vector<nx::Tensor>& stand_ins) {
+      Unflat u{stand_ins, flat.tokens};
+      std::tuple<std::decay_t<Args>...> a{Tree<std::decay_t<Args>>::build(u)...};
+      R r = std::apply(f_, a);
+      Flat out;
+      Tree<R>::flatten(r, out, "");
+      return out;
+    };
+    auto paths = [&](std::vector<std::string>& lp, std::vector<std::string>& tp) {
+      Flat f;
+      f.paths = &lp;
+      f.token_paths = &tp;
+      flatten_args(f, args...);
+    };
+    auto [outs, tokens] = core_->call(flat, trace, paths);
+    Unflat u{outs, tokens};
+    return Tree<R>::build(u);
+  }
+
+  size_t traces() const { return core_->traces(); }
+  size_t cached_programs() const { return core_->cached_programs(); }
+
+ private:
+  template <class... A>
+  static void flatten_args(Flat& f, const A&... a) {
+    int i = 0;
+    (Tree<std::decay_t<A>>::flatten(a, f, std::to_string(i++)), ...);
+  }
+  std::function<R(Args...)> f_;
+  std::shared_ptr<JitCore> core_;
+};
+
+namespace detail {
+template <class T>
+struct FnSig;
+template <class R, class... A>
+struct FnSig<std::function<R(A...)>> {
+  using type = R(A...);
+};
+}  // namespace detail
+
+// Compiles f; its signature is deduced from its parameter and result types.
+template <class F>
+auto jit(F f, JitOptions o = {}) {
+  using Fn = decltype(std::function{f});
+  return Jitted<typename detail::FnSig<Fn>::type>(Fn(std::move(f)), std::move(o));
+}
+
+}  // namespace rune

@@ -1,0 +1,59 @@
+#include "trace/tracer.h"
+
+namespace rune {
+
+nx::Tensor Tracer::wrap(ir::NodeRef n) {
+  auto impl = std::make_shared<nx::TensorImpl>();
+  impl->dtype = n->dtype;
+  impl->shape = n->shape;
+  impl->device = device_;
+  impl->node = n;
+  impl->tracer = this;
+  return nx::Tensor(std::move(impl));
+}
+
+nx::Tensor Tracer::stand_in(int index, nx::DType t, const ir::View& layout) {
+  return wrap(ir::make(ir::Op::Param, t, layout.shape, {}, ir::LoadArg{index, layout}));
+}
+
+ir::NodeRef Tracer::node_of(const nx::Tensor& t) {
+  const auto& im = t.impl();
+  if (im.node) {
+    if (im.tracer != this)
+      throw jit_error("rune::jit: a value traced by another function (" + t.describe() +
+                      ") was used here; pass it as an argument instead");
+    return im.node;
+  }
+  if (auto it = lifted_.find(&im); it != lifted_.end()) return it->second;
+  int index = n_args_ + static_cast<int>(captured_.size());
+  ir::View layout = im.view;
+  layout.offset = 0;
+  ir::NodeRef n = ir::make(ir::Op::Param, im.dtype, im.shape, {}, ir::LoadArg{index, layout});
+  captured_.push_back(t);
+  lifted_[&im] = n;
+  return n;
+}
+
+nx::Tensor Tracer::apply(ir::Op op, nx::DType out, const nx::Shape& shape, const std::vector<nx::Tensor>& srcs,
+                         const ir::Arg& arg) {
+  std::vector<ir::NodeRef> src;
+  for (const auto& s : srcs) src.push_back(node_of(s));
+  if (op == ir::Op::Copy) return wrap(ir::make(ir::Op::Copy, out, shape, src));
+  return wrap(ir::make(op, out, shape, std::move(src), arg));
+}
+
+nx::Tensor Tracer::constant(const ir::Value& v) {
+  ir::Arg a = ir::is_float(v.dtype) ? ir::Arg{v.f} : ir::Arg{v.i};
+  return wrap(ir::make(ir::Op::Const, v.dtype, {}, {}, a));
+}
+
+void Tracer::check_readable(const nx::Tensor& t, const char* api) {
+  if (t.is_traced())
+    throw jit_error(std::string(api) + ": cannot read traced value " + t.describe() +
+                    " while tracing; its elements are not known until the compiled program runs "
+                    "(use nx::where for data-dependent choices)");
+}
+
+Tracer* active_tracer() { return dynamic_cast<Tracer*>(&nx::current_interpreter()); }
+
+}  // namespace rune

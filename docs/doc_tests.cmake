@@ -1,0 +1,18 @@
+# Compiles and runs the code blocks of docs/*.md, comparing their output with the `out` blocks.
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+file(GLOB RUNE_DOC_PAGES ${CMAKE_CURRENT_SOURCE_DIR}/docs/*.md)
+foreach(page ${RUNE_DOC_PAGES})
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${page})
+  execute_process(
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/tools/doc_blocks.py ${page} ${CMAKE_BINARY_DIR}/doc_blocks
+    OUTPUT_VARIABLE blocks OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
+  string(REPLACE "\n" ";" blocks "${blocks}")
+  foreach(block ${blocks})
+    add_executable(doc_${block} ${CMAKE_BINARY_DIR}/doc_blocks/${block}.cpp)
+    target_link_libraries(doc_${block} PRIVATE rune)
+    add_test(NAME doc.${block}
+      COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:doc_${block}> -DEXPECTED=${CMAKE_BINARY_DIR}/doc_blocks/${block}.expected
+              -P ${CMAKE_CURRENT_SOURCE_DIR}/tools/compare_output.cmake)
+    set_tests_properties(doc.${block} PROPERTIES LABELS docs)
+  endforeach()
+endforeach()

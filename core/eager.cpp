@@ -91,7 +91,8 @@ class Eager final : public Interpreter {
   }
 };
 
-thread_local Interpreter* g_current = nullptr;
+// The interpreters active on this thread, innermost last.
+thread_local std::vector<Interpreter*> g_stack;
 
 }  // namespace
 
@@ -99,10 +100,15 @@ Interpreter& eager_interpreter() {
   static Eager e;
   return e;
 }
-Interpreter& current_interpreter() { return g_current ? *g_current : eager_interpreter(); }
+Interpreter& current_interpreter() { return g_stack.empty() ? eager_interpreter() : *g_stack.back(); }
+bool is_active(const Interpreter* i) {
+  for (auto* s : g_stack)
+    if (s == i) return true;
+  return false;
+}
 
-InterpreterScope::InterpreterScope(Interpreter* i) : prev_(g_current) { g_current = i; }
-InterpreterScope::~InterpreterScope() { g_current = prev_; }
+InterpreterScope::InterpreterScope(Interpreter* i) : prev_(nullptr) { g_stack.push_back(i); }
+InterpreterScope::~InterpreterScope() { g_stack.pop_back(); }
 
 Tensor apply(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs, const ir::Arg& arg) {
   return current_interpreter().apply(op, out, shape, srcs, arg);

@@ -23,6 +23,8 @@ class Interpreter {
 // The interpreter that handles ops now (per thread): the innermost active tracer, or eager.
 Interpreter& current_interpreter();
 Interpreter& eager_interpreter();
+// Whether `i` is on this thread's stack of active interpreters.
+bool is_active(const Interpreter* i);
 // Makes `i` current on this thread for the object's lifetime (tracers nest).
 class InterpreterScope {
  public:

@@ -18,15 +18,15 @@ nx::Tensor Tracer::stand_in(int index, nx::DType t, const ir::View& layout) {
 
 ir::NodeRef Tracer::node_of(const nx::Tensor& t) {
   const auto& im = t.impl();
-  if (im.node) {
-    if (im.tracer != this)
-      throw jit_error("rune::jit: a value traced by another function (" + t.describe() +
-                      ") was used here; pass it as an argument instead");
-    return im.node;
-  }
+  if (im.node && im.tracer == this) return im.node;
+  if (im.node && !nx::is_active(im.tracer))
+    throw jit_error("rune::jit: a traced value " + t.describe() +
+                    " escaped the function that traced it; return it instead");
+  // Concrete tensors, and values of an enclosing trace (grad inside jit), are captured: they
+  // become extra params bound to those values whenever the graph runs.
   if (auto it = lifted_.find(&im); it != lifted_.end()) return it->second;
   int index = n_args_ + static_cast<int>(captured_.size());
-  ir::View layout = im.view;
+  ir::View layout = im.node ? ir::View::contiguous(im.shape) : im.view;
   layout.offset = 0;
   ir::NodeRef n = ir::make(ir::Op::Param, im.dtype, im.shape, {}, ir::LoadArg{index, layout});
   captured_.push_back(t);

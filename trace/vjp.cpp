@@ -1,0 +1,161 @@
+#include "trace/vjp.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace rune {
+
+using ir::NodeRef;
+using ir::Op;
+using ir::Shape;
+
+namespace {
+
+// Tensor-level node builders mirroring the nx ops (operands already share shape and dtype).
+NodeRef constant(ir::DType t, double v, const Shape& shape) {
+  ir::Arg a = ir::is_float(t) ? ir::Arg{v} : ir::Arg{static_cast<int64_t>(v)};
+  NodeRef c = ir::make(Op::Const, t, {}, {}, a);
+  if (shape.empty()) return c;
+  NodeRef r = ir::make(Op::Reshape, t, Shape(shape.size(), 1), {c});
+  return ir::make(Op::Expand, t, shape, {r});
+}
+NodeRef like(NodeRef x, double v) { return constant(x->dtype, v, x->shape); }
+NodeRef bin(Op op, NodeRef a, NodeRef b) { return ir::make(op, a->dtype, a->shape, {a, b}); }
+NodeRef add(NodeRef a, NodeRef b) { return bin(Op::Add, a, b); }
+NodeRef sub(NodeRef a, NodeRef b) { return bin(Op::Sub, a, b); }
+NodeRef mul(NodeRef a, NodeRef b) { return bin(Op::Mul, a, b); }
+NodeRef div(NodeRef a, NodeRef b) { return bin(Op::Div, a, b); }
+NodeRef un(Op op, NodeRef a) { return ir::make(op, a->dtype, a->shape, {a}); }
+NodeRef neg(NodeRef a) { return un(Op::Neg, a); }
+NodeRef cmp(Op op, NodeRef a, NodeRef b) { return ir::make(op, ir::DType::Bool, a->shape, {a, b}); }
+NodeRef where(NodeRef c, NodeRef a, NodeRef b) { return ir::make(Op::Where, a->dtype, a->shape, {c, a, b}); }
+NodeRef cast(NodeRef a, ir::DType t) { return a->dtype == t ? a : ir::make(Op::Cast, t, a->shape, {a}); }
+NodeRef expand(NodeRef g, const Shape& shape) { return g->shape == shape ? g : ir::make(Op::Expand, g->dtype, shape, {g}); }
+NodeRef reshape(NodeRef g, const Shape& shape) { return g->shape == shape ? g : ir::make(Op::Reshape, g->dtype, shape, {g}); }
+NodeRef reduce_sum(NodeRef g, const std::vector<int64_t>& axes) {
+  if (axes.empty()) return g;
+  Shape s = g->shape;
+  for (auto a : axes) s[a] = 1;
+  return ir::make(Op::ReduceSum, g->dtype, s, {g}, axes);
+}
+// Sums g over the axes where `shape` has extent 1 and g does not (undoing a broadcast).
+NodeRef sum_to(NodeRef g, const Shape& shape) {
+  std::vector<int64_t> axes;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] == 1 && g->shape[d] != 1) axes.push_back(static_cast<int64_t>(d));
+  return reduce_sum(g, axes);
+}
+
+// 1 where a wins against b, 1/2 on ties (split evenly, as JAX does), 0 where b wins.
+NodeRef winner_weight(NodeRef a, NodeRef b, bool is_max) {
+  NodeRef wins = is_max ? cmp(Op::CmpLt, b, a) : cmp(Op::CmpLt, a, b);
+  NodeRef tie = cmp(Op::CmpEq, a, b);
+  return where(wins, like(a, 1), where(tie, like(a, 0.5), like(a, 0)));
+}
+
+// Cotangents of n's sources given n's cotangent g (nullptr: no gradient flows there).
+std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
+  const auto& s = n->src;
+  auto A = [&](int i) { return s[i]; };
+  switch (n->op) {
+    case Op::Add: return {g, g};
+    case Op::Sub: return {g, neg(g)};
+    case Op::Mul: return {mul(g, A(1)), mul(g, A(0))};
+    case Op::Div: return {div(g, A(1)), neg(div(mul(g, n), A(1)))};
+    case Op::Neg: return {neg(g)};
+    case Op::Abs: {
+      NodeRef x = A(0);
+      NodeRef sign = where(cmp(Op::CmpLt, like(x, 0), x), like(x, 1), where(cmp(Op::CmpLt, x, like(x, 0)), like(x, -1), like(x, 0)));
+      return {mul(g, sign)};
+    }
+    case Op::Sqrt: return {div(g, mul(n, like(n, 2)))};
+    case Op::Exp: return {mul(g, n)};
+    case Op::Log: return {div(g, A(0))};
+    case Op::Sin: return {mul(g, un(Op::Cos, A(0)))};
+    case Op::Cos: return {neg(mul(g, un(Op::Sin, A(0))))};
+    case Op::Tan: return {mul(g, add(like(n, 1), mul(n, n)))};
+    case Op::Tanh: return {mul(g, sub(like(n, 1), mul(n, n)))};
+    case Op::Pow: {
+      NodeRef a = A(0), b = A(1);
+      NodeRef da = mul(g, mul(b, bin(Op::Pow, a, sub(b, like(b, 1)))));
+      NodeRef db = where(cmp(Op::CmpLt, like(a, 0), a), mul(g, mul(n, un(Op::Log, a))), like(a, 0));
+      return {da, db};
+    }
+    case Op::Atan2: {
+      NodeRef y = A(0), x = A(1);
+      NodeRef den = add(mul(x, x), mul(y, y));
+      return {div(mul(g, x), den), neg(div(mul(g, y), den))};
+    }
+    case Op::Mod: return {g, neg(mul(g, un(Op::Floor, div(A(0), A(1)))))};
+    case Op::Max: return {mul(g, winner_weight(A(0), A(1), true)), mul(g, winner_weight(A(1), A(0), true))};
+    case Op::Min: return {mul(g, winner_weight(A(0), A(1), false)), mul(g, winner_weight(A(1), A(0), false))};
+    case Op::Where: return {nullptr, where(A(0), g, like(g, 0)), where(A(0), like(g, 0), g)};
+    case Op::Cast: return {ir::is_float(A(0)->dtype) ? cast(g, A(0)->dtype) : nullptr};
+    case Op::Copy: return {g};
+    case Op::ReduceSum: return {expand(g, A(0)->shape)};
+    case Op::ReduceProd: return {div(expand(mul(g, n), A(0)->shape), A(0))};
+    case Op::ReduceMax:
+    case Op::ReduceMin: {
+      // Ties share the gradient evenly.
+      NodeRef x = A(0);
+      NodeRef hit = cast(cmp(Op::CmpEq, x, expand(n, x->shape)), x->dtype);
+      NodeRef count = ir::make(Op::ReduceSum, x->dtype, n->shape, {hit}, n->arg);
+      return {mul(expand(div(g, count), x->shape), hit)};
+    }
+    case Op::Reshape: return {reshape(g, A(0)->shape)};
+    case Op::Permute: {
+      const auto& p = ir::arg_ints(n);
+      std::vector<int64_t> inv(p.size());
+      for (size_t i = 0; i < p.size(); ++i) inv[p[i]] = static_cast<int64_t>(i);
+      return {ir::make(Op::Permute, g->dtype, A(0)->shape, {g}, inv)};
+    }
+    case Op::Expand: return {sum_to(g, A(0)->shape)};
+    case Op::Shrink: {
+      ir::Pairs w;
+      const auto& b = ir::arg_pairs(n);
+      for (size_t d = 0; d < b.size(); ++d) w.push_back({b[d].first, A(0)->shape[d] - b[d].second});
+      return {ir::make(Op::Pad, g->dtype, A(0)->shape, {g}, w)};
+    }
+    case Op::Pad: {
+      ir::Pairs b;
+      const auto& w = ir::arg_pairs(n);
+      for (size_t d = 0; d < w.size(); ++d) b.push_back({w[d].first, w[d].first + A(0)->shape[d]});
+      return {ir::make(Op::Shrink, g->dtype, A(0)->shape, {g}, b)};
+    }
+    case Op::Flip: return {ir::make(Op::Flip, g->dtype, g->shape, {g}, n->arg)};
+    default:
+      // Piecewise-constant or non-float ops (floor, round, comparisons, bit ops): no gradient.
+      return std::vector<NodeRef>(s.size(), nullptr);
+  }
+}
+
+}  // namespace
+
+std::vector<NodeRef> vjp_nodes(const std::vector<NodeRef>& roots, const std::vector<NodeRef>& cotangents,
+                               const std::vector<NodeRef>& wrt) {
+  std::unordered_map<NodeRef, NodeRef> ct;
+  auto accumulate = [&](NodeRef n, NodeRef g) {
+    auto it = ct.find(n);
+    if (it == ct.end()) ct[n] = g;
+    else it->second = add(it->second, g);
+  };
+  for (size_t i = 0; i < roots.size(); ++i) accumulate(roots[i], cotangents[i]);
+  auto order = ir::toposort(roots);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    NodeRef n = *it;
+    auto c = ct.find(n);
+    if (c == ct.end() || n->src.empty() || !ir::is_float(n->dtype)) continue;
+    auto grads = rule(n, c->second);
+    for (size_t i = 0; i < n->src.size(); ++i)
+      if (grads[i] && ir::is_float(n->src[i]->dtype)) accumulate(n->src[i], grads[i]);
+  }
+  std::vector<NodeRef> out;
+  for (auto w : wrt) {
+    auto c = ct.find(w);
+    out.push_back(c != ct.end() ? c->second : constant(w->dtype, 0, w->shape));
+  }
+  return out;
+}
+
+}  // namespace rune

@@ -5,6 +5,8 @@
 
 namespace ir {
 
+using Pairs = std::vector<std::pair<int64_t, int64_t>>;
+
 int64_t numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -125,6 +127,9 @@ View View::pad(const std::vector<std::pair<int64_t, int64_t>>& w) const {
 std::optional<View> View::reshape(const Shape& to) const {
   if (to == shape) return *this;
   if (numel(to) == 0 || numel(shape) == 0) return View::contiguous(to);
+  // A view whose mask is empty on some axis reads nothing but padding: so does any reshape.
+  for (auto [lo, hi] : mask)
+    if (hi <= lo) return View{to, Shape(to.size(), 0), 0, Pairs(to.size(), {0, 0})};
   // Masked dims may only pass through unchanged; drop masks that cover their whole dim.
   View base = *this;
   bool masked = false;
@@ -187,14 +192,6 @@ std::optional<View> View::reshape(const Shape& to) const {
   }
   for (; ni < to.size(); ++ni)
     if (to[ni] != 1) return std::nullopt;
-  if (masked)
-    for (size_t k = 0; k < to.size(); ++k)
-      if (to[k] == 1) {
-        // A size-1 dim is valid unless some masked dim is empty (then everything is padding).
-        bool empty = false;
-        for (auto [lo, hi] : base.mask) empty |= hi <= lo;
-        r.mask[k] = {0, empty ? 0 : 1};
-      }
   return r;
 }
 

@@ -17,7 +17,13 @@ void check_alive(const Tensor& t, const char* api) {
   throw std::invalid_argument(std::string(api) + ": " + t.describe() + " was donated to " + im.consumer);
 }
 
-std::vector<bool> consume_donations(const std::vector<Tensor>& srcs, const std::string& consumer) {
+std::vector<bool> consume_donations(const std::vector<Tensor>& srcs, std::string_view consumer_prefix,
+                                    std::string_view consumer_suffix) {
+  // Fast path: nothing donated, nothing dead (no allocation).
+  bool marked = false;
+  for (const auto& s : srcs) marked |= s.impl().donation.load(std::memory_order_relaxed) != 0;
+  if (!marked) return {};
+  const std::string consumer = std::string(consumer_prefix) + std::string(consumer_suffix);
   std::vector<bool> donated(srcs.size(), false);
   bool any = false;
   for (size_t i = 0; i < srcs.size(); ++i) {

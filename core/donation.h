@@ -1,6 +1,7 @@
 // Donation (SEMANTICS.md §3): nx::donate(x) gives x up to the next operation that reads it.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"
@@ -13,8 +14,9 @@ Tensor donate(const Tensor& x);
 void check_alive(const Tensor& t, const char* api);
 // Called by every consumer before it runs: checks that no operand is dead and that no donation
 // is read twice, then kills the donated operands (recording `consumer`). Returns, per operand,
-// whether it was donated. Nothing is consumed when it raises.
-std::vector<bool> consume_donations(const std::vector<Tensor>& srcs, const std::string& consumer);
+// whether it was donated (empty when none was). Nothing is consumed when it raises.
+std::vector<bool> consume_donations(const std::vector<Tensor>& srcs, std::string_view consumer,
+                                    std::string_view consumer_suffix = {});
 bool is_dead(const Tensor& t);
 
 }  // namespace nx

@@ -2,7 +2,9 @@
 // and reshapes the strides allow) make a new view of the same buffer; every other primitive
 // is a one-op program through the same compile pipeline as rune::jit, cached by structure, so
 // eager and compiled results share their bits and a repeated op never recompiles.
+#include <bit>
 #include <cstring>
+#include <unordered_map>
 
 #include "codegen/compile.h"
 #include "core/interpreter.h"
@@ -40,6 +42,58 @@ std::optional<ir::View> view_op(ir::Op op, const ir::View& v, const Shape& shape
   }
 }
 
+// The structure of a one-op program as integers: op, dtypes, shapes, argument, and each
+// operand's layout. Two calls with equal fingerprints run the same program, so the eager fast
+// path finds it without building (interning) any node.
+struct Fingerprint {
+  std::vector<int64_t> v;
+  size_t hash = 0;
+  bool operator==(const Fingerprint& o) const { return hash == o.hash && v == o.v; }
+};
+struct FingerprintHash {
+  size_t operator()(const Fingerprint& f) const { return f.hash; }
+};
+
+Fingerprint fingerprint(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs, const ir::Arg& arg) {
+  Fingerprint f;
+  auto& v = f.v;
+  v.reserve(16 + 8 * srcs.size());
+  v.push_back(static_cast<int64_t>(op));
+  v.push_back(static_cast<int64_t>(out));
+  v.push_back(static_cast<int64_t>(shape.size()));
+  v.insert(v.end(), shape.begin(), shape.end());
+  v.push_back(static_cast<int64_t>(arg.index()));
+  std::visit(
+      [&](const auto& a) {
+        using T = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<T, int64_t>) v.push_back(a);
+        else if constexpr (std::is_same_v<T, double>) v.push_back(std::bit_cast<int64_t>(a));
+        else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          v.push_back(static_cast<int64_t>(a.size()));
+          v.insert(v.end(), a.begin(), a.end());
+        } else if constexpr (std::is_same_v<T, ir::Pairs>) {
+          v.push_back(static_cast<int64_t>(a.size()));
+          for (auto [x, y] : a) v.push_back(x), v.push_back(y);
+        } else if constexpr (!std::is_same_v<T, std::monostate>) {
+          throw std::logic_error("nx: unexpected eager op argument");
+        }
+      },
+      arg);
+  for (const auto& s : srcs) {
+    const auto& im = s.impl();
+    v.push_back(static_cast<int64_t>(im.dtype));
+    v.push_back(static_cast<int64_t>(im.shape.size()));
+    for (size_t d = 0; d < im.shape.size(); ++d) {
+      v.push_back(im.shape[d]);
+      v.push_back(im.shape[d] == 1 ? 0 : im.view.strides[d]);
+    }
+  }
+  size_t h = 1469598103934665603ull;
+  for (auto x : v) h = (h ^ static_cast<size_t>(x)) * 1099511628211ull;
+  f.hash = h;
+  return f;
+}
+
 class Eager final : public Interpreter {
  public:
   Tensor apply(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
@@ -49,7 +103,7 @@ class Eager final : public Interpreter {
         throw rune::jit_error(std::string("nx: a traced value ") + s.describe() +
                               " was used outside the function being traced");
     }
-    consume_donations(srcs, "nx::" + std::string(ir::op_name(op)));
+    consume_donations(srcs, "nx::", ir::op_name(op));
     if (ir::is_movement(op) && op != ir::Op::Pad && op != ir::Op::Copy) {
       const Tensor& x = srcs[0];
       if (auto v = view_op(op, x.impl().view, shape, arg))
@@ -76,18 +130,33 @@ class Eager final : public Interpreter {
  private:
   Tensor run_program(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
                      const ir::Arg& arg) {
-    std::vector<ir::NodeRef> params;
-    std::vector<char*> ptrs;
+    // Programs by fingerprint, per thread (no lock); misses go to the shared compile cache.
+    thread_local std::unordered_map<Fingerprint, std::shared_ptr<const runtime::HostProgram>, FingerprintHash> programs;
+    Fingerprint fp = fingerprint(op, out, shape, srcs, arg);
+    auto it = programs.find(fp);
+    if (it == programs.end()) {
+      std::vector<ir::NodeRef> params;
+      for (size_t i = 0; i < srcs.size(); ++i) {
+        const auto& im = srcs[i].impl();
+        params.push_back(ir::make(ir::Op::Param, im.dtype, im.shape, {},
+                                  ir::LoadArg{static_cast<int>(i), key_view(im.view)}));
+      }
+      ir::NodeRef root = op == ir::Op::Copy ? params[0] : ir::make(op, out, shape, params, arg);
+      it = programs.emplace(std::move(fp), codegen::compile_host({root}, static_cast<int>(srcs.size()))).first;
+    }
+    char* ptrs[4];
+    std::vector<char*> many;
+    char** p = ptrs;
+    if (srcs.size() > 4) {
+      many.resize(srcs.size());
+      p = many.data();
+    }
     for (size_t i = 0; i < srcs.size(); ++i) {
       const auto& im = srcs[i].impl();
-      params.push_back(ir::make(ir::Op::Param, im.dtype, im.shape, {},
-                                ir::LoadArg{static_cast<int>(i), key_view(im.view)}));
-      ptrs.push_back(static_cast<char*>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype));
+      p[i] = static_cast<char*>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype);
     }
-    ir::NodeRef root = op == ir::Op::Copy ? params[0] : ir::make(op, out, shape, params, arg);
-    auto program = codegen::compile_host({root}, static_cast<int>(srcs.size()));
-    auto outs = program->run(ptrs);
-    return make_concrete(out, outs[0], ir::View::contiguous(shape));
+    auto outs = it->second->run(p, srcs.size());
+    return make_concrete(out, std::move(outs[0]), ir::View::contiguous(shape));
   }
 };
 

@@ -131,6 +131,14 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return binary("nx::maximum", 
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary("nx::minimum", Op::Min, a, b); }
 Tensor clip(const Tensor& x, double lo, double hi) {
   if (lo > hi) fail("nx::clip", "lower bound " + std::to_string(lo) + " exceeds upper bound " + std::to_string(hi));
+  if (ir::is_int(x.dtype()) || x.dtype() == DType::Bool) {
+    // Bounds outside an integer dtype's range clamp to it instead of wrapping.
+    double dmin = x.dtype() == DType::Int32 ? -2147483648.0 : x.dtype() == DType::Int64 ? -9.2233720368547758e18 : 0;
+    double dmax = x.dtype() == DType::Int32 ? 2147483647.0 : x.dtype() == DType::Int64 ? 9.2233720368547748e18
+                  : x.dtype() == DType::UInt8 ? 255 : 1;
+    lo = std::clamp(lo, dmin, dmax);
+    hi = std::clamp(hi, dmin, dmax);
+  }
   return minimum(maximum(x, scalar_like(x, lo)), scalar_like(x, hi));
 }
 

@@ -2,15 +2,29 @@
 
 #include <chrono>
 #include <cstdio>
+#include <stdexcept>
 
 #include "ir/debug.h"
 #include "runtime/thread_pool.h"
 
 namespace runtime {
 
-std::vector<BufferRef> HostProgram::run(const std::vector<char*>& inputs) const {
-  std::vector<BufferRef> owned(slot_bytes.size());
-  std::vector<char*> ptr(slot_bytes.size(), nullptr);
+std::vector<BufferRef> HostProgram::run(char* const* inputs, size_t n) const {
+  if (n != static_cast<size_t>(n_inputs)) throw std::logic_error("runtime: program bound to the wrong number of inputs");
+  // Small programs (the eager case) keep their slot tables on the stack.
+  constexpr size_t kSmall = 8;
+  BufferRef owned_small[kSmall];
+  char* ptr_small[kSmall];
+  std::vector<BufferRef> owned_big;
+  std::vector<char*> ptr_big;
+  BufferRef* owned = owned_small;
+  char** ptr = ptr_small;
+  if (slot_bytes.size() > kSmall) {
+    owned_big.resize(slot_bytes.size());
+    ptr_big.resize(slot_bytes.size());
+    owned = owned_big.data();
+    ptr = ptr_big.data();
+  }
   for (int i = 0; i < n_inputs; ++i) ptr[i] = inputs[i];
   for (size_t s = n_inputs; s < slot_bytes.size(); ++s) {
     owned[s] = allocate(Device::cpu(), static_cast<size_t>(slot_bytes[s]));
@@ -27,7 +41,8 @@ std::vector<BufferRef> HostProgram::run(const std::vector<char*>& inputs) const 
     }
     for (size_t p = 0; p < st.slots.size(); ++p) b[p] = ptr[st.slots[p]];
     auto t0 = std::chrono::steady_clock::now();
-    parallel_for(st.items, st.cost, [&](int64_t lo, int64_t hi) { st.fn(b, lo, hi); });
+    if (st.items * st.cost < (1 << 15)) st.fn(b, 0, st.items);  // tiny: no pool, no std::function
+    else parallel_for(st.items, st.cost, [&](int64_t lo, int64_t hi) { st.fn(b, lo, hi); });
     if (timed) {
       double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
       std::fprintf(stderr, "rune: kernel %s on CPU: %lld items, %.1f us, %.2f GB/s\n", st.name.c_str(),
@@ -35,7 +50,8 @@ std::vector<BufferRef> HostProgram::run(const std::vector<char*>& inputs) const 
     }
   }
   std::vector<BufferRef> out;
-  for (int s : output_slots) out.push_back(owned[s]);
+  out.reserve(output_slots.size());
+  for (int s : output_slots) out.push_back(std::move(owned[s]));
   return out;
 }
 

@@ -28,7 +28,8 @@ struct HostProgram {
   std::vector<HostStep> steps;
 
   // Runs the program on input base pointers; returns one fresh buffer per output.
-  std::vector<BufferRef> run(const std::vector<char*>& inputs) const;
+  std::vector<BufferRef> run(char* const* inputs, size_t n) const;
+  std::vector<BufferRef> run(const std::vector<char*>& inputs) const { return run(inputs.data(), inputs.size()); }
 };
 
 }  // namespace runtime

@@ -3,10 +3,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#if __has_include("codegen/decompose_math.h")
 #include "codegen/decompose_math.h"
-#define RUNE_HAVE_MATH 1
-#endif
 #include "ir/builder.h"
 
 namespace codegen {
@@ -44,9 +41,6 @@ NodeRef cast_to_half(NodeRef x, DType to) {
 }
 
 NodeRef transcendental(Op op, const std::vector<NodeRef>& s) {
-#ifndef RUNE_HAVE_MATH
-  return make(op, s[0]->dtype, {}, s);
-#else
   switch (op) {
     case Op::Exp: return math::exp(s[0]);
     case Op::Log: return math::log(s[0]);
@@ -58,7 +52,6 @@ NodeRef transcendental(Op op, const std::vector<NodeRef>& s) {
     case Op::Atan2: return math::atan2(s[0], s[1]);
     default: return nullptr;
   }
-#endif
 }
 
 bool is_transcendental(Op op) {

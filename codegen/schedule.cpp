@@ -123,6 +123,19 @@ class Scheduler {
     }
   }
 
+  // Whether broadcasting n's source would recompute an elementwise computation for every copy:
+  // then the source is materialised once instead (loads of inputs and constants broadcast for
+  // free).
+  // Returns that computation (the node to materialise), or nullptr.
+  NodeRef expanded_computation(NodeRef n) {
+    if (numel(n->shape) <= numel(n->src[0]->shape)) return nullptr;
+    NodeRef s = n->src[0];
+    while (is_movement(s->op) && s->op != Op::Copy && s->op != Op::Pad && !slot_of_.count(s)) s = s->src[0];
+    if (slot_of_.count(s) || op_category(s->op) == OpCategory::Leaf) return nullptr;
+    if (s->op == Op::Cast && (s->src[0]->op == Op::Param || slot_of_.count(s->src[0]))) return nullptr;
+    return is_elementwise(s->op) ? s : nullptr;
+  }
+
   int param_for_slot(int slot) {
     for (size_t i = 1; i < k_.slots.size(); ++i)
       if (k_.slots[i] == slot) return static_cast<int>(i);
@@ -200,6 +213,9 @@ class Scheduler {
       }
       case OpCategory::Movement:
         if (n->op == Op::Copy) throw NeedRealize{n};
+        if (n->op == Op::Expand) {
+          if (NodeRef c = expanded_computation(n)) throw NeedRealize{c};
+        }
         if (n->op == Op::Reshape) {
           auto it = reshape_source_.find(n);
           NodeRef src = it == reshape_source_.end() ? n->src[0] : it->second;

@@ -24,8 +24,8 @@ struct Value {
 
 // Rounds a double to dtype t (float32/16/bf16: correctly rounded once).
 double round_to(DType t, double v);
-// Converts as a Cast node does: float->int truncates toward zero (out of range: wraps as the
-// host does for the int64 conversion), int->float rounds, anything->bool is != 0.
+// Converts as a Cast node does: float->int truncates toward zero and saturates (NaN gives 0),
+// int->float rounds once, anything->bool is != 0.
 Value cast(const Value& v, DType to);
 // Applies an elementwise op (Unary/Binary/Ternary category) to operands; `out` is the node dtype.
 Value apply(Op op, DType out, const std::vector<Value>& a);

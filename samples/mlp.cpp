@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "trace/rune.h"
@@ -52,18 +53,19 @@ int main() {
     Tensor right = nx::equal(nx::argmax(logits(m, x), 1), nx::argmax(y, 1));
     return nx::mean(nx::cast(right, nx::float32));
   });
-  const double lr = 0.3;
+  const double lr = std::getenv("MLP_LR") ? std::atof(std::getenv("MLP_LR")) : 1.0;
   auto step = rune::jit([&](const Mlp& m) {
     auto [loss, g] = rune::value_and_grad(loss_fn, m);
     return std::make_pair(loss, Mlp{m.w1 - g.w1 * lr, m.b1 - g.b1 * lr, m.w2 - g.w2 * lr, m.b2 - g.b2 * lr});
   });
 
   auto t0 = std::chrono::steady_clock::now();
-  const int steps = 1500;
+  int steps = 2000;
+  if (const char* s = std::getenv("MLP_STEPS")) steps = std::atoi(s);
   Tensor loss;
   for (int i = 1; i <= steps; ++i) {
     std::tie(loss, model) = step(model);
-    if (i % 300 == 0)
+    if (i % 400 == 0)
       std::printf("step %4d  loss %.4f  accuracy %.3f\n", i, nx::item<float>(loss), nx::item<float>(accuracy(model)));
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

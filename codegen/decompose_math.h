@@ -1,0 +1,54 @@
+// Decompositions of transcendental functions into exact primitives, so that every backend (LLVM on
+// the host, CUDA, HIP) computes bit-identical results with no vendor math library.
+//
+// Each function takes scalar nodes (shape {}) of dtype Float32 or Float64 and returns a node DAG
+// built with ir::b from these ops only: Add Sub Mul Div Sqrt Neg Abs Floor Round Cast Bitcast And
+// Or Xor Shl Shr CmpLt CmpLe CmpEq CmpNe Where IsNan Max Min Const. The algorithms assume every
+// add and mul is rounded separately (no FMA contraction) and use error-free transformations
+// (TwoSum, Veltkamp/Dekker products) for the extra precision they need. No lookup tables: a few
+// constants are chosen with Where.
+//
+// Accuracy: maximum error in ulps of the exact result, measured against long double libm
+// (tests/test_decompose_math.cpp with DECOMPOSE_MATH_SCALE=25: ~400k inputs per function, plus a
+// strided sweep over all float32 bit patterns), with the contract bound in parentheses:
+//            float32      float64
+//   exp      0.76 (2)     0.75 (2)   maxima are double roundings into subnormals; ~0.55 otherwise
+//   expm1    0.56 (1)     0.58 (2)
+//   log      0.66 (1)     0.67 (2)
+//   log1p    0.61 (1)     0.56 (2)
+//   sin      0.50 (2)     0.79 (2)
+//   cos      0.50 (2)     0.75 (2)
+//   tan      0.50 (4)     0.90 (2)
+//   tanh     0.53 (2)     0.53 (2)
+//   atan     0.55 (2)     0.53 (2)
+//   atan2    0.57 (3)     0.56 (2)
+//   pow      0.76 (4)     0.75 (2)
+// Range: everything holds over the whole float32 and float64 range, except float64 sin/cos/tan,
+// which are within bound for |x| < 3.37e9 (k = round(x 2/pi) < 2^31: Cody-Waite with 22-bit
+// pieces of pi/2, exact products, TwoSum-tracked, good down to the closest doubles to multiples of
+// pi/2 in that range, |r| ~ 2^-60.5). Beyond it they degrade gradually (~3e-5 absolute at 1e12) and
+// are meaningless from ~1e16 on, though sin/cos stay in [-1, 1] and tan finite. float32 sin/cos/tan
+// reduce exactly in float64 with 203 bits of 2/pi, so they hold up to 3.4e38.
+//
+// float32 is computed natively in float32 (float-float pairs where extra precision is needed),
+// except sin/cos/tan, which reduce and evaluate in float64 and round once at the end. Subnormal
+// inputs and outputs are handled exactly like normal ones (never flushed). Special values follow
+// C99 Annex F (signed zeros, infinities, NaN, the full pow and atan2 tables).
+#pragma once
+#include "ir/node.h"
+
+namespace codegen::math {
+
+ir::NodeRef exp(ir::NodeRef x);
+ir::NodeRef log(ir::NodeRef x);
+ir::NodeRef sin(ir::NodeRef x);
+ir::NodeRef cos(ir::NodeRef x);
+ir::NodeRef tan(ir::NodeRef x);
+ir::NodeRef tanh(ir::NodeRef x);
+ir::NodeRef atan(ir::NodeRef x);
+ir::NodeRef atan2(ir::NodeRef y, ir::NodeRef x);
+ir::NodeRef pow(ir::NodeRef x, ir::NodeRef y);
+ir::NodeRef expm1(ir::NodeRef x);
+ir::NodeRef log1p(ir::NodeRef x);
+
+}  // namespace codegen::math

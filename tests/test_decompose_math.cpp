@@ -1,0 +1,627 @@
+// Accuracy and special-value tests for codegen/decompose_math: each decomposition is built once per
+// function and dtype, evaluated with the reference interpreter (ir::eval_scalar) on many inputs,
+// and compared in ulps with long double libm (or exactly, for the C99 Annex F special values).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "codegen/decompose_math.h"
+#include "ir/builder.h"
+#include "ir/eval.h"
+
+namespace {
+
+using ir::DType;
+using ir::NodeRef;
+using ir::Value;
+namespace m = codegen::math;
+
+using Fn1 = NodeRef (*)(NodeRef);
+using Fn2 = NodeRef (*)(NodeRef, NodeRef);
+
+template <class T>
+constexpr DType dtype_of() {
+  return sizeof(T) == 4 ? DType::Float32 : DType::Float64;
+}
+
+// A leaf the builder cannot fold (a Const input would fold the whole graph through ir::apply).
+NodeRef input(DType t, int param) {
+  return ir::make(ir::Op::Load, t, {}, {}, ir::LoadArg{param, ir::View::contiguous({})});
+}
+
+// A decomposition built once, evaluated on many inputs.
+template <class T>
+struct Graph {
+  NodeRef a = nullptr, b = nullptr, root = nullptr;
+  explicit Graph(Fn1 fn) : a(input(dtype_of<T>(), 0)), root(fn(a)) {}
+  explicit Graph(Fn2 fn) : a(input(dtype_of<T>(), 0)), b(input(dtype_of<T>(), 1)), root(fn(a, b)) {}
+  T operator()(T x, T y = 0) const {
+    Value va = Value::of_float(dtype_of<T>(), x), vb = Value::of_float(dtype_of<T>(), y);
+    Value r = ir::eval_scalar(root, [&](NodeRef n) { return n == a ? va : vb; });
+    EXPECT_EQ(r.dtype, dtype_of<T>());
+    return static_cast<T>(r.f);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// ulp error of y against the (much more precise) reference ref: |y - ref| / ulp, where ulp is the
+// spacing of T in ref's binade (subnormal spacing below the normal range).
+
+template <class T>
+double ulp_error(T y, long double ref) {
+  if (std::isnan(ref)) return std::isnan(y) ? 0 : INFINITY;
+  if (std::isnan(y)) return INFINITY;
+  T rr = static_cast<T>(ref);
+  if (std::isinf(y) || std::isinf(rr)) {
+    if (y == rr) return 0;
+    // ref rounds to inf but y is the largest finite (or the reverse): measure at the top binade.
+    long double top = std::numeric_limits<T>::max();
+    long double u =
+        std::ldexp(1.0L, std::numeric_limits<T>::max_exponent - std::numeric_limits<T>::digits);
+    long double yy = std::isinf(y) ? std::copysign(top + u, (long double)y) : (long double)y;
+    return static_cast<double>(std::fabs(yy - ref) / u);
+  }
+  int e;
+  std::frexp(ref, &e);                              // |ref| in [2^(e-1), 2^e)
+  int emin = std::numeric_limits<T>::min_exponent;  // min normal is 2^(emin-1)
+  if (ref == 0 || e < emin) e = emin;
+  long double u = std::ldexp(1.0L, e - std::numeric_limits<T>::digits);
+  return static_cast<double>(std::fabs(static_cast<long double>(y) - ref) / u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs. The environment variable DECOMPOSE_MATH_SCALE=n multiplies the random sample counts (and
+// the run time, ~6 s at 1) for a longer search; DECOMPOSE_MATH_SEED changes the random seed.
+
+int scale() {
+  static int s = [] {
+    const char* e = std::getenv("DECOMPOSE_MATH_SCALE");
+    return e && std::atoi(e) > 0 ? std::atoi(e) : 1;
+  }();
+  return s;
+}
+uint64_t seed() {
+  const char* e = std::getenv("DECOMPOSE_MATH_SEED");
+  return e ? std::strtoull(e, nullptr, 0) : 0x5eed1234;
+}
+
+template <class T>
+struct Gen {
+  std::mt19937_64 rng{seed()};
+  std::vector<T> v;
+
+  T bits_any() {  // any finite non-NaN bit pattern
+    for (;;) {
+      uint64_t r = rng();
+      T x;
+      if constexpr (sizeof(T) == 4) {
+        uint32_t u = static_cast<uint32_t>(r);
+        std::memcpy(&x, &u, 4);
+      } else {
+        std::memcpy(&x, &r, 8);
+      }
+      if (std::isfinite(x)) return x;
+    }
+  }
+  T uni(double lo, double hi) {
+    return static_cast<T>(std::uniform_real_distribution<double>(lo, hi)(rng));
+  }
+  T logu(double elo, double ehi) {  // 2^U(elo, ehi) with a random sign
+    T x = static_cast<T>(std::exp2(std::uniform_real_distribution<double>(elo, ehi)(rng)));
+    return (rng() & 1) ? -x : x;
+  }
+  // n values of each generator (times DECOMPOSE_MATH_SCALE)
+  void add(int n, const std::function<T()>& g) {
+    for (int i = 0; i < n * scale(); ++i) v.push_back(g());
+  }
+  // values near x: x, then a few ulps either side
+  void around(T x, int ulps) {
+    T lo = x, hi = x;
+    v.push_back(x);
+    for (int i = 0; i < ulps; ++i) {
+      lo = std::nextafter(lo, -INFINITY);
+      hi = std::nextafter(hi, INFINITY);
+      v.push_back(lo);
+      v.push_back(hi);
+    }
+  }
+};
+
+struct Stats {
+  double max_err = 0;
+  long double at_x = 0, at_y = 0;
+  int n = 0;
+};
+
+template <class T>
+void report(const char* name, const Stats& s, double bound) {
+  std::printf("  %-6s %s: max %.3f ulp (bound %.0f) over %d inputs, at x=%.17Lg y=%.17Lg\n", name,
+              sizeof(T) == 4 ? "f32" : "f64", s.max_err, bound, s.n, s.at_x, s.at_y);
+  EXPECT_LE(s.max_err, bound) << name << " at x=" << (double)s.at_x << " y=" << (double)s.at_y;
+}
+
+template <class T>
+void check1(const char* name, Fn1 fn, long double (*ref)(long double), const std::vector<T>& xs,
+            double bound) {
+  Graph<T> g(fn);
+  Stats s;
+  for (T x : xs) {
+    T y = g(x);
+    double e = ulp_error<T>(y, ref(static_cast<long double>(x)));
+    if (!(e <= s.max_err)) s.max_err = e, s.at_x = x;
+    ++s.n;
+  }
+  report<T>(name, s, bound);
+}
+
+template <class T>
+void check2(const char* name, Fn2 fn, long double (*ref)(long double, long double),
+            const std::vector<std::pair<T, T>>& xs, double bound) {
+  Graph<T> g(fn);
+  Stats s;
+  for (auto [x, y] : xs) {
+    T r = g(x, y);
+    double e = ulp_error<T>(r, ref(static_cast<long double>(x), static_cast<long double>(y)));
+    if (!(e <= s.max_err)) s.max_err = e, s.at_x = x, s.at_y = y;
+    ++s.n;
+  }
+  report<T>(name, s, bound);
+}
+
+template <class T>
+constexpr bool is32 = sizeof(T) == 4;
+
+// ---------------------------------------------------------------------------------------------
+// Per-function inputs.
+
+template <class T>
+std::vector<T> exp_inputs() {
+  Gen<T> g;
+  double hi = is32<T> ? 88.8 : 709.9, lo = is32<T> ? -104 : -745.2;
+  g.add(6000, [&] { return g.uni(lo, hi); });
+  g.add(3000, [&] { return g.uni(-1, 1); });
+  g.add(2000, [&] { return g.logu(is32<T> ? -30 : -60, 0); });
+  g.add(2000, [&] { return g.uni(hi - 1, hi); });                // overflow edge
+  g.add(2000, [&] { return g.uni(lo, is32<T> ? -87 : -708); });  // subnormal results
+  g.add(1000, [&] { return g.bits_any(); });
+  for (int k = -3; k <= 3; ++k) g.around(static_cast<T>(k * 0.34657359027997264), 20);
+  return g.v;
+}
+
+template <class T>
+std::vector<T> expm1_inputs() {
+  Gen<T> g;
+  double hi = is32<T> ? 88.8 : 709.9;
+  g.add(5000, [&] { return g.uni(-1, 1); });
+  g.add(4000, [&] { return g.logu(is32<T> ? -40 : -80, 1); });
+  g.add(3000, [&] { return g.uni(is32<T> ? -20 : -40, hi); });
+  g.add(2000, [&] { return g.uni(-0.4, 0.4); });
+  g.add(1000, [&] { return g.uni(hi - 1, hi); });
+  g.add(1000, [&] { return g.bits_any(); });
+  for (int k = -3; k <= 3; ++k) g.around(static_cast<T>(k * 0.34657359027997264), 20);
+  return g.v;
+}
+
+template <class T>
+std::vector<T> log_inputs(bool p1) {
+  Gen<T> g;
+  g.add(6000, [&] { return std::fabs(g.bits_any()); });
+  g.add(3000, [&] { return g.uni(0.5, 2); });
+  g.add(3000, [&] { return T(1) + g.logu(is32<T> ? -24 : -53, -1); });
+  g.add(2000, [&] { return g.uni(0.70, 0.72); });
+  g.add(2000, [&] { return g.uni(1.40, 1.42); });
+  g.add(1000, [&] { return std::fabs(g.logu(is32<T> ? -149 : -1074, is32<T> ? -126 : -1022)); });
+  if (p1) {
+    g.add(4000, [&] { return g.logu(is32<T> ? -40 : -80, -1); });  // near 0, both signs
+    g.add(2000, [&] { return T(-1) + std::fabs(g.logu(is32<T> ? -24 : -53, -1)); });
+    g.add(1000, [&] { return g.uni(-1, 10); });
+    for (T& x : g.v) x = std::isfinite(x) ? x : T(0);
+  }
+  std::vector<T> out;
+  for (T x : g.v)
+    if (std::isfinite(x) && x != 0) out.push_back(x);
+  return out;
+}
+
+template <class T>
+std::vector<T> trig_inputs() {
+  Gen<T> g;
+  g.add(5000, [&] { return g.uni(-10, 10); });
+  g.add(2000, [&] { return g.logu(is32<T> ? -30 : -60, 3); });
+  if (is32<T>) {
+    g.add(5000, [&] { return g.bits_any(); });  // the whole float32 range
+  } else {
+    g.add(5000, [&] { return g.logu(3, 31.6); });  // up to 3.3e9 (the documented range)
+  }
+  // Near multiples of pi/2, where the reduction cancels.
+  g.add(3000, [&] {
+    double k =
+        std::floor(std::exp2(std::uniform_real_distribution<double>(0, is32<T> ? 20 : 30)(g.rng)));
+    T x = static_cast<T>(static_cast<long double>(k) * 1.57079632679489661923132169163975144L);
+    int steps = static_cast<int>(g.rng() % 5);
+    for (int i = 0; i < steps; ++i) x = std::nextafter(x, (g.rng() & 1) ? INFINITY : -INFINITY);
+    return (g.rng() & 1) ? -x : x;
+  });
+  // The closest values to multiples of pi/2 (from the continued fractions of pi/2 * 2^j): the
+  // reduction cancels down to |r| ~ 2^-60.5 (float64, below 2^31) and 2^-29.2 (float32).
+  if (is32<T>) {
+    for (double x : {0x1.f37c8ap+95, 0x1.47d0fep+34, 0x1.f9cbe2p+7, 0x1.32ede2p+85, 0x1.628d4cp+40,
+                     0x1.130930p+76, 0x1.b08c4ap+111, 0x1.4665d2p+25, 0x1.2d97c8p+2, 0x1.abb4b0p+89,
+                     0x1.0f79a0p+57, 0x1.9a48dep+15, 0x1.7f4134p+101})
+      for (T sgn : {T(1), T(-1)}) g.v.push_back(sgn * static_cast<T>(x));
+  } else {
+    for (double x : {0x1.6c6cbc45dc8dep+5, 0x1.b951f1572eba5p+23, 0x1.6c6cbc45dc8dep+11,
+                     0x1.39c6fd67805a7p+18, 0x1.9eb7148f354d6p+20, 0x1.b951f1572eba5p+29,
+                     0x1.921fb54442d18p+0, 0x1.55202aefde314p+30, 0x1.67e57cdd4dc54p+15,
+                     0x1.e1dcc9111b506p+27, 0x1.635e3d74befcap+14, 0x1.4456bdcf64b08p+24,
+                     0x1.d3ecce1f28274p+22, 0x1.90c7199d42244p+27, 0x1.93c05c9ed3cbcp+18,
+                     0x1.bf9b3c6059d24p+17, 0x1.5a4fbea3a16b6p+13, 0x1.a9adcc7f96cf0p+19})
+      for (T sgn : {T(1), T(-1)}) g.v.push_back(sgn * static_cast<T>(x));
+  }
+  return g.v;
+}
+
+template <class T>
+std::vector<T> tanh_inputs() {
+  Gen<T> g;
+  g.add(6000, [&] { return g.uni(-3, 3); });
+  g.add(4000, [&] { return g.logu(is32<T> ? -30 : -60, 4.6); });
+  g.add(3000, [&] { return g.uni(-25, 25); });
+  g.add(1000, [&] { return g.bits_any(); });
+  g.add(1000, [&] { return g.logu(is32<T> ? -14 : -29, is32<T> ? -12 : -27); });
+  return g.v;
+}
+
+template <class T>
+std::vector<T> atan_inputs() {
+  Gen<T> g;
+  g.add(6000, [&] { return g.uni(-5, 5); });
+  g.add(4000, [&] { return g.logu(is32<T> ? -30 : -60, is32<T> ? 30 : 60); });
+  g.add(3000, [&] { return g.bits_any(); });
+  for (double t : {0.25, 0.7207592200561265, 1.387425886722793, 4.23606797749979, 1.0, 0.5, 2.0})
+    g.around(static_cast<T>(t), 100);
+  return g.v;
+}
+
+template <class T>
+std::vector<std::pair<T, T>> atan2_inputs() {
+  Gen<T> g;
+  std::vector<std::pair<T, T>> v;
+  auto add = [&](int n, const std::function<std::pair<T, T>()>& f) {
+    for (int i = 0; i < n * scale(); ++i) v.push_back(f());
+  };
+  add(6000, [&] { return std::pair{g.uni(-5, 5), g.uni(-5, 5)}; });
+  add(4000, [&] { return std::pair{g.logu(-30, 30), g.logu(-30, 30)}; });
+  add(2000, [&] { return std::pair{g.bits_any(), g.bits_any()}; });
+  // y/x near the reduction thresholds, x of both signs
+  add(3000, [&] {
+    T x = g.logu(-20, 20);
+    static const double kT[] = {0.25, 0.7207592200561265, 1.387425886722793, 4.23606797749979, 1};
+    T y = static_cast<T>(std::fabs(x) * kT[g.rng() % 5] * (1 + g.uni(-1e-3, 1e-3)));
+    return std::pair{(g.rng() & 1) ? -y : y, x};
+  });
+  // results near +-pi: tiny y, negative x
+  add(1000, [&] { return std::pair{g.logu(-40, 0), -std::fabs(g.logu(0, 10))}; });
+  return v;
+}
+
+template <class T>
+std::vector<std::pair<T, T>> pow_inputs() {
+  Gen<T> g;
+  std::vector<std::pair<T, T>> v;
+  double wmax = is32<T> ? 88 : 709, wmin = is32<T> ? -103 : -744;
+  auto with_w = [&](T x, double w) {  // y with y log|x| = w
+    return std::pair{x, static_cast<T>(w / std::log(std::fabs(static_cast<double>(x))))};
+  };
+  auto add = [&](int n, const std::function<std::pair<T, T>()>& f) {
+    for (int i = 0; i < n * scale(); ++i) v.push_back(f());
+  };
+  add(4000, [&] { return std::pair{std::fabs(g.logu(-20, 20)), g.uni(-10, 10)}; });
+  // |x| in [0.5, 2] with large y: the hard case for the log's precision
+  add(4000, [&] { return with_w(g.uni(0.5, 2), g.uni(wmin, wmax)); });
+  add(3000, [&] { return with_w(std::fabs(g.logu(-120, 120)), g.uni(wmin, wmax)); });
+  add(2000, [&] { return with_w(T(1) + g.logu(is32<T> ? -23 : -52, -5), g.uni(wmin, wmax)); });
+  add(1500, [&] { return with_w(std::fabs(g.logu(-60, 60)), g.uni(wmax - 2, wmax + 1)); });
+  add(1500, [&] { return with_w(std::fabs(g.logu(-60, 60)), g.uni(wmin, wmin + 40)); });
+  // negative x with integer y
+  add(2000, [&] {
+    T x = -std::fabs(g.logu(-8, 8));
+    T y = std::round(g.uni(-60, 60));
+    return std::pair{x, y};
+  });
+  add(1000, [&] { return std::pair{std::fabs(g.bits_any()), g.uni(-3, 3)}; });
+  std::vector<std::pair<T, T>> out;
+  for (auto p : v)
+    if (std::isfinite(p.first) && std::isfinite(p.second)) out.push_back(p);
+  return out;
+}
+
+long double ref_exp(long double x) { return expl(x); }
+long double ref_expm1(long double x) { return expm1l(x); }
+long double ref_log(long double x) { return logl(x); }
+long double ref_log1p(long double x) { return log1pl(x); }
+long double ref_sin(long double x) { return sinl(x); }
+long double ref_cos(long double x) { return cosl(x); }
+long double ref_tan(long double x) { return tanl(x); }
+long double ref_tanh(long double x) { return tanhl(x); }
+long double ref_atan(long double x) { return atanl(x); }
+long double ref_atan2(long double y, long double x) { return atan2l(y, x); }
+long double ref_pow(long double x, long double y) { return powl(x, y); }
+
+// Bounds: {float32, float64} in ulps.
+template <class T>
+double bound(double b32, double b64) {
+  return is32<T> ? b32 : b64;
+}
+
+template <class T>
+void accuracy_all() {
+  check1<T>("exp", m::exp, ref_exp, exp_inputs<T>(), bound<T>(2, 2));
+  check1<T>("expm1", m::expm1, ref_expm1, expm1_inputs<T>(), bound<T>(1, 2));
+  check1<T>("log", m::log, ref_log, log_inputs<T>(false), bound<T>(1, 2));
+  check1<T>("log1p", m::log1p, ref_log1p, log_inputs<T>(true), bound<T>(1, 2));
+  auto tr = trig_inputs<T>();
+  check1<T>("sin", m::sin, ref_sin, tr, bound<T>(2, 2));
+  check1<T>("cos", m::cos, ref_cos, tr, bound<T>(2, 2));
+  check1<T>("tan", m::tan, ref_tan, tr, bound<T>(4, 2));
+  check1<T>("tanh", m::tanh, ref_tanh, tanh_inputs<T>(), bound<T>(2, 2));
+  check1<T>("atan", m::atan, ref_atan, atan_inputs<T>(), bound<T>(2, 2));
+  check2<T>("atan2", m::atan2, ref_atan2, atan2_inputs<T>(), bound<T>(3, 2));
+  check2<T>("pow", m::pow, ref_pow, pow_inputs<T>(), bound<T>(4, 2));
+}
+
+TEST(DecomposeMath, AccuracyFloat32) { accuracy_all<float>(); }
+TEST(DecomposeMath, AccuracyFloat64) { accuracy_all<double>(); }
+
+// ---------------------------------------------------------------------------------------------
+// C99 Annex F special values, compared bit-exactly (any NaN matches any NaN).
+
+template <class T>
+bool same(T a, T b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+template <class T>
+struct Special {
+  T x, y, want;
+};
+
+template <class T>
+void check_special1(const char* name, Fn1 fn, const std::vector<std::pair<T, T>>& cases) {
+  Graph<T> g(fn);
+  for (auto [x, want] : cases) {
+    T got = g(x);
+    EXPECT_TRUE(same(got, want)) << name << (is32<T> ? "f32" : "f64") << "(" << x << ") = " << got
+                                 << ", want " << want;
+  }
+}
+
+template <class T>
+void check_special2(const char* name, Fn2 fn, const std::vector<Special<T>>& cases) {
+  Graph<T> g(fn);
+  for (auto [x, y, want] : cases) {
+    T got = g(x, y);
+    EXPECT_TRUE(same(got, want)) << name << (is32<T> ? "f32" : "f64") << "(" << x << ", " << y
+                                 << ") = " << got << ", want " << want;
+  }
+}
+
+template <class T>
+void specials_all() {
+  const T inf = std::numeric_limits<T>::infinity();
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  const T den = std::numeric_limits<T>::denorm_min();
+  const long double pi = 3.141592653589793238462643383279502884L;
+  const T pi_ = static_cast<T>(pi), pio2 = static_cast<T>(pi / 2), pio4 = static_cast<T>(pi / 4);
+  const T tpio4 = static_cast<T>(3 * pi / 4);
+  const T big = is32<T> ? T(1000) : T(1e4);
+
+  check_special1<T>("exp", m::exp,
+                    {{-inf, 0},
+                     {inf, inf},
+                     {nan, nan},
+                     {T(0), 1},
+                     {-T(0), 1},
+                     {big, inf},
+                     {-big, 0},
+                     {T(1e-30), 1}});
+  check_special1<T>("expm1", m::expm1,
+                    {{-inf, -1},
+                     {inf, inf},
+                     {nan, nan},
+                     {T(0), T(0)},
+                     {-T(0), -T(0)},
+                     {big, inf},
+                     {-big, -1},
+                     {den, den},
+                     {-den, -den}});
+  check_special1<T>("log", m::log,
+                    {{T(0), -inf},
+                     {-T(0), -inf},
+                     {T(-1), nan},
+                     {-inf, nan},
+                     {inf, inf},
+                     {T(1), T(0)},
+                     {nan, nan},
+                     {-den, nan}});
+  check_special1<T>("log1p", m::log1p,
+                    {{T(0), T(0)},
+                     {-T(0), -T(0)},
+                     {T(-1), -inf},
+                     {T(-2), nan},
+                     {inf, inf},
+                     {-inf, nan},
+                     {nan, nan},
+                     {den, den},
+                     {-den, -den}});
+  check_special1<T>("sin", m::sin,
+                    {{T(0), T(0)},
+                     {-T(0), -T(0)},
+                     {inf, nan},
+                     {-inf, nan},
+                     {nan, nan},
+                     {den, den},
+                     {-den, -den}});
+  check_special1<T>("cos", m::cos,
+                    {{T(0), 1}, {-T(0), 1}, {inf, nan}, {-inf, nan}, {nan, nan}, {den, 1}});
+  check_special1<T>("tan", m::tan,
+                    {{T(0), T(0)},
+                     {-T(0), -T(0)},
+                     {inf, nan},
+                     {-inf, nan},
+                     {nan, nan},
+                     {den, den},
+                     {-den, -den}});
+  check_special1<T>("tanh", m::tanh,
+                    {{T(0), T(0)},
+                     {-T(0), -T(0)},
+                     {inf, 1},
+                     {-inf, -1},
+                     {nan, nan},
+                     {big, 1},
+                     {-big, -1},
+                     {den, den},
+                     {-den, -den}});
+  check_special1<T>("atan", m::atan,
+                    {{T(0), T(0)},
+                     {-T(0), -T(0)},
+                     {inf, pio2},
+                     {-inf, -pio2},
+                     {nan, nan},
+                     {T(1), pio4},
+                     {T(-1), -pio4},
+                     {den, den}});
+
+  const T z = 0, one = 1;
+  check_special2<T>(
+      "atan2", m::atan2,
+      {{z, -z, pi_},       {-z, -z, -pi_},       {z, z, z},         {-z, z, -z},
+       {z, -one, pi_},     {-z, -one, -pi_},     {z, one, z},       {-z, one, -z},
+       {-one, z, -pio2},   {-one, -z, -pio2},    {one, z, pio2},    {one, -z, pio2},
+       {one, -inf, pi_},   {-one, -inf, -pi_},   {one, inf, z},     {-one, inf, -z},
+       {inf, one, pio2},   {-inf, one, -pio2},   {inf, -one, pio2}, {-inf, -one, -pio2},
+       {inf, -inf, tpio4}, {-inf, -inf, -tpio4}, {inf, inf, pio4},  {-inf, inf, -pio4},
+       {nan, one, nan},    {one, nan, nan},      {nan, nan, nan},   {z, nan, nan},
+       {one, one, pio4},   {-one, -one, -tpio4}});
+
+  const T half = 0.5, two = 2, three = 3, mhalf = -0.5;
+  std::vector<Special<T>> pw;
+  for (T x : {z, -z, one, -one, two, half, inf, -inf, nan})
+    for (T y : {z, -z}) pw.push_back({x, y, one});  // pow(x, +-0) = 1
+  for (T y : {z, two, -two, half, inf, -inf, nan, T(1e30)}) pw.push_back({one, y, one});
+  pw.insert(pw.end(), {
+                          {-one, inf, one},
+                          {-one, -inf, one},
+                          {z, -three, inf},
+                          {-z, -three, -inf},  // pow(+-0, negative odd)
+                          {z, -inf, inf},
+                          {-z, -inf, inf},
+                          {z, -two, inf},
+                          {-z, -two, inf},
+                          {-z, mhalf, inf},
+                          {z, three, z},
+                          {-z, three, -z},  // pow(+-0, positive odd)
+                          {-z, two, z},
+                          {-z, half, z},
+                          {-z, inf, z},
+                          {z, inf, z},
+                          {half, -inf, inf},
+                          {mhalf, -inf, inf},
+                          {two, -inf, z},
+                          {-two, -inf, z},
+                          {half, inf, z},
+                          {mhalf, inf, z},
+                          {two, inf, inf},
+                          {-two, inf, inf},
+                          {-inf, -three, -z},
+                          {-inf, -two, z},
+                          {-inf, mhalf, z},
+                          {-inf, three, -inf},
+                          {-inf, two, inf},
+                          {-inf, half, inf},
+                          {inf, -two, z},
+                          {inf, mhalf, z},
+                          {inf, half, inf},
+                          {inf, two, inf},
+                          {-two, half, nan},
+                          {mhalf, T(1.5), nan},
+                          {T(-3), T(0.1), nan},
+                          {nan, one, nan},
+                          {two, nan, nan},
+                          {nan, nan, nan},
+                          {-one, nan, nan},
+                          {-two, three, T(-8)},
+                          {-two, -three, T(-0.125)},
+                          {two, T(10), T(1024)},
+                          {three, two, T(9)},
+                          {T(10), T(7), T(1e7)},
+                          {T(-10), T(5), T(-1e5)},
+                          {-one, T(1e30), one},
+                          {mhalf, T(1e30), z},
+                          {T(-1.0000001), T(1e30), inf},
+                          {T(10), T(400), inf},
+                          {T(-10), T(401), -inf},
+                          {T(10), T(-400), z},
+                          {T(-10), T(-401), -z},
+                          {two, is32<T> ? T(-149) : T(-1074), den},
+                          {-two, is32<T> ? T(-149) : T(-1073), is32<T> ? -den : -2 * den},
+                          {two, half, static_cast<T>(std::sqrt(2.0L))},
+                          {T(4), half, two},
+                          {T(0.25), mhalf, two},
+                      });
+  check_special2<T>("pow", m::pow, pw);
+}
+
+TEST(DecomposeMath, SpecialValuesFloat32) { specials_all<float>(); }
+TEST(DecomposeMath, SpecialValuesFloat64) { specials_all<double>(); }
+
+// Every decomposition uses only the exact primitives that all backends implement identically.
+TEST(DecomposeMath, OnlyExactPrimitives) {
+  using ir::Op;
+  const std::set<Op> allowed = {Op::Add,   Op::Sub,   Op::Mul,   Op::Div,   Op::Sqrt,    Op::Neg,
+                                Op::Abs,   Op::Floor, Op::Round, Op::Cast,  Op::Bitcast, Op::And,
+                                Op::Or,    Op::Xor,   Op::Shl,   Op::Shr,   Op::CmpLt,   Op::CmpLe,
+                                Op::CmpEq, Op::CmpNe, Op::Where, Op::IsNan, Op::Max,     Op::Min,
+                                Op::Const, Op::Load};
+  for (DType t : {DType::Float32, DType::Float64}) {
+    NodeRef a = input(t, 0), b = input(t, 1);
+    std::vector<std::pair<const char*, NodeRef>> roots = {
+        {"exp", m::exp(a)},        {"expm1", m::expm1(a)}, {"log", m::log(a)},
+        {"log1p", m::log1p(a)},    {"sin", m::sin(a)},     {"cos", m::cos(a)},
+        {"tan", m::tan(a)},        {"tanh", m::tanh(a)},   {"atan", m::atan(a)},
+        {"atan2", m::atan2(a, b)}, {"pow", m::pow(a, b)}};
+    for (auto [name, root] : roots) {
+      auto nodes = ir::toposort({root});
+      for (NodeRef n : nodes) {
+        EXPECT_TRUE(allowed.count(n->op)) << name << " uses " << ir::op_name(n->op);
+        EXPECT_TRUE(n->shape.empty()) << name;
+        if (n->op == Op::Load) {
+          EXPECT_TRUE(n == a || n == b) << name;
+        }
+      }
+      EXPECT_EQ(root->dtype, t) << name;
+      std::printf("  %-6s %s: %zu nodes\n", name, t == DType::Float32 ? "f32" : "f64",
+                  nodes.size());
+    }
+  }
+}
+
+TEST(DecomposeMath, RejectsNonFloat) {
+  NodeRef i = input(DType::Int32, 0);
+  EXPECT_THROW(m::exp(i), std::logic_error);
+  EXPECT_THROW(m::pow(input(DType::Float32, 0), input(DType::Float64, 1)), std::logic_error);
+}
+
+}  // namespace

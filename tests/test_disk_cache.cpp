@@ -1,0 +1,151 @@
+// The on-disk kernel cache, across processes: a fresh directory is filled by the first run and
+// serves the second; corrupt, truncated or misplaced entries are misses that get rebuilt.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#ifndef RUNE_CACHE_PROBE
+#error "RUNE_CACHE_PROBE must name the cache_probe executable"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What the probe prints before its statistics line.
+const char* kExpectedOutput =
+    "float32 [2, 3] [[3, 5, 7],\n"
+    "                [9, 11, 13]]\n"
+    "float32 [3] [5, 7, 9]\n"
+    "int32 [3] [4, 5, 6]\n"
+    "float32 [2, 3] [[-1, -2, -3],\n"
+    "                [4, 5, 6]]\n";
+
+struct ProbeRun {
+  int status = -1;
+  std::string output;
+  long compiled = -1, disk = -1;
+};
+
+ProbeRun probe(const fs::path& dir) {
+  std::string cmd = "env DEBUG=0 RUNE_CACHE_DIR='" + dir.string() + "' RUNE_DISK_CACHE=1 '" +
+                    RUNE_CACHE_PROBE + "' 2>&1";
+  ProbeRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::smatch m;
+  if (std::regex_search(r.output, m, std::regex("compiled=(\\d+) disk=(\\d+)\\n$"))) {
+    r.compiled = std::stol(m[1]);
+    r.disk = std::stol(m[2]);
+  }
+  return r;
+}
+
+std::vector<fs::path> objects(const fs::path& dir) {
+  std::vector<fs::path> v;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".obj") v.push_back(e.path());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+void write(const fs::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << s;
+}
+
+class DiskCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rune-cache-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  // Runs the probe and checks that it succeeded with the right results.
+  ProbeRun run_ok() {
+    ProbeRun r = probe(dir_);
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(r.output.rfind(kExpectedOutput, 0), 0u) << r.output;
+    EXPECT_GE(r.compiled, 0) << "no statistics line in:\n" << r.output;
+    return r;
+  }
+  fs::path dir_;
+};
+
+TEST_F(DiskCache, FillsThenServesThenRebuildsCorruptEntries) {
+  // 1. A fresh directory: everything compiles, and the entries are written.
+  ProbeRun first = run_ok();
+  EXPECT_GT(first.compiled, 0);
+  EXPECT_EQ(first.disk, 0);
+  auto objs = objects(dir_);
+  ASSERT_EQ(static_cast<long>(objs.size()), first.compiled) << "one entry per compiled kernel";
+  ASSERT_GE(objs.size(), 2u);
+
+  // 2. Second process: everything comes from disk.
+  ProbeRun second = run_ok();
+  EXPECT_EQ(second.compiled, 0);
+  EXPECT_EQ(second.disk, first.compiled);
+
+  // 3. Two entries swapped: each is intact but belongs to another key, so both are misses.
+  std::string a = slurp(objs[0]), b = slurp(objs[1]);
+  write(objs[0], b);
+  write(objs[1], a);
+  ProbeRun swapped = run_ok();
+  EXPECT_EQ(swapped.compiled, 2);
+  EXPECT_EQ(swapped.disk, first.compiled - 2);
+
+  // 4. Every entry overwritten with garbage (one keeps a valid-looking header with a bad
+  //    checksum; one is truncated to 3 bytes): all are rebuilt.
+  objs = objects(dir_);
+  ASSERT_EQ(static_cast<long>(objs.size()), first.compiled);
+  for (size_t i = 0; i < objs.size(); ++i) {
+    std::string junk = slurp(objs[i]);
+    for (char& c : junk) c = static_cast<char>(c ^ 0x5a);
+    if (i == 0) junk = "abc";
+    if (i == 1) junk.replace(0, 8, "RUNEOBJ1");
+    write(objs[i], junk);
+  }
+  EXPECT_EQ(fs::file_size(objs[0]), 3u);
+  ProbeRun corrupt = run_ok();
+  EXPECT_EQ(corrupt.compiled, first.compiled);
+  EXPECT_EQ(corrupt.disk, 0);
+
+  // 5. The rebuilt entries are good again.
+  ProbeRun healed = run_ok();
+  EXPECT_EQ(healed.compiled, 0);
+  EXPECT_EQ(healed.disk, first.compiled);
+}
+
+TEST_F(DiskCache, DisabledByEmptyDirectory) {
+  std::string cmd = std::string("env DEBUG=0 RUNE_CACHE_DIR= '") + RUNE_CACHE_PROBE + "' 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_EQ(out.rfind(kExpectedOutput, 0), 0u) << out;
+  EXPECT_NE(out.find(" disk=0\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("compiled=0 "), std::string::npos) << out;
+}
+
+}  // namespace

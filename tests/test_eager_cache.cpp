@@ -1,0 +1,75 @@
+// Eager caching: an eager op is a one-op program cached by structure, so calling the same op
+// again (same dtypes, shapes and layouts; any values) neither compiles nor loads a kernel.
+#include <gtest/gtest.h>
+
+#include "codegen/compile.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace rt;
+
+size_t kernels() {
+  auto s = codegen::compile_stats();
+  return s.kernels_compiled + s.kernels_from_disk;
+}
+size_t programs() { return codegen::compile_stats().programs; }
+
+// Runs fn twice; the second run must not build anything and must give the same values.
+void expect_cached(const std::string& what, const std::function<Tensor()>& fn) {
+  SCOPED_TRACE(what);
+  std::vector<Value> first = read(fn());
+  size_t k = kernels(), p = programs();
+  std::vector<Value> second = read(fn());
+  EXPECT_EQ(kernels(), k) << "the second call built kernels";
+  EXPECT_EQ(programs(), p) << "the second call built programs";
+  EXPECT_TRUE(match(second, first));
+}
+
+TEST(EagerCache, RepeatedOpsDoNotRecompile) {
+  Tensor a = nx::reshape(nx::cast(nx::arange(12), nx::float32), {3, 4});
+  Tensor b = nx::full(nx::float32, {3, 4}, 0.5);
+  expect_cached("add", [&] { return nx::add(a, b); });
+  expect_cached("mul by scalar", [&] { return a * 2.0; });
+  expect_cached("sum", [&] { return nx::sum(a, {1}); });
+  expect_cached("mean", [&] { return nx::mean(a); });
+  expect_cached("argmax", [&] { return nx::argmax(a, 0); });
+  expect_cached("cast", [&] { return nx::cast(a, nx::int32); });
+  expect_cached("where", [&] { return nx::where(nx::less(a, b), a, b); });
+  expect_cached("transpose + add", [&] { return nx::add(nx::transpose(a), nx::transpose(b)); });
+  expect_cached("stepped slice", [&] { return nx::neg(nx::slice(a, {{0, 3, 2}, {1, 4, 2}})); });
+  expect_cached("matmul", [&] { return nx::matmul(a, nx::transpose(b)); });
+  expect_cached("concatenate", [&] { return nx::concatenate({a, b}, 1); });
+  expect_cached("pad", [&] { return nx::pad(a, {{1, 0}, {0, 1}}, 3); });
+  expect_cached("contiguous", [&] { return nx::contiguous(nx::flip(a)); });
+  expect_cached("rand", [&] { return nx::rand(nx::key(1), nx::float32, {5}); });
+}
+
+TEST(EagerCache, NewValuesSameStructureDoNotRecompile) {
+  Tensor a = nx::full(nx::float64, {2, 3}, 1.5);
+  (void)nx::to_vector<double>(a * 2.0);
+  size_t k = kernels();
+  // Other scalar values, other input values, another key, a view at another offset.
+  EXPECT_EQ(nx::to_vector<double>(a * 3.0), std::vector<double>(6, 4.5));
+  Tensor c = nx::full(nx::float64, {2, 3}, -1);
+  EXPECT_EQ(nx::to_vector<double>(c * 7.0), std::vector<double>(6, -7));
+  EXPECT_EQ(kernels(), k);
+
+  Tensor x = nx::cast(nx::arange(10), nx::float32);
+  (void)nx::to_vector<double>(nx::neg(nx::slice(x, {{0, 4, 1}})));
+  k = kernels();
+  EXPECT_EQ(nx::to_vector<double>(nx::neg(nx::slice(x, {{5, 9, 1}}))),
+            (std::vector<double>{-5, -6, -7, -8}));
+  EXPECT_EQ(kernels(), k) << "a view at another offset reuses the kernel";
+}
+
+TEST(EagerCache, NewStructureCompiles) {
+  // The counters do count: a shape not seen before builds a kernel (or loads one from disk).
+  Tensor a = nx::zeros(nx::float32, {7, 13});
+  size_t k = kernels(), p = programs();
+  (void)nx::to_vector<double>(nx::sub(a, nx::transpose(nx::zeros(nx::float32, {13, 7}))));
+  EXPECT_GT(kernels(), k);
+  EXPECT_GT(programs(), p);
+}
+
+}  // namespace

@@ -1,5 +1,6 @@
 // Donation (SEMANTICS.md §3): nx::donate(x) gives x up to the next operation that reads it.
 #pragma once
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,5 +19,32 @@ void check_alive(const Tensor& t, const char* api);
 std::vector<bool> consume_donations(const std::vector<Tensor>& srcs, std::string_view consumer,
                                     std::string_view consumer_suffix = {});
 bool is_dead(const Tensor& t);
+
+}  // namespace nx
+
+namespace nx {
+
+// Marks the extent of one public nx op. The outermost scope on a thread checks its tensor
+// arguments on entry (dead values and donations read twice raise before anything runs) and, if
+// the op returns normally, kills its donated arguments naming `api` as their consumer. Nested
+// ops and the primitives they apply consume nothing, so a failing op leaves every argument as
+// it was, and a donated value names the entry point the user called.
+class OpScope {
+ public:
+  OpScope(const char* api, std::initializer_list<const Tensor*> args);
+  OpScope(const char* api, const std::vector<Tensor>& args);
+  ~OpScope() noexcept(false);
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+  // Whether an op scope is active on this thread (primitives then leave donations alone).
+  static bool active();
+
+ private:
+  void enter(const char* api);
+  const char* api_ = nullptr;
+  std::vector<Tensor> args_;
+  bool outer_ = false;
+  int exceptions_ = 0;
+};
 
 }  // namespace nx

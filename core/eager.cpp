@@ -103,7 +103,8 @@ class Eager final : public Interpreter {
         throw rune::jit_error(std::string("nx: a traced value ") + s.describe() +
                               " was used outside the function being traced");
     }
-    consume_donations(srcs, "nx::", ir::op_name(op));
+    // Inside a public op the op's scope owns donation; a bare primitive consumes its own.
+    if (!OpScope::active()) consume_donations(srcs, "nx::", ir::op_name(op));
     if (ir::is_movement(op) && op != ir::Op::Pad && op != ir::Op::Copy) {
       const Tensor& x = srcs[0];
       if (auto v = view_op(op, x.impl().view, shape, arg))

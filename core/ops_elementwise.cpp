@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "core/donation.h"
 #include "core/prim.h"
 
 namespace nx {
@@ -63,19 +64,27 @@ Tensor compare(const std::string& api, ir::Op op, const Tensor& a, const Tensor&
 using namespace detail;
 using ir::Op;
 
-Tensor scalar_like(const Tensor& x, double v) { return const_of(x.dtype(), v); }
+Tensor scalar_like(const Tensor& x, double v) {
+  return const_of(x.dtype(), v);
+}
 
 Tensor cast(const Tensor& x, DType t) {
+  OpScope scope_("nx::cast", {&x});
   if (x.dtype() == t) return x;
   return prim(Op::Cast, t, x.shape(), {x});
 }
 
 Tensor neg(const Tensor& x) {
+  OpScope scope_("nx::neg", {&x});
   if (x.dtype() == DType::Bool) fail("nx::neg", "cannot negate " + x.describe());
   return unary(Op::Neg, x);
 }
-Tensor abs(const Tensor& x) { return unary(Op::Abs, x); }
+Tensor abs(const Tensor& x) {
+  OpScope scope_("nx::abs", {&x});
+  return unary(Op::Abs, x);
+}
 Tensor sign(const Tensor& x) {
+  OpScope scope_("nx::sign", {&x});
   Tensor z = scalar_like(x, 0);
   Tensor s = where(greater(x, z), scalar_like(x, 1), where(less(x, z), scalar_like(x, -1), x));
   return s;
@@ -83,6 +92,7 @@ Tensor sign(const Tensor& x) {
 
 #define RUNE_FLOAT_UNARY(fn, OP)                 \
   Tensor fn(const Tensor& x) {                   \
+    OpScope scope_("nx::" #fn, {&x});            \
     require_float("nx::" #fn, x);                \
     return unary(Op::OP, x);                     \
   }
@@ -95,41 +105,86 @@ RUNE_FLOAT_UNARY(tanh, Tanh)
 RUNE_FLOAT_UNARY(sqrt, Sqrt)
 #undef RUNE_FLOAT_UNARY
 
-Tensor floor(const Tensor& x) { return unary(Op::Floor, x); }
-Tensor ceil(const Tensor& x) { return unary(Op::Ceil, x); }
-Tensor round(const Tensor& x) { return unary(Op::Round, x); }
-Tensor square(const Tensor& x) { return mul(x, x); }
+Tensor floor(const Tensor& x) {
+  OpScope scope_("nx::floor", {&x});
+  return unary(Op::Floor, x);
+}
+Tensor ceil(const Tensor& x) {
+  OpScope scope_("nx::ceil", {&x});
+  return unary(Op::Ceil, x);
+}
+Tensor round(const Tensor& x) {
+  OpScope scope_("nx::round", {&x});
+  return unary(Op::Round, x);
+}
+Tensor square(const Tensor& x) {
+  OpScope scope_("nx::square", {&x});
+  return mul(x, x);
+}
 Tensor reciprocal(const Tensor& x) {
+  OpScope scope_("nx::reciprocal", {&x});
   require_float("nx::reciprocal", x);
   return div(scalar_like(x, 1), x);
 }
 Tensor sigmoid(const Tensor& x) {
+  OpScope scope_("nx::sigmoid", {&x});
   require_float("nx::sigmoid", x);
   return div(scalar_like(x, 1), add(scalar_like(x, 1), exp(neg(x))));
 }
-Tensor relu(const Tensor& x) { return maximum(x, scalar_like(x, 0)); }
+Tensor relu(const Tensor& x) {
+  OpScope scope_("nx::relu", {&x});
+  return maximum(x, scalar_like(x, 0));
+}
 Tensor isnan(const Tensor& x) {
+  OpScope scope_("nx::isnan", {&x});
   if (!ir::is_float(x.dtype())) return broadcast_to(const_int(DType::Bool, 0), x.shape());
   return prim(Op::IsNan, DType::Bool, x.shape(), {x});
 }
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary("nx::add", Op::Add, a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary("nx::sub", Op::Sub, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary("nx::mul", Op::Mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary("nx::div", Op::Div, a, b); }
-Tensor mod(const Tensor& a, const Tensor& b) { return binary("nx::mod", Op::Mod, a, b); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::add", {&a, &b});
+  return binary("nx::add", Op::Add, a, b);
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::sub", {&a, &b});
+  return binary("nx::sub", Op::Sub, a, b);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::mul", {&a, &b});
+  return binary("nx::mul", Op::Mul, a, b);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::div", {&a, &b});
+  return binary("nx::div", Op::Div, a, b);
+}
+Tensor mod(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::mod", {&a, &b});
+  return binary("nx::mod", Op::Mod, a, b);
+}
 Tensor pow(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::pow", {&a, &b});
   require_float("nx::pow", a);
   return binary("nx::pow", Op::Pow, a, b);
 }
-Tensor pow(const Tensor& a, double b) { return pow(a, scalar_like(a, b)); }
+Tensor pow(const Tensor& a, double b) {
+  OpScope scope_("nx::pow", {&a});
+  return pow(a, scalar_like(a, b));
+}
 Tensor atan2(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::atan2", {&a, &b});
   require_float("nx::atan2", a);
   return binary("nx::atan2", Op::Atan2, a, b);
 }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary("nx::maximum", Op::Max, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary("nx::minimum", Op::Min, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::maximum", {&a, &b});
+  return binary("nx::maximum", Op::Max, a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::minimum", {&a, &b});
+  return binary("nx::minimum", Op::Min, a, b);
+}
 Tensor clip(const Tensor& x, double lo, double hi) {
+  OpScope scope_("nx::clip", {&x});
   if (lo > hi) fail("nx::clip", "lower bound " + std::to_string(lo) + " exceeds upper bound " + std::to_string(hi));
   if (ir::is_int(x.dtype()) || x.dtype() == DType::Bool) {
     // Bounds outside an integer dtype's range clamp to it instead of wrapping.
@@ -142,22 +197,53 @@ Tensor clip(const Tensor& x, double lo, double hi) {
   return minimum(maximum(x, scalar_like(x, lo)), scalar_like(x, hi));
 }
 
-Tensor less(const Tensor& a, const Tensor& b) { return compare("nx::less", Op::CmpLt, a, b); }
-Tensor less_equal(const Tensor& a, const Tensor& b) { return compare("nx::less_equal", Op::CmpLe, a, b); }
-Tensor greater(const Tensor& a, const Tensor& b) { return compare("nx::greater", Op::CmpLt, b, a); }
-Tensor greater_equal(const Tensor& a, const Tensor& b) { return compare("nx::greater_equal", Op::CmpLe, b, a); }
-Tensor equal(const Tensor& a, const Tensor& b) { return compare("nx::equal", Op::CmpEq, a, b); }
-Tensor not_equal(const Tensor& a, const Tensor& b) { return compare("nx::not_equal", Op::CmpNe, a, b); }
+Tensor less(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::less", {&a, &b});
+  return compare("nx::less", Op::CmpLt, a, b);
+}
+Tensor less_equal(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::less_equal", {&a, &b});
+  return compare("nx::less_equal", Op::CmpLe, a, b);
+}
+Tensor greater(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::greater", {&a, &b});
+  return compare("nx::greater", Op::CmpLt, b, a);
+}
+Tensor greater_equal(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::greater_equal", {&a, &b});
+  return compare("nx::greater_equal", Op::CmpLe, b, a);
+}
+Tensor equal(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::equal", {&a, &b});
+  return compare("nx::equal", Op::CmpEq, a, b);
+}
+Tensor not_equal(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::not_equal", {&a, &b});
+  return compare("nx::not_equal", Op::CmpNe, a, b);
+}
 
 static Tensor to_bool(const Tensor& x) {
   return x.dtype() == DType::Bool ? x : not_equal(x, scalar_like(x, 0));
 }
-Tensor logical_and(const Tensor& a, const Tensor& b) { return binary("nx::logical_and", Op::And, to_bool(a), to_bool(b)); }
-Tensor logical_or(const Tensor& a, const Tensor& b) { return binary("nx::logical_or", Op::Or, to_bool(a), to_bool(b)); }
-Tensor logical_xor(const Tensor& a, const Tensor& b) { return binary("nx::logical_xor", Op::Xor, to_bool(a), to_bool(b)); }
-Tensor logical_not(const Tensor& x) { return unary(Op::Not, to_bool(x)); }
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::logical_and", {&a, &b});
+  return binary("nx::logical_and", Op::And, to_bool(a), to_bool(b));
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::logical_or", {&a, &b});
+  return binary("nx::logical_or", Op::Or, to_bool(a), to_bool(b));
+}
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::logical_xor", {&a, &b});
+  return binary("nx::logical_xor", Op::Xor, to_bool(a), to_bool(b));
+}
+Tensor logical_not(const Tensor& x) {
+  OpScope scope_("nx::logical_not", {&x});
+  return unary(Op::Not, to_bool(x));
+}
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::where", {&cond, &a, &b});
   const std::string api = "nx::where";
   if (cond.dtype() != DType::Bool) fail(api, "condition must be bool, got " + cond.describe());
   require_same_dtype(api, a, b);

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "core/donation.h"
 #include "core/prim.h"
 
 namespace nx {
@@ -8,6 +9,7 @@ using namespace detail;
 using ir::Op;
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
+  OpScope scope_("nx::reshape", {&x});
   const std::string api = "nx::reshape";
   Shape s = shape;
   int infer = -1;
@@ -36,6 +38,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
 }
 
 Tensor permute(const Tensor& x, const Axes& perm) {
+  OpScope scope_("nx::permute", {&x});
   const std::string api = "nx::permute";
   if (static_cast<int>(perm.size()) != x.ndim())
     fail(api, "permutation of " + std::to_string(perm.size()) + " axes for " + x.describe());
@@ -56,12 +59,14 @@ Tensor permute(const Tensor& x, const Axes& perm) {
 }
 
 Tensor transpose(const Tensor& x) {
+  OpScope scope_("nx::transpose", {&x});
   Axes p(x.ndim());
   for (int i = 0; i < x.ndim(); ++i) p[i] = x.ndim() - 1 - i;
   return permute(x, p);
 }
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
+  OpScope scope_("nx::broadcast_to", {&x});
   const std::string api = "nx::broadcast_to";
   if (x.shape() == shape) return x;
   if (shape.size() < x.shape().size()) fail(api, "cannot broadcast " + x.describe() + " to " + ir::to_string(shape));
@@ -77,6 +82,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
 }
 
 Tensor expand_dims(const Tensor& x, int axis) {
+  OpScope scope_("nx::expand_dims", {&x});
   int n = x.ndim() + 1;
   int a = axis < 0 ? axis + n : axis;
   if (a < 0 || a >= n) fail("nx::expand_dims", "axis " + std::to_string(axis) + " out of range for " + x.describe());
@@ -84,9 +90,13 @@ Tensor expand_dims(const Tensor& x, int axis) {
   s.insert(s.begin() + a, 1);
   return reshape(x, s);
 }
-Tensor unsqueeze(const Tensor& x, int axis) { return expand_dims(x, axis); }
+Tensor unsqueeze(const Tensor& x, int axis) {
+  OpScope scope_("nx::unsqueeze", {&x});
+  return expand_dims(x, axis);
+}
 
 Tensor squeeze(const Tensor& x, std::optional<int> axis) {
+  OpScope scope_("nx::squeeze", {&x});
   Shape s;
   if (axis) {
     int a = norm_axis("nx::squeeze", *axis, x.ndim(), x);
@@ -100,9 +110,13 @@ Tensor squeeze(const Tensor& x, std::optional<int> axis) {
   return reshape(x, s);
 }
 
-Tensor flatten(const Tensor& x) { return reshape(x, {x.size()}); }
+Tensor flatten(const Tensor& x) {
+  OpScope scope_("nx::flatten", {&x});
+  return reshape(x, {x.size()});
+}
 
 Tensor flip(const Tensor& x, Axes axes) {
+  OpScope scope_("nx::flip", {&x});
   auto a = norm_axes("nx::flip", axes, x);
   if (a.empty()) return x;
   return prim(Op::Flip, x.dtype(), x.shape(), {x}, a);
@@ -137,6 +151,7 @@ static Tensor pad_mask(const Shape& inner, const ir::Pairs& widths) {
 }
 
 Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& widths, double value) {
+  OpScope scope_("nx::pad", {&x});
   const std::string api = "nx::pad";
   if (static_cast<int>(widths.size()) != x.ndim())
     fail(api, std::to_string(widths.size()) + " pad widths for " + x.describe());
@@ -149,6 +164,7 @@ Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& widt
 }
 
 Tensor slice(const Tensor& x, const std::vector<Slice>& slices) {
+  OpScope scope_("nx::slice", {&x});
   const std::string api = "nx::slice";
   if (static_cast<int>(slices.size()) > x.ndim())
     fail(api, std::to_string(slices.size()) + " slices for " + x.describe());
@@ -213,6 +229,7 @@ Tensor slice(const Tensor& x, const std::vector<Slice>& slices) {
 }
 
 Tensor index(const Tensor& x, int axis, int64_t i) {
+  OpScope scope_("nx::index", {&x});
   const std::string api = "nx::index";
   int a = norm_axis(api, axis, x.ndim(), x);
   int64_t n = x.shape()[a];
@@ -228,6 +245,7 @@ Tensor index(const Tensor& x, int axis, int64_t i) {
 }
 
 Tensor concatenate(const std::vector<Tensor>& xs, int axis) {
+  OpScope scope_("nx::concatenate", xs);
   const std::string api = "nx::concatenate";
   if (xs.empty()) fail(api, "no tensors to concatenate");
   const Tensor& x0 = xs[0];
@@ -255,6 +273,7 @@ Tensor concatenate(const std::vector<Tensor>& xs, int axis) {
 }
 
 Tensor stack(const std::vector<Tensor>& xs, int axis) {
+  OpScope scope_("nx::stack", xs);
   const std::string api = "nx::stack";
   if (xs.empty()) fail(api, "no tensors to stack");
   std::vector<Tensor> u;
@@ -265,6 +284,9 @@ Tensor stack(const std::vector<Tensor>& xs, int axis) {
   return concatenate(u, axis < 0 ? axis : axis);
 }
 
-Tensor contiguous(const Tensor& x) { return prim(Op::Copy, x.dtype(), x.shape(), {x}); }
+Tensor contiguous(const Tensor& x) {
+  OpScope scope_("nx::contiguous", {&x});
+  return prim(Op::Copy, x.dtype(), x.shape(), {x});
+}
 
 }  // namespace nx

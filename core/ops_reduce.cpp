@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/donation.h"
 #include "core/prim.h"
 
 namespace nx {
@@ -35,6 +36,7 @@ Tensor reduce(const std::string& api, Op op, const Tensor& x, const Axes& axes, 
 // Sums and products of small integers and bools accumulate in int64 (as numpy does);
 // 16-bit floats accumulate in float32 and round once at the end.
 Tensor accumulate(const std::string& api, Op op, const Tensor& x, const Axes& axes, bool keepdims) {
+  norm_axes(api, axes, x);  // validate against the caller's tensor, before any cast
   DType t = x.dtype();
   if (t == DType::Bool || t == DType::UInt8 || t == DType::Int32)
     return reduce(api, op, cast(x, DType::Int64), axes, keepdims);
@@ -44,12 +46,25 @@ Tensor accumulate(const std::string& api, Op op, const Tensor& x, const Axes& ax
 
 }  // namespace
 
-Tensor sum(const Tensor& x, Axes axes, bool keepdims) { return accumulate("nx::sum", Op::ReduceSum, x, axes, keepdims); }
-Tensor prod(const Tensor& x, Axes axes, bool keepdims) { return accumulate("nx::prod", Op::ReduceProd, x, axes, keepdims); }
-Tensor max(const Tensor& x, Axes axes, bool keepdims) { return reduce("nx::max", Op::ReduceMax, x, axes, keepdims); }
-Tensor min(const Tensor& x, Axes axes, bool keepdims) { return reduce("nx::min", Op::ReduceMin, x, axes, keepdims); }
+Tensor sum(const Tensor& x, Axes axes, bool keepdims) {
+  OpScope scope_("nx::sum", {&x});
+  return accumulate("nx::sum", Op::ReduceSum, x, axes, keepdims);
+}
+Tensor prod(const Tensor& x, Axes axes, bool keepdims) {
+  OpScope scope_("nx::prod", {&x});
+  return accumulate("nx::prod", Op::ReduceProd, x, axes, keepdims);
+}
+Tensor max(const Tensor& x, Axes axes, bool keepdims) {
+  OpScope scope_("nx::max", {&x});
+  return reduce("nx::max", Op::ReduceMax, x, axes, keepdims);
+}
+Tensor min(const Tensor& x, Axes axes, bool keepdims) {
+  OpScope scope_("nx::min", {&x});
+  return reduce("nx::min", Op::ReduceMin, x, axes, keepdims);
+}
 
 Tensor mean(const Tensor& x, Axes axes, bool keepdims) {
+  OpScope scope_("nx::mean", {&x});
   auto a = norm_axes("nx::mean", axes, x);
   int64_t n = 1;
   for (auto d : a) n *= x.shape()[d];
@@ -81,10 +96,17 @@ static Tensor arg_reduce(const std::string& api, bool is_max, const Tensor& x, s
   }
   return axis ? squeeze(r, a) : reshape(r, {});
 }
-Tensor argmax(const Tensor& x, std::optional<int> axis, bool keepdims) { return arg_reduce("nx::argmax", true, x, axis, keepdims); }
-Tensor argmin(const Tensor& x, std::optional<int> axis, bool keepdims) { return arg_reduce("nx::argmin", false, x, axis, keepdims); }
+Tensor argmax(const Tensor& x, std::optional<int> axis, bool keepdims) {
+  OpScope scope_("nx::argmax", {&x});
+  return arg_reduce("nx::argmax", true, x, axis, keepdims);
+}
+Tensor argmin(const Tensor& x, std::optional<int> axis, bool keepdims) {
+  OpScope scope_("nx::argmin", {&x});
+  return arg_reduce("nx::argmin", false, x, axis, keepdims);
+}
 
 Tensor softmax(const Tensor& x, int axis) {
+  OpScope scope_("nx::softmax", {&x});
   require_float("nx::softmax", x);
   int a = norm_axis("nx::softmax", axis, x.ndim(), x);
   Tensor e = exp(sub(x, max(x, {a}, true)));
@@ -92,6 +114,7 @@ Tensor softmax(const Tensor& x, int axis) {
 }
 
 Tensor log_softmax(const Tensor& x, int axis) {
+  OpScope scope_("nx::log_softmax", {&x});
   require_float("nx::log_softmax", x);
   int a = norm_axis("nx::log_softmax", axis, x.ndim(), x);
   Tensor shifted = sub(x, max(x, {a}, true));
@@ -99,6 +122,7 @@ Tensor log_softmax(const Tensor& x, int axis) {
 }
 
 Tensor logsumexp(const Tensor& x, Axes axes, bool keepdims) {
+  OpScope scope_("nx::logsumexp", {&x});
   require_float("nx::logsumexp", x);
   Tensor m = max(x, axes, true);
   // A row of -inf has max -inf; shift by 0 there so the result is -inf, not NaN.
@@ -113,6 +137,7 @@ Tensor logsumexp(const Tensor& x, Axes axes, bool keepdims) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::matmul", {&a, &b});
   const std::string api = "nx::matmul";
   require_same_dtype(api, a, b);
   if (a.ndim() == 0 || b.ndim() == 0) fail(api, "scalar operand: " + a.describe() + " and " + b.describe());
@@ -141,6 +166,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
+  OpScope scope_("nx::dot", {&a, &b});
   if (a.ndim() == 1 && b.ndim() == 1) {
     if (a.shape() != b.shape()) fail("nx::dot", "shapes " + a.describe() + " and " + b.describe() + " differ");
     return sum(mul(a, b));

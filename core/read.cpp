@@ -60,11 +60,15 @@ std::string format_float(DType t, double v) {
     auto r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
     return std::string(buf, r.ptr);
   }
-  // 16-bit floats: the fewest significant digits that round back to the same value.
+  // 16-bit floats: the fewest significant digits that round back to the same value, printed
+  // in the same plain-or-exponent style as float32 (the shortest form of that decimal).
   for (int p = 1; p <= 6; ++p) {
     auto r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v), std::chars_format::general, p);
-    std::string s(buf, r.ptr);
-    if (ir::round_to(t, std::strtod(s.c_str(), nullptr)) == v) return s;
+    float shortest = std::strtof(std::string(buf, r.ptr).c_str(), nullptr);
+    if (ir::round_to(t, shortest) == v) {
+      auto q = std::to_chars(buf, buf + sizeof buf, shortest);
+      return std::string(buf, q.ptr);
+    }
   }
   auto r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
   return std::string(buf, r.ptr);

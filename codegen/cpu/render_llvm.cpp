@@ -309,7 +309,8 @@ class Emitter {
       case Op::Cast: return cast(st, t, a(0));
       case Op::Bitcast: return w_.op("bitcast " + sty + " " + a(0) + " to " + ty);
       case Op::IsNan: return f ? w_.op("fcmp uno " + sty + " " + a(0) + ", " + a(0)) : "false";
-      case Op::Add: return w_.op((f ? "fadd " : "add ") + ty + " " + a(0) + ", " + a(1));
+      // For bool, + is logical or (numpy); - and * on i1 already are xor and and.
+      case Op::Add: return w_.op((f ? "fadd " : t == DType::Bool ? "or " : "add ") + ty + " " + a(0) + ", " + a(1));
       case Op::Sub: return w_.op((f ? "fsub " : "sub ") + ty + " " + a(0) + ", " + a(1));
       case Op::Mul: return w_.op((f ? "fmul " : "mul ") + ty + " " + a(0) + ", " + a(1));
       case Op::Div: return f ? w_.op("fdiv " + ty + " " + a(0) + ", " + a(1)) : int_divmod(true, t, a(0), a(1));

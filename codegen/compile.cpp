@@ -103,6 +103,46 @@ HostKernel build_kernel(const KernelSpec& spec, Caches& c) {
   return hk;
 }
 
+// Whether `v` addresses element k of a contiguous buffer of `shape` at index k.
+bool reads_own_index(const View& v, const Shape& shape) {
+  if (v.shape != shape || v.offset != 0) return false;
+  for (size_t d = 0; d < v.mask.size(); ++d)
+    if (v.mask[d].first > 0 || v.mask[d].second < shape[d]) return false;
+  auto cs = contiguous_strides(shape);
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1 && v.strides[d] != cs[d]) return false;
+  return true;
+}
+
+// See HostProgram::inplace_inputs.
+std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
+  std::vector<std::vector<int>> out(s.output_slots.size());
+  for (size_t o = 0; o < s.output_slots.size(); ++o) {
+    int writer = -1;
+    for (size_t j = 0; j < s.kernels.size(); ++j)
+      if (s.kernels[j].slots[0] == s.output_slots[o]) writer = static_cast<int>(j);
+    if (writer < 0) continue;
+    const KernelSpec& w = s.kernels[writer];
+    for (int in = 0; in < s.n_inputs; ++in) {
+      bool ok = true;
+      for (size_t j = 0; j < s.kernels.size() && ok; ++j) {
+        const KernelSpec& k = s.kernels[j];
+        for (int part = 0; part < 2 && ok; ++part) {
+          NodeRef root = part == 0 ? k.body : k.rbody;
+          if (!root) continue;
+          for (NodeRef n : toposort({root})) {
+            if (n->op != Op::Load || k.slots[arg_load(n).param] != in) continue;
+            bool own_index = static_cast<int>(j) == writer && part == 0 && reads_own_index(arg_load(n).view, w.shape);
+            if (static_cast<int>(j) > writer || (static_cast<int>(j) == writer && !own_index)) ok = false;
+          }
+        }
+      }
+      if (ok) out[o].push_back(in);
+    }
+  }
+  return out;
+}
+
 std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<NodeRef>& roots, int n_inputs,
                                                           Caches& c) {
   Schedule s = schedule(roots, n_inputs);
@@ -132,6 +172,7 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
       p->steps.push_back({hk.main, hk.name, outs, cost, bytes * cost, k.slots});
     }
   }
+  p->inplace_inputs = inplace_inputs(s);
   ++c.stats.programs;
   return p;
 }

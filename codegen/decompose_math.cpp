@@ -13,6 +13,9 @@
 #include "codegen/decompose_math.h"
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -249,6 +252,16 @@ constexpr double kTwoOverPiChunks[] = {0x1.45f306dp-1,  0x1.9391054p-30,  0x1.4f
                                        0x1.d1f534dp-88, 0x1.b81b6c5p-117, 0x1.5993c4p-148,
                                        0x1.c820ff2p-175};
 
+// 2/pi as 64-bit words for the float64 Payne-Hanek reduction: word i holds the bits of weight
+// 2^-(64i-64) .. 2^-(64i-1), i.e. floor(2/pi 2^(64i-1)) mod 2^64 (word 0, the integer bits, is 0).
+// 1216 bits: enough for a 192-bit window starting at any float64 exponent.
+constexpr uint64_t kTwoOverPiWords[] = {
+    0x0000000000000000ull, 0x517cc1b727220a94ull, 0xfe13abe8fa9a6ee0ull, 0x6db14acc9e21c820ull,
+    0xff28b1d5ef5de2b0ull, 0xdb92371d2126e970ull, 0x0324977504e8c90eull, 0x7f0ef58e5894d39full,
+    0x74411afa975da242ull, 0x74ce38135a2fbf20ull, 0x9cc8eb1cc1a99cfaull, 0x4e422fc5defc941dull,
+    0x8ffc4bffef02cc07ull, 0xf79788c5ad05368full, 0xb69b3f6793e584dbull, 0xa7a31fb34f2ff516ull,
+    0xba93dd63f5f2f8bdull, 0x9e839cfbc5294975ull, 0x35fdafd88fc6ae84ull, 0x2b0198237e3db5d5ull};
+
 // ---------------------------------------------------------------------------------------------
 // exp, expm1, tanh.
 
@@ -411,6 +424,116 @@ TrigRed reduce_cw(const Fmt& f, E x) {
   return {vmin(vmax(r.hi, -0.8), 0.8), vmin(vmax(r.lo, -0x1p-50), 0x1p-50), q};
 }
 
+// float64 Payne-Hanek, in 64-bit integer arithmetic (Int64 Add/Mul wrap mod 2^64, Shr is logical,
+// so everything below is exact modular arithmetic on bit patterns). Used for |x| >= 2^31.
+// |x| = m 2^e with m < 2^53 an integer and e = ex - 1075 (ex the biased exponent). With b_j the
+// bits of 2/pi (2/pi = sum_{j>=1} b_j 2^-j), the bits j <= e - 2 contribute multiples of 4 to
+// x 2/pi, so only the 192-bit window T = bits e-1 .. e+190 is needed:
+//   y = |x| 2/pi mod 4 = m T 2^-190 (mod 4) + err,  0 <= err < 2^53 2^e 2^-(e+190) = 2^-137.
+// The window is cut from the table by Where chains on the word index (the IR has no gather) and a
+// shift; P = m T mod 2^192 is formed exactly from 32-bit limbs (m = m1 2^32 + m0, m1 < 2^21, so
+// every limb product fits in 64 bits and every column sum stays below 2^35). Then k = round(y)
+// mod 4 is read off the top bits and the signed fraction f = y - k, |f| <= 1/2, from the rest: its
+// magnitude is the 189 low bits of P (ones' complement when f < 0, off by 2^-190), converted to a
+// float64 pair from three exact 53-bit pieces (bits below 2^-160 dropped). So f is known to
+// < 2^-136 absolute, i.e. 2^-74 relative even for the closest double to a multiple of pi/2 over
+// the whole range (|r| ~ 2^-61), and r = f pi/2 as a pair adds ~2^-104 relative.
+TrigRed reduce_ph(const Fmt& f, E x) {
+  const DType I = DType::Int64;
+  auto c = [&](int64_t v) { return E(b::ci(I, v)); };
+  const int64_t M32 = 0xffffffffLL;
+  E xb = bits(f, x);
+  E ex = band_(shr_(xb, c(52)), c(0x7ff));
+  E m = bor_(band_(xb, c(f.mant_mask())), c(int64_t{1} << 52));
+  // Bit position of b_{e-1} in the table (bit 0 = the top bit of word 0): p0 = e - 1 + 64. Clamped
+  // so that the (unselected) small-|x| lanes index in range too; inf gives ex = 2047, p0 = 1035.
+  E p0 = max_(ex, c(1054)) - c(1012);
+  E wi = shr_(p0, c(6));  // 0 .. 16
+  E sh = band_(p0, c(63));
+  constexpr int kWords = sizeof(kTwoOverPiWords) / sizeof(kTwoOverPiWords[0]);
+  NodeRef words[kWords];
+  for (int i = 0; i < kWords; ++i) words[i] = c(static_cast<int64_t>(kTwoOverPiWords[i]));
+  // w[k] = words[wi + k], k = 0..3, by binary trees on the bits of wi that share their subtrees:
+  // node(L, o) is the function h -> words[h 2^L + o] of h = wi >> L (o collects the low bits of wi
+  // plus k), needed only for the h that some (wi, k) reach; it is a constant when that leaves a
+  // single word, else a Where on bit L of wi between node(L+1, o + 2^L) and node(L+1, o).
+  constexpr int kMaxWi = kWords - 4;  // 16
+  std::map<std::pair<int, int>, NodeRef> memo;
+  std::function<NodeRef(int, int)> node = [&](int L, int o) -> NodeRef {
+    auto key = std::pair{L, o};
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+    bool even = false, odd = false;
+    std::set<int> idx;
+    for (int v = 0; v <= kMaxWi; ++v)
+      for (int k = 0; k < 4; ++k)
+        if ((v & ((1 << L) - 1)) + k == o) {
+          idx.insert(((v >> L) << L) + o);
+          ((v >> L) & 1 ? odd : even) = true;
+        }
+    NodeRef r;
+    if (idx.size() == 1) {
+      r = words[*idx.begin()];
+    } else if (!odd || !even) {
+      r = node(L + 1, odd ? o + (1 << L) : o);
+    } else {
+      E bit = ne(band_(wi, c(int64_t{1} << L)), c(0));
+      r = where(bit, node(L + 1, o + (1 << L)), node(L + 1, o));
+    }
+    return memo[key] = r;
+  };
+  E w[4] = {node(0, 0), node(0, 1), node(0, 2), node(0, 3)};
+  // T_k = the 64 window bits from word wi + k on; (w >> 1) >> (63 - sh) avoids a shift by 64.
+  E t[3] = {x, x, x};
+  for (int k = 0; k < 3; ++k)
+    t[k] = bor_(shl_(w[k], sh), shr_(shr_(w[k + 1], c(1)), c(63) - sh));
+  E a[6] = {shr_(t[0], c(32)), band_(t[0], c(M32)), shr_(t[1], c(32)),
+            band_(t[1], c(M32)), shr_(t[2], c(32)), band_(t[2], c(M32))};  // a0 most significant
+  E m0 = band_(m, c(M32)), m1 = shr_(m, c(32));
+  // Column sums of 32-bit digits of m T (column j has weight 2^(32j)); products of weight >= 2^192
+  // are dropped, and column 5 is only needed mod 2^32 (so its top products need no split).
+  E col[6] = {x, x, x, x, x, x};
+  for (int j = 0; j < 6; ++j) col[j] = c(0);
+  auto add_prod = [&](E u, int ia, int weight) {  // u * a[ia] at column `weight`
+    E p = u * a[ia];
+    if (weight == 5) {
+      col[5] = col[5] + p;
+      return;
+    }
+    col[weight] = col[weight] + band_(p, c(M32));
+    col[weight + 1] = col[weight + 1] + shr_(p, c(32));
+  };
+  for (int i = 0; i < 6; ++i) add_prod(m0, i, 5 - i);
+  for (int i = 1; i < 6; ++i) add_prod(m1, i, 6 - i);
+  E d[6] = {x, x, x, x, x, x};
+  E carry = c(0);
+  for (int j = 0; j < 6; ++j) {
+    E sj = j == 0 ? col[0] : col[j] + carry;
+    d[j] = band_(sj, c(M32));
+    carry = shr_(sj, c(32));
+  }
+  // P = sum d_j 2^(32j); y = P 2^-190. Bit 189 is the sign of f = y - round(y).
+  E sgn = band_(shr_(d[5], c(29)), c(1));
+  E q = band_(shr_(d[5], c(30)) + sgn, c(3));
+  E mask = band_(c(0) - sgn, c(M32));
+  E e[6] = {x, x, x, x, x, x};
+  for (int j = 0; j < 5; ++j) e[j] = bxor_(d[j], mask);
+  e[5] = band_(bxor_(d[5], mask), c((int64_t{1} << 29) - 1));
+  // |f| 2^190 ~ the 189-bit e; pieces: bits 136..188, 83..135, 30..82.
+  E pa = bor_(shl_(e[5], c(24)), shr_(e[4], c(8)));
+  E pb = bor_(bor_(shl_(band_(e[4], c(0xff)), c(45)), shl_(e[3], c(13))), shr_(e[2], c(19)));
+  E pc = bor_(bor_(shl_(band_(e[2], c(0x7ffff)), c(34)), shl_(e[1], c(2))), shr_(e[0], c(30)));
+  E fa = cast_(pa, f.ft) * 0x1p-54, fb = cast_(pb, f.ft) * 0x1p-107;
+  E fcc = cast_(pc, f.ft) * 0x1p-160;
+  DD s1 = fast_two_sum(fa, fb);  // fa = 0 or fa > fb
+  DD fr = fast_two_sum(s1.hi, s1.lo + fcc);
+  DD p = two_prod(f, fr.hi, fc(f, kPio2_64[0]));
+  DD r = fast_two_sum(p.hi, p.lo + (fr.hi * kPio2_64[1] + fr.lo * kPio2_64[0]));
+  E sx = sign_bit(f, x);
+  E neg = bxor_(sx, eq(sgn, c(1)));
+  E qs = where(sx, band_(c(0) - q, c(3)), q);
+  return {where(neg, -r.hi, r.hi), where(neg, -r.lo, r.lo), qs};
+}
+
 // float32 x, reduced exactly in float64 (Payne-Hanek in floating point): every x * C_i is exact,
 // and T_i = x C_i - 4 round(x C_i / 4) is exact and in [-2, 2], so sum T_i = x 2/pi (mod 4) up to
 // 2^-75. The sum is accumulated with TwoSum; k = round(sum), the fraction is exact and r = frac *
@@ -466,7 +589,9 @@ E trig(E x, Trig which) {
   Fmt f = fmt_of(x);
   E res = x;
   if (f.d) {
-    TrigRed r = reduce_cw(f, x);
+    TrigRed rc = reduce_cw(f, x), rp = reduce_ph(f, x);
+    E big = le(0x1p31, vabs(x));  // false for NaN: it propagates through the fast path
+    TrigRed r{where(big, rp.rh, rc.rh), where(big, rp.rl, rc.rl), where(big, rp.q, rc.q)};
     DD s = sin_dd(r.rh, r.rl);
     DD c = cos_dd(f, r.rh, r.rl);
     E qodd = odd(f, r.q);

@@ -7,7 +7,9 @@
 #include <unordered_map>
 
 #include "codegen/compile.h"
+#include "core/check.h"
 #include "core/interpreter.h"
+#include "core/ops.h"
 #include "core/donation.h"
 #include "ir/scalar.h"
 
@@ -119,6 +121,12 @@ class Eager final : public Interpreter {
   Tensor constant(const ir::Value& v) override {
     uint64_t bits = v.bits();
     return from_bytes(v.dtype, {}, &bits);  // little-endian: the low bytes hold the value
+  }
+
+  void record_check(const Tensor& ok, const std::vector<Tensor>& data,
+                    std::function<std::exception_ptr(const std::vector<int64_t>&, const std::vector<Tensor>&)> fail) override {
+    int64_t first = item<int64_t>(detail::first_false(ok));
+    if (first < ok.size()) std::rethrow_exception(detail::build_failure(ok.shape(), first, data, fail));
   }
 
   void check_readable(const Tensor& t, const char* api) override {

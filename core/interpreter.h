@@ -1,6 +1,8 @@
 // The interpreter hook: every nx primitive goes through the current interpreter. The default
 // runs eagerly (a one-op program through the compile pipeline); rune's tracers record graphs.
 #pragma once
+#include <exception>
+#include <functional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -18,6 +20,9 @@ class Interpreter {
   virtual Tensor constant(const ir::Value& v) = 0;
   // Where the caller reads `t` (to_vector, item, print): concrete values only.
   virtual void check_readable(const Tensor& t, const char* api) = 0;
+  // An nx::check (core/check.h): eagerly evaluated, or recorded by a tracer into its program.
+  virtual void record_check(const Tensor& ok, const std::vector<Tensor>& data,
+                            std::function<std::exception_ptr(const std::vector<int64_t>&, const std::vector<Tensor>&)> fail) = 0;
 };
 
 // The interpreter that handles ops now (per thread): the innermost active tracer, or eager.

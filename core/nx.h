@@ -1,5 +1,6 @@
 // The public header of nx: arrays, eager by default.
 #pragma once
+#include "core/check.h"
 #include "core/donation.h"
 #include "core/ops.h"
 #include "core/tensor.h"

@@ -9,7 +9,7 @@
 
 namespace runtime {
 
-std::vector<BufferRef> HostProgram::run(char* const* inputs, size_t n) const {
+std::vector<BufferRef> HostProgram::run(char* const* inputs, size_t n, const BufferRef* reuse) const {
   if (n != static_cast<size_t>(n_inputs)) throw std::logic_error("runtime: program bound to the wrong number of inputs");
   // Small programs (the eager case) keep their slot tables on the stack.
   constexpr size_t kSmall = 8;
@@ -26,8 +26,11 @@ std::vector<BufferRef> HostProgram::run(char* const* inputs, size_t n) const {
     ptr = ptr_big.data();
   }
   for (int i = 0; i < n_inputs; ++i) ptr[i] = inputs[i];
+  if (reuse)
+    for (size_t o = 0; o < output_slots.size(); ++o)
+      if (reuse[o]) owned[output_slots[o]] = reuse[o];
   for (size_t s = n_inputs; s < slot_bytes.size(); ++s) {
-    owned[s] = allocate(Device::cpu(), static_cast<size_t>(slot_bytes[s]));
+    if (!owned[s]) owned[s] = allocate(Device::cpu(), static_cast<size_t>(slot_bytes[s]));
     ptr[s] = static_cast<char*>(owned[s]->data);
   }
   const bool timed = ir::debug_level() >= 2;

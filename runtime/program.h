@@ -26,9 +26,14 @@ struct HostProgram {
   std::vector<int64_t> slot_bytes;  // per slot; inputs: -1
   std::vector<int> output_slots;
   std::vector<HostStep> steps;
+  // Per output: the inputs whose memory that output may take when donated. Input i qualifies
+  // when every kernel reading it runs before the output's kernel, or is that kernel and reads
+  // it only at each element's own index (so writing element k never clobbers a later read).
+  std::vector<std::vector<int>> inplace_inputs;
 
-  // Runs the program on input base pointers; returns one fresh buffer per output.
-  std::vector<BufferRef> run(char* const* inputs, size_t n) const;
+  // Runs the program on input base pointers; returns one buffer per output: `reuse[o]` when
+  // given (a donated input's buffer, see inplace_inputs), else a fresh one.
+  std::vector<BufferRef> run(char* const* inputs, size_t n, const BufferRef* reuse = nullptr) const;
   std::vector<BufferRef> run(const std::vector<char*>& inputs) const { return run(inputs.data(), inputs.size()); }
 };
 

@@ -384,6 +384,53 @@ void accuracy_all() {
 TEST(DecomposeMath, AccuracyFloat32) { accuracy_all<float>(); }
 TEST(DecomposeMath, AccuracyFloat64) { accuracy_all<double>(); }
 
+// float64 sin/cos/tan beyond the Cody-Waite range (the Payne-Hanek path, |x| >= 2^31), up to
+// DBL_MAX. x86-64 glibc reduces long double arguments exactly, so sinl etc. remain valid
+// references at any magnitude.
+std::vector<double> huge_trig_inputs() {
+  Gen<double> g;
+  g.add(2000, [&] { return g.logu(29.9, 1023.99); });  // 1e9 .. DBL_MAX, random exponents
+  g.add(1000, [&] {  // random bit patterns with |x| >= 2^30
+    uint64_t r = g.rng();
+    uint64_t ex = 1053 + (r >> 1) % (2047 - 1053);
+    uint64_t u = (r & 0x800fffffffffffffull) | (ex << 52);
+    double x;
+    std::memcpy(&x, &u, 8);
+    return x;
+  });
+  g.add(500, [&] { return g.logu(30.5, 32.5); });  // around the switch between the reductions
+  g.around(0x1p31, 20);
+  g.around(-0x1p31, 20);
+  double mx = std::numeric_limits<double>::max();
+  for (int i = 0; i < 20; ++i, mx = std::nextafter(mx, 0.0)) g.v.push_back(i & 1 ? mx : -mx);
+  // The doubles closest to multiples of pi/2 for various exponents (best approximations from the
+  // continued fraction of 2^e 2/pi mod 1, computed with mpmath): |x mod pi/2| from 2^-60.9 (the
+  // worst case over all doubles, 6381956970095103 * 2^797) to 2^-52.6.
+  for (double x : {0x1.6ac5b262ca1ffp+849, 0x1.66bd5424e5655p+90,  0x1.83009e2e9e2ebp+615,
+                   0x1.4c96c11134d36p+579, 0x1.66bd5424e5655p+91,  0x1.e0664dbedfec5p+81,
+                   0x1.1a209b98a791fp+69,  0x1.e109a7163f279p+962, 0x1.a93b216e8dfbcp+327,
+                   0x1.d893a099137d3p+601, 0x1.2ddd2435024e2p+346, 0x1.0809c95f020f7p+277,
+                   0x1.61a3db8c8d129p+1023, 0x1.b930d680374c2p+151, 0x1.7ca792e4bb049p+1001,
+                   0x1.2722f5d698acep+178, 0x1.99caa5236feeap+78,  0x1.504cac51f1eafp+136,
+                   0x1.0332fe835389ap+910, 0x1.b2196364d750bp+257, 0x1.0539b48d14c55p+185,
+                   0x1.ac593e47e035bp+459, 0x1.69eab0985179bp+250, 0x1.3842c122fbc87p+550,
+                   0x1.1c6cc29b3b153p+105, 0x1.47623428452f0p+119, 0x1.5cba89af1f855p+52,
+                   0x1.4d58ea64be345p+437, 0x1.db41f3cb71d7bp+685, 0x1.cca7515e2585cp+167,
+                   0x1.0a62858fe0e2ep+630, 0x1.1e47413bee7c2p+676, 0x1.065c829d68730p+42,
+                   0x1.97e359bb79bb4p+673, 0x1.5403807969f02p+405, 0x1.ae30cc2e55861p+627}) {
+    g.around(x, 3);
+    g.around(-x, 3);
+  }
+  return g.v;
+}
+
+TEST(DecomposeMath, HugeArgumentsFloat64) {
+  auto xs = huge_trig_inputs();
+  check1<double>("sin", m::sin, ref_sin, xs, 2);
+  check1<double>("cos", m::cos, ref_cos, xs, 2);
+  check1<double>("tan", m::tan, ref_tan, xs, 2);
+}
+
 // ---------------------------------------------------------------------------------------------
 // C99 Annex F special values, compared bit-exactly (any NaN matches any NaN).
 

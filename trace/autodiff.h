@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "trace/tree.h"
+#include "core/tree.h"
 
 namespace rune {
 

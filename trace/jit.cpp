@@ -1,6 +1,8 @@
 #include "trace/jit.h"
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <cstdio>
 #include <future>
 #include <list>
@@ -124,7 +126,10 @@ struct Compiled {
   std::shared_ptr<const runtime::HostProgram> program;
   std::vector<nx::Tensor> captured;
   std::vector<int64_t> result_tokens;
-  std::vector<std::pair<nx::DType, nx::Shape>> outputs;
+  std::vector<std::pair<nx::DType, nx::Shape>> outputs;  // results, then one index per check
+  size_t n_results = 0;
+  std::vector<Tracer::Check> checks;
+  int n_params = 0;
   nx::Device device;
 };
 
@@ -164,8 +169,12 @@ struct JitCore::Impl {
     std::vector<ir::NodeRef> roots;
     for (const auto& r : result.leaves) roots.push_back(tracer.node_of(r));
     auto c = std::make_shared<Compiled>();
+    c->n_results = roots.size();
+    c->checks = tracer.checks();
+    for (const auto& k : c->checks) roots.push_back(k.first_false);
     c->captured = tracer.captured();
-    c->program = codegen::compile_host(roots, static_cast<int>(args.leaves.size() + c->captured.size()));
+    c->n_params = static_cast<int>(args.leaves.size() + c->captured.size());
+    c->program = codegen::compile_host(roots, c->n_params);
     c->result_tokens = std::move(result.tokens);
     for (auto r : roots) c->outputs.push_back({r->dtype, r->shape});
     c->device = device;
@@ -237,7 +246,46 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
     }
   }
   std::shared_ptr<const Compiled> c = future.get();
+  // Donated leaves lend their memory to results that may take it (HostProgram::inplace_inputs).
+  // Checked before anything is consumed: a donated leaf must cover its whole buffer, and no
+  // other argument may reach that buffer.
+  std::vector<runtime::BufferRef> reuse;
+  std::vector<std::pair<size_t, std::string>> fates;  // leaf index, fate
+  bool any_donated = false;
+  for (const auto& l : args.leaves) any_donated |= l.impl().donation.load() == 1;
+  if (any_donated && c->checks.empty()) {  // a failing check may still read donated inputs
+    const auto& prog = *c->program;
+    reuse.resize(prog.output_slots.size());
+    for (size_t i = 0; i < args.leaves.size(); ++i) {
+      const auto& im = args.leaves[i].impl();
+      if (im.donation.load() != 1) continue;
+      size_t bytes = static_cast<size_t>(ir::numel(im.shape) * ir::itemsize(im.dtype));
+      if (im.view.offset != 0 || !im.view.is_contiguous() || im.buffer->nbytes != bytes)
+        throw std::invalid_argument("nx::donate: the donated " + args.leaves[i].describe() + " passed to " + m.options.name +
+                                    " is a view that does not cover its storage");
+      for (size_t j = 0; j < args.leaves.size(); ++j)
+        if (j != i && args.leaves[j].impl().buffer == im.buffer)
+          throw std::invalid_argument("nx::donate: argument " + std::to_string(j) + " of " + m.options.name +
+                                      " reaches the storage donated by argument " + std::to_string(i));
+      std::string fate = "consumed and lent to no result";
+      for (size_t o = 0; o < prog.output_slots.size(); ++o) {
+        if (reuse[o] || c->outputs[o].first != im.dtype || ir::numel(c->outputs[o].second) != ir::numel(im.shape)) continue;
+        const auto& ok = prog.inplace_inputs[o];
+        if (std::find(ok.begin(), ok.end(), static_cast<int>(i)) == ok.end()) continue;
+        reuse[o] = im.buffer;
+        fate = "reused by result " + std::to_string(o);
+        break;
+      }
+      fates.push_back({i, fate});
+    }
+  }
   nx::consume_donations(args.leaves, m.options.name);
+  if (ir::jit_debug() && !fates.empty()) {
+    std::vector<std::string> lp, tp;
+    paths(lp, tp);
+    for (const auto& [leaf, fate] : fates)
+      std::fprintf(stderr, "rune.jit: donation: %s: %s\n", leaf < lp.size() ? lp[leaf].c_str() : "?", fate.c_str());
+  }
   std::vector<char*> ptrs;
   ptrs.reserve(args.leaves.size() + c->captured.size());
   auto bind = [&](const nx::Tensor& t) {
@@ -246,10 +294,25 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
   };
   for (const auto& l : args.leaves) bind(l);
   for (const auto& l : c->captured) bind(l);
-  auto bufs = c->program->run(ptrs);
+  auto bufs = c->program->run(ptrs.data(), ptrs.size(), reuse.empty() ? nullptr : reuse.data());
+  // Checks, in trace order: on the host the first failing one raises now; the call returns
+  // no results.
+  for (size_t k = 0; k < c->checks.size(); ++k) {
+    int64_t first;
+    std::memcpy(&first, bufs[c->n_results + k]->data, sizeof first);
+    const auto& chk = c->checks[k];
+    if (first >= chk.size) continue;
+    auto data_program = codegen::compile_host(chk.data, c->n_params);
+    auto data_bufs = data_program->run(ptrs.data(), ptrs.size());
+    std::vector<nx::Tensor> data;
+    for (size_t d = 0; d < data_bufs.size(); ++d)
+      data.push_back(nx::make_concrete(chk.data[d]->dtype, std::move(data_bufs[d]),
+                                       ir::View::contiguous(chk.data[d]->shape), c->device));
+    std::rethrow_exception(nx::detail::build_failure(chk.shape, first, data, chk.fail));
+  }
   std::vector<nx::Tensor> outs;
-  outs.reserve(bufs.size());
-  for (size_t i = 0; i < bufs.size(); ++i)
+  outs.reserve(c->n_results);
+  for (size_t i = 0; i < c->n_results; ++i)
     outs.push_back(nx::make_concrete(c->outputs[i].first, std::move(bufs[i]), ir::View::contiguous(c->outputs[i].second),
                                      c->device));
   return {std::move(outs), c->result_tokens};

@@ -9,7 +9,7 @@
 #include <tuple>
 
 #include "trace/tracer.h"
-#include "trace/tree.h"
+#include "core/tree.h"
 
 namespace rune {
 

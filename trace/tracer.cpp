@@ -47,6 +47,18 @@ nx::Tensor Tracer::constant(const ir::Value& v) {
   return wrap(ir::make(ir::Op::Const, v.dtype, {}, {}, a));
 }
 
+void Tracer::record_check(const nx::Tensor& ok, const std::vector<nx::Tensor>& data, nx::CheckFail fail) {
+  // The check becomes an output of the program: the first failing index, computed by a
+  // reduction fused with ok's producers. The data are evaluated only when a check fails.
+  Check c;
+  c.first_false = node_of(nx::detail::first_false(ok));
+  c.size = ok.size();
+  c.shape = ok.shape();
+  for (const auto& d : data) c.data.push_back(node_of(d));
+  c.fail = std::move(fail);
+  checks_.push_back(std::move(c));
+}
+
 void Tracer::check_readable(const nx::Tensor& t, const char* api) {
   if (t.is_traced())
     throw jit_error(std::string(api) + ": cannot read traced value " + t.describe() +

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/check.h"
 #include "core/interpreter.h"
 
 namespace rune {
@@ -24,6 +25,17 @@ class Tracer final : public nx::Interpreter {
                    const ir::Arg& arg) override;
   nx::Tensor constant(const ir::Value& v) override;
   void check_readable(const nx::Tensor& t, const char* api) override;
+  void record_check(const nx::Tensor& ok, const std::vector<nx::Tensor>& data, nx::CheckFail fail) override;
+
+  // A check recorded while tracing: its first-failing-index output and what builds its error.
+  struct Check {
+    ir::NodeRef first_false;  // int64 scalar: first false flat index of ok, or ok's size
+    int64_t size;
+    nx::Shape shape;
+    std::vector<ir::NodeRef> data;
+    nx::CheckFail fail;
+  };
+  const std::vector<Check>& checks() const { return checks_; }
 
   int n_args() const { return n_args_; }
   // Concrete tensors the trace captured, in param order after the arguments.
@@ -34,6 +46,7 @@ class Tracer final : public nx::Interpreter {
   nx::Device device_;
   int n_args_;
   std::vector<nx::Tensor> captured_;
+  std::vector<Check> checks_;
   std::unordered_map<const nx::TensorImpl*, ir::NodeRef> lifted_;
 };
 

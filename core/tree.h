@@ -1,5 +1,5 @@
-// Trees of tensors (the C++ form of Nx.Ptree): how rune::jit and rune::grad walk arguments and
-// results. Supported: nx::Tensor, std::pair, std::tuple, std::vector, std::optional,
+// Trees of tensors (the C++ form of Nx.Ptree): how nx::check, rune::jit and rune::grad walk
+// arguments and results. Supported: nx::Tensor, std::pair, std::tuple, std::vector, std::optional,
 // std::array, static integers and bools (part of the key), and user structs declared walkable
 // with RUNE_TREE(Type, field, ...).
 //
@@ -19,7 +19,7 @@
 
 #include "core/tensor.h"
 
-namespace rune {
+namespace nx {
 
 enum Token : int64_t { kLeaf = -1, kList = -2, kSome = -3, kNone = -4, kStatic = -5 };
 
@@ -146,10 +146,24 @@ struct Tree<std::optional<T>> {
   }
 };
 
+}  // namespace nx
+
+// rune walks the same trees.
+namespace rune {
+using nx::Flat;
+using nx::join;
+using nx::kLeaf;
+using nx::kList;
+using nx::kNone;
+using nx::kSome;
+using nx::kStatic;
+using nx::Token;
+using nx::Tree;
+using nx::Unflat;
 }  // namespace rune
 
-#define RUNE_TREE_FLATTEN_FIELD(f) ::rune::Tree<decltype(v_.f)>::flatten(v_.f, fl_, ::rune::join(path_, #f));
-#define RUNE_TREE_BUILD_FIELD(f) r_.f = ::rune::Tree<decltype(r_.f)>::build(u_);
+#define RUNE_TREE_FLATTEN_FIELD(f) ::nx::Tree<decltype(v_.f)>::flatten(v_.f, fl_, ::nx::join(path_, #f));
+#define RUNE_TREE_BUILD_FIELD(f) r_.f = ::nx::Tree<decltype(r_.f)>::build(u_);
 #define RUNE_TREE_EXPAND(x) x
 #define RUNE_TREE_FOR_EACH_1(m, a) m(a)
 #define RUNE_TREE_FOR_EACH_2(m, a, ...) m(a) RUNE_TREE_EXPAND(RUNE_TREE_FOR_EACH_1(m, __VA_ARGS__))
@@ -169,11 +183,11 @@ struct Tree<std::optional<T>> {
 // Use at namespace scope: RUNE_TREE(Params, w, b)
 #define RUNE_TREE(Type, ...)                                                          \
   template <>                                                                         \
-  struct rune::Tree<Type> {                                                           \
-    static void flatten(const Type& v_, ::rune::Flat& fl_, const std::string& path_) { \
+  struct nx::Tree<Type> {                                                           \
+    static void flatten(const Type& v_, ::nx::Flat& fl_, const std::string& path_) { \
       RUNE_TREE_FOR_EACH(RUNE_TREE_FLATTEN_FIELD, __VA_ARGS__)                        \
     }                                                                                 \
-    static Type build(::rune::Unflat& u_) {                                           \
+    static Type build(::nx::Unflat& u_) {                                           \
       Type r_{};                                                                      \
       RUNE_TREE_FOR_EACH(RUNE_TREE_BUILD_FIELD, __VA_ARGS__)                          \
       return r_;                                                                      \

@@ -1,0 +1,50 @@
+// The shared C-like renderer: a decomposed kernel as CUDA C (and later HIP C) source. Backends
+// differ only by a CDialect; op semantics mirror codegen/cpu/render_llvm.cpp exactly (the
+// reference renderer), and reductions follow docs/numerics.md "Reduction order".
+//
+// Entry points of the rendered source (all `extern "C"`, named after `name`):
+//   elementwise:            name(P0* p0, const P1* p1, ..., long long n)
+//       grid-stride over n = numel(shape) outputs (C order); p0[w] = body(w).
+//   reduction, 1 block:     name(p0, p1, ..., long long n)
+//       one thread per output (n = numel(shape)); the whole reduction in the documented order.
+//   reduction, B > 1 blocks (KernelSpec::blocks()): a scratch buffer `ps` of B partials per
+//   output (dtype of rbody, bool as a byte) is the last pointer param of both entries:
+//       name_p1(p0, p1, ..., ps, long long n)  n = numel(shape) * B: one thread per
+//           (output o, block b) pair w = o * B + b writes ps[w];
+//       name(p0, p1, ..., ps, long long n)     n = numel(shape): combines ps[o*B .. o*B+B-1]
+//           left to right, applies body, writes p0[o].
+// p0 is the output (param 0); pk is kernel param k (KernelSpec::slots[k]). Params never loaded
+// are typed as float. Bool is stored as one byte (0 or 1); float16 and bfloat16 travel as their
+// 16-bit patterns (`unsigned short`) and convert to float32 by bit manipulation.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "codegen/kernel.h"
+
+namespace codegen {
+
+// What differs between C-like GPU dialects. Everything else (types, op semantics, the
+// reduction order) is shared.
+struct CDialect {
+  std::string name;            // "cuda": for messages
+  std::string prelude;         // first lines of every source (includes, pragmas)
+  std::string kernel_qualifier;  // before `void` on entry points, e.g. extern "C" __global__
+  std::string device_fn;       // before device helpers, e.g. static __device__ __forceinline__
+  std::string restrict_kw;     // pointer qualifier, e.g. __restrict__
+  std::string thread_id;       // first global work item of this thread (unsigned long long)
+  std::string thread_stride;   // total threads of the launch (unsigned long long)
+  std::string sqrt_f32, sqrt_f64;          // correctly rounded sqrt
+  std::string f32_as_u32, u32_as_f32;      // bit casts
+  std::string f64_as_u64, u64_as_f64;
+};
+
+const CDialect& cuda_dialect();
+
+// The param dtypes of the rendered entry points in order (scratch last when two-phase).
+std::vector<ir::DType> c_param_dtypes(const KernelSpec& k);
+
+// Renders a decomposed kernel (codegen/decompose.h) as a source with the entry points above.
+std::string render_c(const KernelSpec& k, const std::string& name, const CDialect& d);
+
+}  // namespace codegen

@@ -35,8 +35,8 @@ struct CDialect {
   std::string thread_id;       // first global work item of this thread (unsigned long long)
   std::string thread_stride;   // total threads of the launch (unsigned long long)
   std::string sqrt_f32, sqrt_f64;          // correctly rounded sqrt
-  std::string f32_as_u32, u32_as_f32;      // bit casts
-  std::string f64_as_u64, u64_as_f64;
+  std::string f32_as_u32, u32_as_f32;      // bit casts: float <-> unsigned
+  std::string f64_as_u64, u64_as_f64;      // double <-> long long
 };
 
 const CDialect& cuda_dialect();
@@ -44,7 +44,12 @@ const CDialect& cuda_dialect();
 // The param dtypes of the rendered entry points in order (scratch last when two-phase).
 std::vector<ir::DType> c_param_dtypes(const KernelSpec& k);
 
-// Renders a decomposed kernel (codegen/decompose.h) as a source with the entry points above.
+// Renders a decomposed kernel (codegen/decompose.h) as a source with the entry points above:
+// render_c_prelude(d) + render_c_kernel(k, name, d).
 std::string render_c(const KernelSpec& k, const std::string& name, const CDialect& d);
+// The parts: the shared helpers, once per source; and one kernel's functions (all named after
+// `name`), so kernels with distinct names can share a source (one NVRTC program).
+std::string render_c_prelude(const CDialect& d);
+std::string render_c_kernel(const KernelSpec& k, const std::string& name, const CDialect& d);
 
 }  // namespace codegen

@@ -409,7 +409,8 @@ struct TrigRed {
 
 // float64 Cody-Waite: k * P1..P4 exact for k < 2^31, each step tracked with TwoSum, so r is exact
 // up to the k * P5 rounding and the truncation of pi/2 (~2^-117 absolute for |x| < 3.37e9, while
-// the closest doubles to multiples of pi/2 in that range have |r| ~ 2^-60.5).
+// the closest doubles to multiples of pi/2 in that range have |r| ~ 2^-60.5). trig() uses it for
+// |x| < 2^31 and reduce_ph (below) beyond.
 TrigRed reduce_cw(const Fmt& f, E x) {
   E k = vround(x * kTwoOverPi);
   E a = x - k * kPio2Cw[0];  // exact (Sterbenz) for k < 2^31

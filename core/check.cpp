@@ -14,6 +14,7 @@ namespace detail {
 Tensor first_false(const Tensor& ok) {
   int64_t n = ok.size();
   Tensor flat_index = reshape(arange(n), ok.shape());
+  if (!ok.is_traced() && !(ok.device() == Device::cpu())) flat_index = place(flat_index, ok.device());
   return min(where(ok, const_int(DType::Int64, n), flat_index));
 }
 

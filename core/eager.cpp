@@ -105,17 +105,41 @@ class Eager final : public Interpreter {
         throw rune::jit_error(std::string("nx: a traced value ") + s.describe() +
                               " was used outside the function being traced");
     }
+    Device device = device_of(op, srcs);
     // Inside a public op the op's scope owns donation; a bare primitive consumes its own.
     if (!OpScope::active()) consume_donations(srcs, "nx::", ir::op_name(op));
     if (ir::is_movement(op) && op != ir::Op::Pad && op != ir::Op::Copy) {
       const Tensor& x = srcs[0];
       if (auto v = view_op(op, x.impl().view, shape, arg))
-        return make_concrete(out, x.impl().buffer, *v, x.device());
+        return make_concrete(out, x.impl().buffer, *v, device, x.impl().poison);
       // The strides cannot express this reshape: copy to contiguous memory first.
-      Tensor c = run_program(ir::Op::Copy, x.dtype(), x.shape(), {x}, {});
-      return make_concrete(out, c.impl().buffer, *c.impl().view.reshape(shape), x.device());
+      Tensor c = run_program(ir::Op::Copy, x.dtype(), x.shape(), {x}, {}, device);
+      return make_concrete(out, c.impl().buffer, *c.impl().view.reshape(shape), device, c.impl().poison);
     }
-    return run_program(op, out, shape, srcs, arg);
+    return run_program(op, out, shape, srcs, arg, device);
+  }
+
+  // Operands live on one device. 0-d host constants (scalar operands such as the 2 of x * 2)
+  // go with any CPU device, since every CPU device uses host memory.
+  static Device device_of(ir::Op op, const std::vector<Tensor>& srcs) {
+    const Tensor* first = nullptr;
+    for (const auto& s : srcs) {
+      // A host scalar, possibly broadcast (every stride 0): a constant operand.
+      bool host_scalar = s.device() == Device::cpu() && s.impl().buffer;
+      for (size_t d = 0; host_scalar && d < s.impl().view.strides.size(); ++d)
+        host_scalar = s.impl().view.strides[d] == 0 || s.shape()[d] == 1;
+      if (host_scalar) continue;
+      if (!first) {
+        first = &s;
+      } else if (!(s.device() == first->device())) {
+        throw std::invalid_argument("nx::" + std::string(ir::op_name(op)) + ": operands on two devices, " +
+                                    first->device().name() + " (" + first->describe() + ") and " + s.device().name() +
+                                    " (" + s.describe() + "); move one with nx::place");
+      }
+    }
+    if (!first) return Device::cpu();
+    if (first->device().kind != runtime::DeviceKind::CPU) runtime::stream_for(first->device());  // raises: unavailable
+    return first->device();
   }
 
   Tensor constant(const ir::Value& v) override {
@@ -125,8 +149,29 @@ class Eager final : public Interpreter {
 
   void record_check(const Tensor& ok, const std::vector<Tensor>& data,
                     std::function<std::exception_ptr(const std::vector<int64_t>&, const std::vector<Tensor>&)> fail) override {
-    int64_t first = item<int64_t>(detail::first_false(ok));
-    if (first < ok.size()) std::rethrow_exception(detail::build_failure(ok.shape(), first, data, fail));
+    Tensor first = detail::first_false(ok);
+    runtime::Stream* stream = runtime::stream_for(ok.device());
+    if (!stream) {
+      int64_t f = item<int64_t>(first);
+      if (f < ok.size()) std::rethrow_exception(detail::build_failure(ok.shape(), f, data, fail));
+      return;
+    }
+    // Asynchronous device: the check runs with the queued work; a failure is raised at the
+    // next wait. The failing data are read straight from memory on the stream (their
+    // producers ran before this task, in stream order).
+    Shape shape = ok.shape();
+    int64_t n = ok.size();
+    stream->enqueue([first, data, fail, shape, n] {
+      if (auto e = first.impl().poison ? first.impl().poison->get() : nullptr) std::rethrow_exception(e);
+      int64_t f;
+      std::memcpy(&f, static_cast<char*>(first.impl().buffer->data) + first.impl().view.offset * 8, sizeof f);
+      if (f >= n) return;
+      std::vector<Tensor> at;
+      for (const auto& d : data) at.push_back(element_on_host(d, shape, f));
+      std::rethrow_exception(detail::build_failure({}, 0, at, [&](const std::vector<int64_t>&, const std::vector<Tensor>& v) {
+        return fail(unravel(shape, f), v);
+      }));
+    });
   }
 
   void check_readable(const Tensor& t, const char* api) override {
@@ -134,11 +179,16 @@ class Eager final : public Interpreter {
       throw rune::jit_error(std::string(api) + ": cannot read traced value " + t.describe() +
                             " while tracing (data-dependent choices use nx::where)");
     check_alive(t, api);
+    // A read is a wait: the queued work finishes and failures recorded since the last wait
+    // raise; a poisoned value raises its own failure at every read.
+    if (runtime::Stream* s = runtime::stream_for(t.device())) s->synchronize();
+    if (t.impl().poison)
+      if (auto e = t.impl().poison->get()) std::rethrow_exception(e);
   }
 
  private:
   Tensor run_program(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
-                     const ir::Arg& arg) {
+                     const ir::Arg& arg, Device device) {
     // Programs by fingerprint, per thread (no lock); misses go to the shared compile cache.
     thread_local std::unordered_map<Fingerprint, std::shared_ptr<const runtime::HostProgram>, FingerprintHash> programs;
     Fingerprint fp = fingerprint(op, out, shape, srcs, arg);
@@ -164,8 +214,45 @@ class Eager final : public Interpreter {
       const auto& im = srcs[i].impl();
       p[i] = static_cast<char*>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype);
     }
-    auto outs = it->second->run(p, srcs.size());
-    return make_concrete(out, std::move(outs[0]), ir::View::contiguous(shape));
+    runtime::Stream* stream = runtime::stream_for(device);
+    if (!stream) {
+      auto outs = it->second->run(p, srcs.size());
+      return make_concrete(out, std::move(outs[0]), ir::View::contiguous(shape), device);
+    }
+    // Asynchronous device: the output exists now; the kernel runs in stream order. A poisoned
+    // operand poisons the result instead of running on garbage.
+    auto result = runtime::allocate(device, static_cast<size_t>(ir::numel(shape) * ir::itemsize(out)));
+    auto poison = std::make_shared<runtime::Poison>();
+    std::vector<char*> inputs(p, p + srcs.size());
+    stream->enqueue([program = it->second, inputs, srcs, result, poison] {
+      for (const auto& s : srcs)
+        if (s.impl().poison)
+          if (auto e = s.impl().poison->get()) {
+            poison->set(e);
+            return;
+          }
+      program->run(inputs.data(), inputs.size(), &result);
+    });
+    return make_concrete(out, result, ir::View::contiguous(shape), device, poison);
+  }
+
+  // Element `flat` of d (broadcast to `shape`) as a 0-d host tensor, read straight from memory.
+  static Tensor element_on_host(const Tensor& d, const Shape& shape, int64_t flat) {
+    auto idx = unravel(shape, flat);
+    const auto& im = d.impl();
+    int64_t off = im.view.offset;
+    size_t lead = shape.size() - im.shape.size();
+    for (size_t k = 0; k < im.shape.size(); ++k)
+      if (im.shape[k] != 1) off += idx[lead + k] * im.view.strides[k];
+    return from_bytes(im.dtype, {}, static_cast<char*>(im.buffer->data) + off * ir::itemsize(im.dtype));
+  }
+  static std::vector<int64_t> unravel(const Shape& shape, int64_t flat) {
+    std::vector<int64_t> idx(shape.size());
+    for (size_t d = shape.size(); d-- > 0;) {
+      idx[d] = shape[d] ? flat % shape[d] : 0;
+      flat = shape[d] ? flat / shape[d] : 0;
+    }
+    return idx;
   }
 };
 

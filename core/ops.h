@@ -123,6 +123,15 @@ Tensor contiguous(const Tensor& x);  // a contiguous copy
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
 
+// ---- placement and waiting (SEMANTICS.md §6) ----
+// A copy of x on device d ("CPU", "CPU:1", ...); a transfer waits for x's device.
+Tensor place(const Tensor& x, Device d);
+Tensor place(const Tensor& x, const std::string& device);
+// Blocks until the work x depends on is done; raises the failures recorded since the last wait
+// (and x's own failure if its computation failed).
+void wait(const Tensor& x);
+void wait(Device d);
+
 // ---- reading (waits for the value; raises rune::jit_error on traced values) ----
 template <class T>
 std::vector<T> to_vector(const Tensor& x);

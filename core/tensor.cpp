@@ -22,13 +22,14 @@ std::string Tensor::describe() const {
   return std::string(ir::name(dtype())) + " " + ir::to_string(shape());
 }
 
-Tensor make_concrete(DType t, runtime::BufferRef buf, ir::View view, Device d) {
+Tensor make_concrete(DType t, runtime::BufferRef buf, ir::View view, Device d, std::shared_ptr<runtime::Poison> poison) {
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = t;
   impl->shape = view.shape;
   impl->device = d;
   impl->buffer = std::move(buf);
   impl->view = std::move(view);
+  impl->poison = std::move(poison);
   return Tensor(std::move(impl));
 }
 

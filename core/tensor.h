@@ -15,6 +15,7 @@
 #include "ir/shape.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
+#include "runtime/stream.h"
 
 namespace rune {
 // Raised when a traced value is read (item, to_vector, printing, a C++ branch on an element).
@@ -50,6 +51,8 @@ struct TensorImpl {
   ir::View view;
   // Traced value: a node of the graph `tracer` is recording (nullptr for concrete values).
   ir::NodeRef node = nullptr;
+  // On an asynchronous device: set when the work producing this value failed (shared by views).
+  std::shared_ptr<runtime::Poison> poison;
   Interpreter* tracer = nullptr;
   // Donation (SEMANTICS.md §3): marked by nx::donate, dead once its consumer ran.
   std::atomic<int> donation{0};  // 0 live, 1 donated (not yet consumed), 2 dead
@@ -80,7 +83,8 @@ class Tensor {
 };
 
 // Makes a concrete tensor from a buffer and a view.
-Tensor make_concrete(DType t, runtime::BufferRef buf, ir::View view, Device d = Device::cpu());
+Tensor make_concrete(DType t, runtime::BufferRef buf, ir::View view, Device d = Device::cpu(),
+                     std::shared_ptr<runtime::Poison> poison = nullptr);
 // A fresh contiguous host tensor holding raw bytes (copied).
 Tensor from_bytes(DType t, const Shape& shape, const void* data);
 

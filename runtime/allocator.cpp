@@ -89,6 +89,7 @@ Buffer::Buffer(Device d, size_t n, Allocator* a) : device(d), nbytes(n), alloc(a
 Buffer::~Buffer() { alloc->release(data, nbytes); }
 
 BufferRef allocate(Device d, size_t nbytes) {
+  // Every CPU device (the synchronous host and the asynchronous CPU:n) uses host memory.
   if (d.kind != DeviceKind::CPU)
     throw std::invalid_argument("runtime::allocate: device " + d.name() + " is not available");
   return std::make_shared<Buffer>(d, nbytes, &host_allocator());

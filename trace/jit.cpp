@@ -133,6 +133,25 @@ struct Compiled {
   nx::Device device;
 };
 
+// The failure of the first failing check (in trace order) after a run, or null.
+std::exception_ptr failed_check(const Compiled& c, const std::vector<runtime::BufferRef>& bufs,
+                                const std::vector<char*>& ptrs) {
+  for (size_t k = 0; k < c.checks.size(); ++k) {
+    int64_t first;
+    std::memcpy(&first, bufs[c.n_results + k]->data, sizeof first);
+    const auto& chk = c.checks[k];
+    if (first >= chk.size) continue;
+    // Rare path: evaluate the check's data with the same inputs, then build its error.
+    auto data_program = codegen::compile_host(chk.data, c.n_params);
+    auto data_bufs = data_program->run(ptrs.data(), ptrs.size());
+    std::vector<nx::Tensor> data;
+    for (size_t d = 0; d < data_bufs.size(); ++d)
+      data.push_back(nx::make_concrete(chk.data[d]->dtype, std::move(data_bufs[d]), ir::View::contiguous(chk.data[d]->shape)));
+    return nx::detail::build_failure(chk.shape, first, data, chk.fail);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 struct JitCore::Impl {
@@ -294,27 +313,45 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
   };
   for (const auto& l : args.leaves) bind(l);
   for (const auto& l : c->captured) bind(l);
-  auto bufs = c->program->run(ptrs.data(), ptrs.size(), reuse.empty() ? nullptr : reuse.data());
-  // Checks, in trace order: on the host the first failing one raises now; the call returns
-  // no results.
-  for (size_t k = 0; k < c->checks.size(); ++k) {
-    int64_t first;
-    std::memcpy(&first, bufs[c->n_results + k]->data, sizeof first);
-    const auto& chk = c->checks[k];
-    if (first >= chk.size) continue;
-    auto data_program = codegen::compile_host(chk.data, c->n_params);
-    auto data_bufs = data_program->run(ptrs.data(), ptrs.size());
-    std::vector<nx::Tensor> data;
-    for (size_t d = 0; d < data_bufs.size(); ++d)
-      data.push_back(nx::make_concrete(chk.data[d]->dtype, std::move(data_bufs[d]),
-                                       ir::View::contiguous(chk.data[d]->shape), c->device));
-    std::rethrow_exception(nx::detail::build_failure(chk.shape, first, data, chk.fail));
+  runtime::Stream* stream = runtime::stream_for(c->device);
+  if (!stream) {
+    auto bufs = c->program->run(ptrs.data(), ptrs.size(), reuse.empty() ? nullptr : reuse.data());
+    // Checks, in trace order: on the host the first failing one raises now; the call returns
+    // no results.
+    if (auto failure = failed_check(*c, bufs, ptrs)) std::rethrow_exception(failure);
+    std::vector<nx::Tensor> outs;
+    outs.reserve(c->n_results);
+    for (size_t i = 0; i < c->n_results; ++i)
+      outs.push_back(nx::make_concrete(c->outputs[i].first, std::move(bufs[i]),
+                                       ir::View::contiguous(c->outputs[i].second), c->device));
+    return {std::move(outs), c->result_tokens};
   }
+  // An asynchronous device: the call returns once its work is queued. Outputs exist now; a
+  // failing check poisons them and is raised at the next wait on the device.
+  reuse.resize(c->outputs.size());
+  for (size_t o = 0; o < c->outputs.size(); ++o)
+    if (!reuse[o])
+      reuse[o] = runtime::allocate(c->device, static_cast<size_t>(ir::numel(c->outputs[o].second) *
+                                                                  ir::itemsize(c->outputs[o].first)));
+  auto poison = std::make_shared<runtime::Poison>();
+  std::vector<nx::Tensor> keep = args.leaves;  // inputs stay alive until the task ran
+  stream->enqueue([c, ptrs, reuse, poison, keep] {
+    for (const auto& t : keep)
+      if (t.impl().poison)
+        if (auto e = t.impl().poison->get()) {
+          poison->set(e);
+          return;
+        }
+    auto bufs = c->program->run(ptrs.data(), ptrs.size(), reuse.data());
+    if (auto failure = failed_check(*c, bufs, ptrs)) {
+      poison->set(failure);
+      std::rethrow_exception(failure);
+    }
+  });
   std::vector<nx::Tensor> outs;
-  outs.reserve(c->n_results);
   for (size_t i = 0; i < c->n_results; ++i)
-    outs.push_back(nx::make_concrete(c->outputs[i].first, std::move(bufs[i]), ir::View::contiguous(c->outputs[i].second),
-                                     c->device));
+    outs.push_back(nx::make_concrete(c->outputs[i].first, reuse[i], ir::View::contiguous(c->outputs[i].second),
+                                     c->device, poison));
   return {std::move(outs), c->result_tokens};
 }
 

@@ -1,0 +1,64 @@
+// Streams: the queue of work of an asynchronous device. The host (CPU) is synchronous and has
+// none. `CPU:n` for n >= 1 is an asynchronous host device whose stream is a thread running
+// tasks in order, exactly as a GPU stream does: it is how the asynchronous paths (checks raised
+// at the next wait, poisoned results) run in CI without a GPU.
+//
+// A wait (runtime::synchronize, a read, a transfer) blocks until the queued work is done and
+// raises the first failure recorded since the last wait; later failures of that interval are
+// dropped with it.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "runtime/device.h"
+
+namespace runtime {
+
+class Stream {
+ public:
+  explicit Stream(Device d);
+  ~Stream();
+  void enqueue(std::function<void()> task);
+  // Waits for every queued task; rethrows (and clears) the first failure since the last wait.
+  void synchronize();
+  // Records a failure to be raised at the next wait (a task's exception is recorded too).
+  void record_failure(std::exception_ptr e);
+  Device device() const { return device_; }
+
+ private:
+  void loop();
+  Device device_;
+  std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<std::function<void()>> queue_;
+  bool busy_ = false, stop_ = false;
+  std::exception_ptr failure_;
+  std::thread worker_;
+};
+
+// The stream of an asynchronous device, or nullptr for the synchronous host. Throws
+// std::invalid_argument naming the device when it does not exist here.
+Stream* stream_for(Device d);
+bool is_async(Device d);
+
+// A result's failure state, shared by the tensors that view it: set when the work producing it
+// failed (a failing check, or a poisoned input), so every read raises that failure.
+struct Poison {
+  std::mutex mu;
+  std::exception_ptr error;
+  void set(std::exception_ptr e) {
+    std::lock_guard l(mu);
+    if (!error) error = e;
+  }
+  std::exception_ptr get() {
+    std::lock_guard l(mu);
+    return error;
+  }
+};
+
+}  // namespace runtime

@@ -1,0 +1,196 @@
+// Donation (SEMANTICS.md §3), checks (§4) and asynchronous devices (§6), on the synchronous
+// host (CPU) and on the asynchronous host device (CPU:1).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+
+#include "trace/rune.h"
+
+namespace {
+
+using nx::Tensor;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+class OnDevice : public testing::TestWithParam<const char*> {
+ protected:
+  nx::Device dev() const { return nx::Device::parse(GetParam(), "test"); }
+  Tensor make(const nx::Shape& s, const std::vector<double>& v) {
+    return nx::place(nx::create(nx::float64, s, v), dev());
+  }
+};
+
+TEST_P(OnDevice, DonatedValueDiesAndNamesItsConsumer) {
+  auto decay = rune::jit([](const Tensor& w) { return w * 0.5; });
+  auto w = make({3}, {2, 4, 6});
+  auto kept = decay(w);
+  auto w2 = decay(nx::donate(w));
+  EXPECT_EQ(nx::to_array(w2), nx::to_array(kept));
+  EXPECT_EQ(error_of([&] { nx::to_array(w); }), "nx::to_array: float64 [3] was donated to rune::jit");
+  EXPECT_EQ(error_of([&] { nx::to_vector<double>(w); }), "nx::to_vector: float64 [3] was donated to rune::jit");
+  EXPECT_EQ(w.describe(), "float64 [3]");  // dtype and shape stay readable
+  EXPECT_EQ(nx::to_string(w), "float64 [3] <donated to rune::jit>");
+  EXPECT_EQ(error_of([&] { w + 1.0; }), "nx::add: float64 [3] was donated to rune::jit");
+}
+
+TEST_P(OnDevice, CompiledCallWritesIntoDonatedMemory) {
+  auto decay = rune::jit([](const Tensor& w) { return w * 0.5 + 1.0; });
+  auto w = make({1000}, std::vector<double>(1000, 4.0));
+  void* storage = w.impl().buffer->data;
+  auto r = decay(nx::donate(w));
+  EXPECT_EQ(r.impl().buffer->data, storage);
+  EXPECT_EQ(nx::to_vector<double>(r), std::vector<double>(1000, 3.0));
+  // Reading other elements (a flip) must not write in place ...
+  auto flipped = rune::jit([](const Tensor& w) { return nx::flip(w) + 1.0; });
+  auto v = make({4}, {1, 2, 3, 4});
+  void* vs = v.impl().buffer->data;
+  auto t = flipped(nx::donate(v));
+  EXPECT_NE(t.impl().buffer->data, vs);
+  EXPECT_EQ(nx::to_vector<double>(t), (std::vector<double>{5, 4, 3, 2}));
+  // ... nor may a result take memory that a later kernel still reads ...
+  auto both = rune::jit([](const Tensor& w) { return std::make_pair(w * 2.0, nx::sum(w)); });
+  auto u = make({4}, {1, 2, 3, 4});
+  void* us = u.impl().buffer->data;
+  auto [twice, total] = both(nx::donate(u));
+  EXPECT_NE(twice.impl().buffer->data, us);
+  EXPECT_EQ(nx::item<double>(total), 10.0);
+  // ... but a reduction that ran before the writing kernel is fine.
+  auto centred = rune::jit([](const Tensor& w) { return w - nx::sum(w); });
+  auto c = make({4}, {1, 2, 3, 4});
+  void* cs = c.impl().buffer->data;
+  auto r2 = centred(nx::donate(c));
+  EXPECT_EQ(r2.impl().buffer->data, cs);
+  EXPECT_EQ(nx::to_vector<double>(r2), (std::vector<double>{-9, -8, -7, -6}));
+}
+
+TEST_P(OnDevice, EagerOpsConsumeDonations) {
+  auto x = make({2}, {1, 2});
+  auto y = nx::exp(nx::donate(x));
+  EXPECT_EQ(error_of([&] { nx::item<double>(nx::sum(x)); }), "nx::sum: float64 [2] was donated to nx::exp");
+  auto a = make({2}, {1, 2});
+  EXPECT_EQ(error_of([&] { nx::add(nx::donate(a), a); }), "nx::donate: nx::add reads one donation twice");
+  // A failing op consumes nothing.
+  auto b = make({2}, {1, 2});
+  EXPECT_NE(error_of([&] { nx::add(nx::donate(b), make({3}, {1, 2, 3})); }).find("nx::add: cannot broadcast"),
+            std::string::npos);
+  EXPECT_EQ(nx::to_vector<double>(b), (std::vector<double>{1, 2}));
+}
+
+TEST_P(OnDevice, DonationMisuseRaisesBeforeConsuming) {
+  auto f = rune::jit([](const Tensor& a, const Tensor& b) { return a + b; });
+  auto base = make({4}, {1, 2, 3, 4});
+  auto part = nx::slice(base, {{0, 2}});
+  EXPECT_EQ(error_of([&] { f(nx::donate(part), part * 1.0); }),
+            "nx::donate: the donated float64 [2] passed to rune::jit is a view that does not cover its storage");
+  EXPECT_EQ(nx::to_vector<double>(part), (std::vector<double>{1, 2}));  // still alive
+  auto whole = make({2}, {1, 2});
+  auto alias = nx::reshape(whole, {2});
+  EXPECT_EQ(error_of([&] { f(nx::donate(whole), alias); }),
+            "nx::donate: argument 1 of rune::jit reaches the storage donated by argument 0");
+  EXPECT_EQ(nx::to_vector<double>(whole), (std::vector<double>{1, 2}));
+}
+
+TEST_P(OnDevice, ConcurrentDonorsExactlyOneWins) {
+  auto decay = rune::jit([](const Tensor& w) { return w * 0.5; });
+  for (int round = 0; round < 20; ++round) {
+    auto w = make({64}, std::vector<double>(64, 2.0));
+    auto d = nx::donate(w);
+    std::atomic<int> wins{0}, losses{0};
+    auto body = [&] {
+      try {
+        nx::wait(decay(d));
+        ++wins;
+      } catch (const std::invalid_argument& e) {
+        if (std::string(e.what()).find("was donated to rune::jit") != std::string::npos) ++losses;
+      }
+    };
+    std::thread t1(body), t2(body);
+    t1.join();
+    t2.join();
+    EXPECT_EQ(wins.load(), 1);
+    EXPECT_EQ(losses.load(), 1);
+  }
+}
+
+TEST_P(OnDevice, CheckRaisesTheFirstFailingIndexWithItsData) {
+  auto fail = [](const std::vector<int64_t>& i, const Tensor& v) {
+    return std::runtime_error("bad at (" + std::to_string(i[0]) + ", " + std::to_string(i[1]) + "): " +
+                              nx::to_string(v));
+  };
+  auto x = make({2, 3}, {1, 2, 3, 4, -5, -6});
+  auto run = [&] {
+    nx::check(nx::greater(x, nx::scalar_like(x, 0)), x, fail);
+    nx::wait(dev());
+  };
+  EXPECT_EQ(error_of(run), "bad at (1, 1): float64 [] -5");
+  auto f = rune::jit([&](const Tensor& t) {
+    nx::check(nx::greater(t, nx::scalar_like(t, 0)), t, fail);
+    return nx::log(t);
+  });
+  EXPECT_EQ(error_of([&] { nx::wait(f(x)); }), "bad at (1, 1): float64 [] -5");
+  // An empty ok never raises; a passing check returns the results.
+  nx::check(nx::greater(make({0, 2}, {}), nx::scalar(nx::float64, 0)), make({0, 2}, {}), fail);
+  EXPECT_EQ(nx::to_vector<double>(f(make({2, 1}, {1, 1}))), (std::vector<double>{0, 0}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, testing::Values("CPU", "CPU:1"),
+                         [](const auto& info) { return std::string(info.param[3] == ':' ? "async" : "host"); });
+
+TEST(Async, FailingCheckInALoopRaisesAtTheFirstWaitAndPoisons) {
+  nx::Device dev = nx::Device::parse("CPU:1", "test");
+  auto step = rune::jit([](const Tensor& x) {
+    nx::check(nx::less(x, nx::scalar_like(x, 5)), x, [](const std::vector<int64_t>& i, const Tensor&) {
+      return std::out_of_range("too big at " + std::to_string(i[0]));
+    });
+    return x + 1.0;
+  });
+  auto x = nx::place(nx::create(nx::float64, {3}, {0, 2, 1}), dev);
+  std::vector<Tensor> history;
+  for (int i = 0; i < 6; ++i) {  // x[1] reaches 5 on the fourth step: queued calls return
+    x = step(x);
+    history.push_back(x);
+  }
+  EXPECT_EQ(error_of([&] { nx::wait(dev); }), "too big at 1");  // raised at the first wait
+  EXPECT_NO_THROW(nx::wait(dev));                                 // ... and only once
+  // The failing call's results and everything computed from them are poisoned.
+  EXPECT_EQ(error_of([&] { nx::to_vector<double>(history[3]); }), "too big at 1");
+  EXPECT_EQ(error_of([&] { nx::to_vector<double>(history[5]); }), "too big at 1");
+  EXPECT_EQ(error_of([&] { nx::to_vector<double>(history[5] * 2.0); }), "too big at 1");
+  EXPECT_EQ(nx::to_vector<double>(history[2]), (std::vector<double>{3, 5, 4}));
+}
+
+TEST(Async, WorkIsQueuedAndReadsWait) {
+  nx::Device dev = nx::Device::parse("CPU:1", "test");
+  auto x = nx::place(nx::rand(nx::key(1), nx::float32, {1 << 20}), dev);
+  Tensor y = x;
+  for (int i = 0; i < 20; ++i) y = y * 0.5 + 1.0;
+  EXPECT_EQ(y.device().name(), "CPU:1");
+  auto host = nx::place(y, "CPU");
+  EXPECT_EQ(host.device().name(), "CPU");
+  EXPECT_NEAR(nx::item<float>(nx::mean(host)), 2.0f, 1e-3);
+  EXPECT_EQ(error_of([&] { x + nx::ones(nx::float32, {1 << 20}); }).rfind("nx::Add: operands on two devices, CPU:1", 0), 0u);
+  EXPECT_EQ(error_of([&] { nx::place(x, "CUDA:0"); }).find("runtime: device CUDA:0 is not available"), 0u);
+}
+
+TEST(Donation, LoopHoldsOneGenerationOf64MiB) {
+  auto decay = rune::jit([](const Tensor& w) { return w * 0.5 + 0.25; });
+  auto& alloc = runtime::host_allocator();
+  auto w = nx::contiguous(nx::full(nx::float32, {16 << 20}, 1.0));  // 64 MiB
+  alloc.reset_peak();
+  size_t before = alloc.stats().in_use;
+  for (int i = 0; i < 1000; ++i) w = decay(nx::donate(w));
+  size_t peak = alloc.stats().peak - before;
+  EXPECT_LE(peak, size_t(2) << 26) << "peak " << peak;  // within two generations
+  EXPECT_NEAR(nx::item<float>(nx::max(w)), 0.5f, 1e-6);
+}
+
+}  // namespace

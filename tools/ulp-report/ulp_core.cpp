@@ -408,7 +408,7 @@ Inputs special_inputs(const Function& f, const Format& F) {
   return in;
 }
 
-Inputs half_inputs(const Function& f, const Format& F, size_t grid, uint64_t seed) {
+Inputs half_inputs(const Function& f, const Format& F, size_t grid, uint64_t seed, bool sweeps) {
   Inputs in;
   if (f.arity == 1) {
     uint8_t r = in.region_id("every bit pattern");
@@ -433,7 +433,7 @@ Inputs half_inputs(const Function& f, const Format& F, size_t grid, uint64_t see
     fix_second = {1, -1, ms, mx};
     fix_first = {1, -1, ms, mx};
   }
-  for (uint32_t bb = 0; bb < 65536; ++bb) {
+  for (uint32_t bb = 0; sweeps && bb < 65536; ++bb) {
     double v = half_value(F, static_cast<uint16_t>(bb));
     for (double c : fix_second) in.push(v, c, rs);
     for (double c : fix_first) in.push(c, v, rs);
@@ -460,6 +460,21 @@ double round_to(const Format& F, double v) {
 // ---------------------------------------------------------------------------------------------
 // rune.
 
+nx::Tensor apply(const Function& f, const nx::Tensor& a, const nx::Tensor& b) {
+  switch (f.id) {
+    case Fn::Exp: return nx::exp(a);
+    case Fn::Log: return nx::log(a);
+    case Fn::Sin: return nx::sin(a);
+    case Fn::Cos: return nx::cos(a);
+    case Fn::Tan: return nx::tan(a);
+    case Fn::Tanh: return nx::tanh(a);
+    case Fn::Sigmoid: return nx::sigmoid(a);
+    case Fn::Pow: return nx::pow(a, b);
+    case Fn::Atan2: return nx::atan2(a, b);
+  }
+  throw std::logic_error("ulp::apply: unknown function");
+}
+
 std::vector<double> eval_rune(const Function& f, const Format& F, const Inputs& in, size_t chunk) {
   const size_t n = in.size();
   for (size_t i = 0; i < n; ++i) {  // nx::create would round a value the format lacks
@@ -481,17 +496,7 @@ std::vector<double> eval_rune(const Function& f, const Format& F, const Inputs& 
       b.resize(padded, 1.0);
       tb = nx::create(F.dtype, {static_cast<int64_t>(padded)}, b);
     }
-    switch (f.id) {
-      case Fn::Exp: r = nx::exp(ta); break;
-      case Fn::Log: r = nx::log(ta); break;
-      case Fn::Sin: r = nx::sin(ta); break;
-      case Fn::Cos: r = nx::cos(ta); break;
-      case Fn::Tan: r = nx::tan(ta); break;
-      case Fn::Tanh: r = nx::tanh(ta); break;
-      case Fn::Sigmoid: r = nx::sigmoid(ta); break;
-      case Fn::Pow: r = nx::pow(ta, tb); break;
-      case Fn::Atan2: r = nx::atan2(ta, tb); break;
-    }
+    r = apply(f, ta, tb);
     if (r.dtype() != F.dtype) throw std::runtime_error(std::string("ulp: nx::") + f.name + " returned another dtype");
     std::vector<double> v = nx::to_vector<double>(r);
     std::copy(v.begin(), v.begin() + len, out.begin() + start);

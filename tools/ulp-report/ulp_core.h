@@ -67,7 +67,7 @@ Inputs random_inputs(const Function& f, const Format& t, size_t n, uint64_t seed
 Inputs special_inputs(const Function& f, const Format& t);
 // float16/bfloat16: every bit pattern for unary functions; for binary ones, a grid of
 // grid x grid random pairs plus sweeps of every pattern against a few fixed operands.
-Inputs half_inputs(const Function& f, const Format& t, size_t grid, uint64_t seed);
+Inputs half_inputs(const Function& f, const Format& t, size_t grid, uint64_t seed, bool sweeps = true);
 
 // v rounded to the format (nearest, ties to even; +-inf on overflow).
 double round_to(const Format& t, double v);
@@ -77,6 +77,10 @@ double step(const Format& t, double v, int j);
 // The exact value of one bit pattern of a 16-bit format, as a double, and back (v is rounded).
 double half_value(const Format& t, uint16_t bits);
 uint16_t half_bits(const Format& t, double v);
+
+// rune's op for f on a (and b, binary functions only), through the current interpreter (eager,
+// or traced inside rune::jit).
+nx::Tensor apply(const Function& f, const nx::Tensor& a, const nx::Tensor& b = {});
 
 // rune's results, evaluated eagerly on arrays of at most `chunk` elements.
 std::vector<double> eval_rune(const Function& f, const Format& t, const Inputs& in, size_t chunk = 1 << 20);

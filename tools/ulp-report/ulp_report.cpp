@@ -70,8 +70,9 @@ std::string status(const Row& r) {
   if (r.bound < 0) return "(no bound)";
   if (!r.broken()) return "ok";
   std::string s = "BROKEN:";
-  if (r.s.over) s += " " + std::to_string(r.s.over) + " over bound";
-  if (r.s.special_fail) s += std::string(r.s.over ? "," : "") + " " + std::to_string(r.s.special_fail) + " special";
+  if (r.s.over) s.append(" ").append(std::to_string(r.s.over)).append(" over bound");
+  if (r.s.over && r.s.special_fail) s.append(",");
+  if (r.s.special_fail) s.append(" ").append(std::to_string(r.s.special_fail)).append(" special");
   return s;
 }
 
@@ -91,6 +92,7 @@ void print_details(const Row& r, bool all_regions) {
                 static_cast<long long>(r.s.zero_sign));
   if (all_regions || r.broken()) {
     for (const auto& [name, R] : r.s.regions) {
+      if (R.n == 0) continue;
       std::printf("    %-34s n=%-9lld max %-10s mean %-7s over %lld\n", name.c_str(), static_cast<long long>(R.n),
                   num(R.max).c_str(), num(R.n ? R.sum / R.n : 0).c_str(), static_cast<long long>(R.over));
       if (R.over) std::printf("        worst: %s\n", ulp::describe(*r.f, R.worst).c_str());

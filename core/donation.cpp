@@ -60,6 +60,7 @@ thread_local int g_op_depth = 0;
 }
 
 bool OpScope::active() { return g_op_depth > 0; }
+int OpScope::depth() { return g_op_depth; }
 
 OpScope::OpScope(const char* api, std::initializer_list<const Tensor*> args) {
   if (g_op_depth == 0)

@@ -38,6 +38,10 @@ class OpScope {
   OpScope& operator=(const OpScope&) = delete;
   // Whether an op scope is active on this thread (primitives then leave donations alone).
   static bool active();
+  // How many op scopes are active on this thread. A primitive applied at depth 1 is applied by
+  // the public op itself; composite ops reach primitives only through nested public ops, so a
+  // depth-1 primitive is the op's only compute step and may write into a donated operand.
+  static int depth();
 
  private:
   void enter(const char* api);

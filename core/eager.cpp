@@ -214,14 +214,15 @@ class Eager final : public Interpreter {
       const auto& im = srcs[i].impl();
       p[i] = static_cast<char*>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype);
     }
+    runtime::BufferRef lent = donated_buffer(op, out, shape, srcs);
     runtime::Stream* stream = runtime::stream_for(device);
     if (!stream) {
-      auto outs = it->second->run(p, srcs.size());
+      auto outs = it->second->run(p, srcs.size(), lent ? &lent : nullptr);
       return make_concrete(out, std::move(outs[0]), ir::View::contiguous(shape), device);
     }
     // Asynchronous device: the output exists now; the kernel runs in stream order. A poisoned
     // operand poisons the result instead of running on garbage.
-    auto result = runtime::allocate(device, static_cast<size_t>(ir::numel(shape) * ir::itemsize(out)));
+    auto result = lent ? lent : runtime::allocate(device, static_cast<size_t>(ir::numel(shape) * ir::itemsize(out)));
     auto poison = std::make_shared<runtime::Poison>();
     std::vector<char*> inputs(p, p + srcs.size());
     stream->enqueue([program = it->second, inputs, srcs, result, poison] {
@@ -234,6 +235,22 @@ class Eager final : public Interpreter {
       program->run(inputs.data(), inputs.size(), &result);
     });
     return make_concrete(out, result, ir::View::contiguous(shape), device, poison);
+  }
+
+  // The buffer of a donated operand this one-op program may write its result into: an
+  // elementwise op applied by the public op itself (OpScope::depth() == 1), whose operand has
+  // the result's dtype and shape, is contiguous and covers its whole buffer (so it is read at
+  // each element's own index only).
+  static runtime::BufferRef donated_buffer(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs) {
+    if (!ir::is_elementwise(op) || OpScope::depth() != 1) return nullptr;
+    for (const auto& s : srcs) {
+      const auto& im = s.impl();
+      if (im.donation.load() != 1 || im.dtype != out || im.shape != shape) continue;
+      if (im.view.offset != 0 || !im.view.is_contiguous()) continue;
+      if (im.buffer->nbytes != static_cast<size_t>(ir::numel(shape) * ir::itemsize(out))) continue;
+      return im.buffer;
+    }
+    return nullptr;
   }
 
   // Element `flat` of d (broadcast to `shape`) as a 0-d host tensor, read straight from memory.

@@ -18,9 +18,9 @@ using ir::Op;
 using nx::Tensor;
 using Shape = std::vector<int64_t>;
 
-const DType kAll[] = {DType::Bool,     DType::UInt8,   DType::Int32,  DType::Int64,
+inline constexpr DType kAll[] = {DType::Bool,     DType::UInt8,   DType::Int32,  DType::Int64,
                       DType::Float16,  DType::BFloat16, DType::Float32, DType::Float64};
-const DType kFloats[] = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
+inline constexpr DType kFloats[] = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
 
 struct Arg {
   DType t;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <stdexcept>
 #include <thread>
 
@@ -74,7 +75,12 @@ TEST_P(OnDevice, CompiledCallWritesIntoDonatedMemory) {
 
 TEST_P(OnDevice, EagerOpsConsumeDonations) {
   auto x = make({2}, {1, 2});
+  void* xs = x.impl().buffer->data;
   auto y = nx::exp(nx::donate(x));
+  EXPECT_EQ(y.impl().buffer->data, xs);  // written into the donated memory
+  EXPECT_EQ(nx::to_vector<double>(y), nx::to_vector<double>(nx::exp(make({2}, {1, 2}))));
+  auto z = nx::sigmoid(nx::donate(y));   // a composite op: computes into fresh memory
+  EXPECT_NE(z.impl().buffer->data, xs);
   EXPECT_EQ(error_of([&] { nx::item<double>(nx::sum(x)); }), "nx::sum: float64 [2] was donated to nx::exp");
   auto a = make({2}, {1, 2});
   EXPECT_EQ(error_of([&] { nx::add(nx::donate(a), a); }), "nx::donate: nx::add reads one donation twice");

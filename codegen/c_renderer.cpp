@@ -508,6 +508,8 @@ class KernelRenderer {
         dtypes_[p] = n->dtype;
       }
   }
+  // As KernelSpec::reduce_size / blocks (defined with the scheduler, which this library does not
+  // link: it depends on rune_ir only).
   int64_t reduce_size() const { return numel(k_.rshape); }
   int64_t blocks() const {
     int64_t r = reduce_size();

@@ -371,6 +371,21 @@ class KernelRenderer {
     if (k.rbody) collect_param_dtypes(k.rbody);
     two_phase_ = k.rbody && k.blocks() > 1;
     if (two_phase_) dtypes_.push_back(k.rbody->dtype);  // scratch: one partial per block
+    grouped_ = k.rbody && !two_phase_ && worth_grouping();
+  }
+
+  // Outputs adjacent along the last dim are reduced kGroup at a time when the reduced
+  // expression reads memory contiguous along that dim (a matmul's right operand): the same
+  // per-output lanes and order, but the loads of kGroup outputs form one vector.
+  static constexpr int kGroup = 16;
+  bool worth_grouping() const {
+    size_t k = k_.shape.size();
+    if (k == 0 || k_.shape[k - 1] < kGroup) return false;
+    auto nodes = toposort({k_.rbody});
+    if (nodes.size() > 48) return false;  // keep compile time and code size in check
+    for (NodeRef n : nodes)
+      if (n->op == Op::Load && arg_load(n).view.strides[k - 1] == 1) return true;
+    return false;
   }
 
   RenderedKernel render() {
@@ -380,6 +395,7 @@ class KernelRenderer {
       m << render_combine();
       m << render_rbody();
       m << render_reduce();
+      if (grouped_) m << render_reduce_grouped();
     }
     m << render_body();
     if (two_phase_) m << render_phase1();
@@ -526,6 +542,86 @@ class KernelRenderer {
     return s.str();
   }
 
+  // reduceW(ptrs, i0..i(k-2), ib, rlo, rhi, out): reduce() for the kGroup outputs whose last
+  // index is ib, ib+1, ...; each keeps its own 8 lanes and tree. Results go to out[0..kGroup).
+  std::string render_reduce_grouped() {
+    DType t = acc_type();
+    std::string ty = reg_type(t), pty = dialect::ptr(ty);
+    size_t k = k_.shape.size();
+    const int L = kReduceLanes, W = kGroup;
+    std::string id = const_text(t, reduce_identity(k_.reduce_op, t));
+    std::string comb = "@" + name_ + "_combine", rb = "@" + name_ + "_rbody";
+    auto args_for = [&](int w) {
+      std::string a = ptr_args(ptr_names());
+      for (size_t d = 0; d + 1 < k; ++d) a += ", i64 %i" + std::to_string(d);
+      return a + ", i64 %ib" + std::to_string(w);
+    };
+    auto acc = [&](int l, int w) { return "%a" + std::to_string(l) + "_" + std::to_string(w); };
+    std::string lanes_ty = "[" + std::to_string(L * W) + " x " + ty + "]";
+    std::ostringstream s;
+    s << "define internal void @" << name_ << "_reduceW(" << ptr_params();
+    for (size_t d = 0; d + 1 < k; ++d) s << ", i64 %i" << d;
+    s << ", i64 %ib, i64 %rlo, i64 %rhi, " << pty << " %out) #0 {\nentry:\n";
+    s << "  %lanes = alloca " << lanes_ty << "\n";
+    for (int w = 0; w < W; ++w) s << "  %ib" << w << " = add i64 %ib, " << w << "\n";
+    s << "  %n = sub i64 %rhi, %rlo\n  %nfull = udiv i64 %n, " << L << "\n";
+    s << "  %has = icmp ugt i64 %nfull, 0\n  br i1 %has, label %main, label %main.done\n";
+    s << "main:\n  %j = phi i64 [0, %entry], [%j.next, %main]\n";
+    for (int l = 0; l < L; ++l)
+      for (int w = 0; w < W; ++w)
+        s << "  " << acc(l, w) << " = phi " << ty << " [" << id << ", %entry], [" << acc(l, w) << ".next, %main]\n";
+    s << "  %j8 = mul i64 %j, " << L << "\n  %base = add i64 %rlo, %j8\n";
+    for (int l = 0; l < L; ++l) {
+      s << "  %r" << l << " = add i64 %base, " << l << "\n";
+      for (int w = 0; w < W; ++w) {
+        std::string v = "%v" + std::to_string(l) + "_" + std::to_string(w);
+        s << "  " << v << " = call " << ty << " " << rb << "(" << args_for(w) << ", i64 %r" << l << ")\n";
+        s << "  " << acc(l, w) << ".next = call " << ty << " " << comb << "(" << ty << " " << acc(l, w) << ", " << ty << " " << v << ")\n";
+      }
+    }
+    s << "  %j.next = add i64 %j, 1\n  %jdone = icmp eq i64 %j.next, %nfull\n";
+    s << "  br i1 %jdone, label %main.done, label %main\nmain.done:\n";
+    for (int l = 0; l < L; ++l)
+      for (int w = 0; w < W; ++w)
+        s << "  %f" << (l * W + w) << " = phi " << ty << " [" << id << ", %entry], [" << acc(l, w) << ".next, %main]\n";
+    for (int slot = 0; slot < L * W; ++slot) {
+      s << "  %lp" << slot << " = getelementptr inbounds " << lanes_ty << ", " << dialect::ptr(lanes_ty) << " %lanes, i64 0, i64 " << slot << "\n";
+      s << "  store " << ty << " %f" << slot << ", " << pty << " %lp" << slot << "\n";
+    }
+    s << "  %tail0 = mul i64 %nfull, " << L << "\n  %tailbase = add i64 %rlo, %tail0\n";
+    s << "  %ntail = sub i64 %n, %tail0\n  %hast = icmp ugt i64 %ntail, 0\n";
+    s << "  br i1 %hast, label %tail, label %tail.done\n";
+    s << "tail:\n  %t = phi i64 [0, %main.done], [%t.next, %tail]\n";
+    s << "  %rt = add i64 %tailbase, %t\n  %tw = mul i64 %t, " << W << "\n";
+    for (int w = 0; w < W; ++w) {
+      s << "  %vt" << w << " = call " << ty << " " << rb << "(" << args_for(w) << ", i64 %rt)\n";
+      s << "  %ti" << w << " = add i64 %tw, " << w << "\n";
+      s << "  %tp" << w << " = getelementptr inbounds " << lanes_ty << ", " << dialect::ptr(lanes_ty) << " %lanes, i64 0, i64 %ti" << w << "\n";
+      s << "  %to" << w << " = load " << ty << ", " << pty << " %tp" << w << "\n";
+      s << "  %tn" << w << " = call " << ty << " " << comb << "(" << ty << " %to" << w << ", " << ty << " %vt" << w << ")\n";
+      s << "  store " << ty << " %tn" << w << ", " << pty << " %tp" << w << "\n";
+    }
+    s << "  %t.next = add i64 %t, 1\n  %tdone = icmp eq i64 %t.next, %ntail\n";
+    s << "  br i1 %tdone, label %tail.done, label %tail\ntail.done:\n";
+    for (int w = 0; w < W; ++w) {
+      auto g = [&](int l) { return "%g" + std::to_string(w) + "_" + std::to_string(l); };
+      for (int l = 0; l < L; ++l) s << "  " << g(l) << " = load " << ty << ", " << pty << " %lp" << (l * W + w) << "\n";
+      auto c = [&](const std::string& r, const std::string& a, const std::string& b) {
+        s << "  " << r << " = call " << ty << " " << comb << "(" << ty << " " << a << ", " << ty << " " << b << ")\n";
+      };
+      std::string q = "%q" + std::to_string(w) + "_";
+      // The same fixed tree as reduce(): (l, l+4), then (l, l+2), then (0, 1).
+      for (int l = 0; l < 4; ++l) c(q + std::to_string(l), g(l), g(l + 4));
+      c(q + "s0", q + "0", q + "2");
+      c(q + "s1", q + "1", q + "3");
+      c(q + "r", q + "s0", q + "s1");
+      s << "  %op" << w << " = getelementptr inbounds " << ty << ", " << pty << " %out, i64 " << w << "\n";
+      s << "  store " << ty << " " << q << "r, " << pty << " %op" << w << "\n";
+    }
+    s << "  ret void\n}\n";
+    return s.str();
+  }
+
   // body(ptrs, i..., [acc]): the output value at index i.
   std::string render_body() {
     Writer w;
@@ -624,6 +720,7 @@ class KernelRenderer {
     size_t k = k_.shape.size();
     s << "define void @" << name_ << "(" << dialect::ptr(dialect::ptr("i8")) << " noalias %bufs, i64 %lo, i64 %hi) #1 {\nentry:\n";
     load_params(s);
+    if (grouped_) s << "  %gbuf = alloca [" << kGroup << " x " << reg_type(acc_type()) << "]\n";
     s << "  %any = icmp slt i64 %lo, %hi\n  br i1 %any, label %outer, label %exit\n";
     if (!k_.rbody) {
       // Elementwise: items are output elements; the inner loop runs along the last dim.
@@ -650,8 +747,48 @@ class KernelRenderer {
     }
     DType t = acc_type();
     std::string ty = reg_type(t);
-    s << "outer:\n  %o = phi i64 [%lo, %entry], [%o.next, %done]\n";
+    if (grouped_)
+      s << "outer:\n  %o = phi i64 [%lo, %entry], [%o.next, %done], [%o.nextW, %group]\n";
+    else
+      s << "outer:\n  %o = phi i64 [%lo, %entry], [%o.next, %done]\n";
     decompose_index(s, "%o", k_.shape, "%i");
+    if (grouped_) {
+      // A whole group of outputs in this row and in [lo, hi): reduce them together.
+      const int W = kGroup;
+      std::string last = "%i" + std::to_string(k - 1);
+      s << "  %room = sub i64 " << k_.shape[k - 1] << ", " << last << "\n";
+      s << "  %left = sub i64 %hi, %o\n";
+      s << "  %g1 = icmp uge i64 %room, " << W << "\n  %g2 = icmp uge i64 %left, " << W << "\n";
+      s << "  %g = and i1 %g1, %g2\n  br i1 %g, label %group, label %single\n";
+      std::string arr = "[" + std::to_string(W) + " x " + ty + "]";
+      s << "group:\n";
+      s << "  %gb0 = getelementptr inbounds " << arr << ", " << dialect::ptr(arr) << " %gbuf, i64 0, i64 0\n";
+      s << "  call void @" << name_ << "_reduceW(" << ptr_args(ptr_names());
+      for (size_t d = 0; d + 1 < k; ++d) s << ", i64 %i" << d;
+      s << ", i64 " << last << ", i64 0, i64 " << k_.reduce_size() << ", " << dialect::ptr(ty) << " %gb0)\n";
+      std::string oty = reg_type(k_.out_dtype);
+      DType ot = k_.out_dtype;
+      for (int w = 0; w < W; ++w) {
+        std::string ws = std::to_string(w);
+        s << "  %gp" << ws << " = getelementptr inbounds " << ty << ", " << dialect::ptr(ty) << " %gb0, i64 " << ws << "\n";
+        s << "  %ga" << ws << " = load " << ty << ", " << dialect::ptr(ty) << " %gp" << ws << "\n";
+        s << "  %gl" << ws << " = add i64 " << last << ", " << ws << "\n";
+        std::string args = ptr_args(ptr_names());
+        for (size_t d = 0; d + 1 < k; ++d) args += ", i64 %i" + std::to_string(d);
+        args += ", i64 %gl" + ws;
+        s << "  %gv" << ws << " = call " << oty << " @" << name_ << "_body(" << args << ", " << ty << " %ga" << ws << ")\n";
+        s << "  %go" << ws << " = add i64 %o, " << ws << "\n";
+        std::string v = "%gv" + ws;
+        if (ot == DType::Bool) {
+          s << "  %gz" << ws << " = zext i1 " << v << " to i8\n";
+          v = "%gz" + ws;
+        }
+        s << "  %gq" << ws << " = getelementptr inbounds " << mem_type(ot) << ", " << P(ot) << " %p0, i64 %go" << ws << "\n";
+        s << "  store " << mem_type(ot) << " " << v << ", " << P(ot) << " %gq" << ws << "\n";
+      }
+      s << "  %o.nextW = add i64 %o, " << W << "\n  %gdone = icmp eq i64 %o.nextW, %hi\n";
+      s << "  br i1 %gdone, label %exit, label %outer\nsingle:\n";
+    }
     if (!two_phase_) {
       s << "  %acc = call " << ty << " @" << name_ << "_reduce(" << ptr_args(ptr_names()) << idx_args(k) << ", i64 0, i64 " << k_.reduce_size() << ")\n";
       s << "  br label %done\n";
@@ -697,6 +834,7 @@ class KernelRenderer {
   std::string name_;
   std::vector<DType> dtypes_;
   bool two_phase_ = false;
+  bool grouped_ = false;
 };
 
 }  // namespace

@@ -2,7 +2,8 @@
 // tests/numerics.
 //
 // For each input, rune's result (computed eagerly on a large array, as users get it) is compared
-// with the exact value computed by MPFR at 128 bits:
+// with the exact value computed by MPFR (correctly rounded to 128 bits for float64, to 64 bits for
+// float32 and the 16-bit formats, so within 2^-40 ulp of the exact value):
 //  * ulp error = |rune - exact| / ulp(exact), with the exact (unrounded) MPFR value and ulp(y) the
 //    spacing of the dtype in y's binade (the subnormal spacing below the normal range, the top
 //    binade's spacing above the largest finite value); an infinite rune result counts as

@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
 
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
-  std::printf("ulp-report: rune vs MPFR (128 bits, correctly rounded); %zu random inputs per function for "
+  std::printf("ulp-report: rune vs MPFR (correctly rounded to 128 bits for float64, 64 bits for the others); %zu random inputs per function for "
               "float32/float64 plus special values; float16/bfloat16 exhaustive (pow/atan2: %zux%zu grid plus "
               "sweeps); %d threads\n\n%s",
               o.n, o.grid, o.grid, o.threads, kHeader);

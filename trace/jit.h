@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "trace/tracer.h"
+#include "core/donation.h"
 #include "core/tree.h"
 
 namespace rune {
@@ -16,6 +17,24 @@ namespace rune {
 struct JitOptions {
   size_t cache_size = 4096;        // programs kept per compiled function (least recently used go)
   std::string name = "rune::jit";  // the entry point named in messages
+};
+
+// An explicit signature: the C++ form of Nx.Ptree's `params @-> returns ...`. The structure of
+// arguments and results comes from f's C++ types; the signature adds what types cannot say:
+// arguments consumed on every call (donated, SEMANTICS.md §3) and integers declared static
+// (every integer argument is static, i.e. part of the key; declaring one checks that it is).
+struct Signature {
+  std::vector<int> consumed;
+  std::vector<int> static_ints;
+  JitOptions options;
+  Signature& consume(int arg) {
+    consumed.push_back(arg);
+    return *this;
+  }
+  Signature& static_int(int arg) {
+    static_ints.push_back(arg);
+    return *this;
+  }
 };
 
 // The type-independent part of a compiled function: keys, the program cache, retrace reports.
@@ -46,12 +65,27 @@ class Jitted<R(Args...)> {
  public:
   Jitted(std::function<R(Args...)> f, JitOptions o)
       : f_(std::move(f)), core_(std::make_shared<JitCore>(std::move(o))) {}
+  Jitted(std::function<R(Args...)> f, Signature sig)
+      : f_(std::move(f)), core_(std::make_shared<JitCore>(sig.options)), sig_(std::move(sig)) {
+    for (int a : sig_.consumed)
+      if (a < 0 || a >= static_cast<int>(sizeof...(Args)))
+        throw std::invalid_argument(sig_.options.name + ": consumed argument " + std::to_string(a) + " out of range for " +
+                                    std::to_string(sizeof...(Args)) + " arguments");
+    bool integral[] = {std::is_integral_v<std::decay_t<Args>>..., false};
+    for (int a : sig_.static_ints)
+      if (a < 0 || a >= static_cast<int>(sizeof...(Args)) || !integral[a])
+        throw std::invalid_argument(sig_.options.name + ": argument " + std::to_string(a) +
+                                    " is declared static but is not an integer");
+  }
 
   R operator()(Args... args) const {
     // jit inside a traced function is inlined into the enclosing trace.
     if (active_tracer()) return f_(std::forward<Args>(args)...);
     Flat flat;
-    flatten_args(flat, args...);
+    std::vector<size_t> leaf_end;  // leaves of argument i end at leaf_end[i]
+    flatten_args(flat, &leaf_end, args...);
+    for (int a : sig_.consumed)  // consumed arguments are donated on every call
+      for (size_t l = a == 0 ? 0 : leaf_end[a - 1]; l < leaf_end[a]; ++l) nx::donate(flat.leaves[l]);
     auto trace = [&](const std::vector<nx::Tensor>& stand_ins) {
       Unflat u{stand_ins, flat.tokens};
       std::tuple<std::decay_t<Args>...> a{Tree<std::decay_t<Args>>::build(u)...};
@@ -64,7 +98,7 @@ class Jitted<R(Args...)> {
       Flat f;
       f.paths = &lp;
       f.token_paths = &tp;
-      flatten_args(f, args...);
+      flatten_args(f, nullptr, args...);
     };
     auto [outs, tokens] = core_->call(flat, trace, paths);
     Unflat u{outs, tokens};
@@ -76,12 +110,14 @@ class Jitted<R(Args...)> {
 
  private:
   template <class... A>
-  static void flatten_args(Flat& f, const A&... a) {
+  static void flatten_args(Flat& f, std::vector<size_t>* leaf_end, const A&... a) {
     int i = 0;
-    (Tree<std::decay_t<A>>::flatten(a, f, std::to_string(i++)), ...);
+    ((Tree<std::decay_t<A>>::flatten(a, f, std::to_string(i++)), leaf_end ? leaf_end->push_back(f.leaves.size()) : void()),
+     ...);
   }
   std::function<R(Args...)> f_;
   std::shared_ptr<JitCore> core_;
+  Signature sig_;
 };
 
 namespace detail {
@@ -92,6 +128,13 @@ struct FnSig<std::function<R(A...)>> {
   using type = R(A...);
 };
 }  // namespace detail
+
+// Compiles f with an explicit signature (consumed arguments, static integers).
+template <class F>
+auto jit(Signature sig, F f) {
+  using Fn = decltype(std::function{f});
+  return Jitted<typename detail::FnSig<Fn>::type>(Fn(std::move(f)), std::move(sig));
+}
 
 // Compiles f; its signature is deduced from its parameter and result types.
 template <class F>

@@ -154,6 +154,26 @@ TEST(JitKeys, StructFieldPaths) {
   EXPECT_EQ(out, "rune.jit: retrace: 0.b: shape [1] here, shape [2] in the previous key\n");
 }
 
+TEST(JitKeys, Placement) {
+  int traces = 0;
+  auto f = rune::jit([&](const Tensor& x) {
+    ++traces;
+    return x + 1.0;
+  });
+  f(nx::zeros(nx::float64, {2}));
+  auto out = stderr_of([&] { nx::wait(f(nx::place(nx::zeros(nx::float64, {2}), "CPU:1"))); });
+  EXPECT_EQ(traces, 2);
+  EXPECT_EQ(out, "rune.jit: retrace: 0: placement CPU:1 here, placement CPU in the previous key\n");
+}
+
+TEST(JitKeys, DonationFatesAreReported) {
+  auto f = rune::jit([](const Tensor& a, const Tensor& b) { return nx::sum(a) + b; });
+  auto out = stderr_of([&] { f(nx::donate(nx::ones(nx::float64, {3})), nx::donate(nx::ones(nx::float64, {}))); });
+  EXPECT_EQ(out,
+            "rune.jit: donation: 0: consumed and lent to no result\n"
+            "rune.jit: donation: 1: reused by result 0\n");
+}
+
 TEST(JitKeys, EvictionIsReported) {
   int traces = 0;
   rune::JitOptions o;

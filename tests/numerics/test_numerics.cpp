@@ -67,6 +67,35 @@ std::vector<uint64_t> bits_of(const nx::Tensor& t) {
   return b;
 }
 
+// The measure itself: correctly rounded results cost at most half an ulp, one ulp off costs
+// between 1/2 and 3/2 (so some cost at least 1), and a NaN for a number is a special-value failure.
+TEST(Measure, SelfCheck) {
+  const ulp::Function& f = *ulp::find_function("exp");
+  const ulp::Format& t = ulp::kFloat32;
+  ulp::Inputs in = ulp::random_inputs(f, t, 20'000, kSeed);
+  std::vector<double> rounded, off, nan;
+  for (double x : in.x) {
+    double r = ulp::round_to(t, std::exp(x));  // double exp then one rounding: within 2^-28 ulp
+    rounded.push_back(r);
+    // One ulp towards zero (away from zero would cost 2.5 ulps just below a power of 2, where
+    // the exact value's ulp is half the result's).
+    off.push_back(std::isfinite(r) && r != 0 ? ulp::step(t, r, r > 0 ? -1 : 1) : r);
+    nan.push_back(std::nan(""));
+  }
+  ulp::Stats a, b, c;
+  ulp::measure(f, t, in, rounded, 2, 2, a);
+  ulp::measure(f, t, in, off, 2, 2, b);
+  ulp::measure(f, t, in, nan, 2, 2, c);
+  EXPECT_LE(a.max, 0.5001) << ulp::describe(f, a.worst);
+  EXPECT_EQ(a.special_fail, 0);
+  EXPECT_GE(b.max, 1.0);
+  EXPECT_LE(b.max, 1.5001) << ulp::describe(f, b.worst);
+  EXPECT_GT(b.mean(), 0.5);
+  EXPECT_EQ(b.over, 0);
+  EXPECT_GT(c.special_fail, 0);
+  EXPECT_GT(c.over, 0);
+}
+
 class Accuracy : public testing::TestWithParam<Case> {};
 
 TEST_P(Accuracy, WithinBoundAndSpecialsExact) {

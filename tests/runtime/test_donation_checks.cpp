@@ -187,6 +187,18 @@ TEST(Async, WorkIsQueuedAndReadsWait) {
   EXPECT_EQ(error_of([&] { nx::place(x, "CUDA:0"); }).find("runtime: device CUDA:0 is not available"), 0u);
 }
 
+TEST(Donation, ExplicitSignatureConsumesEveryCall) {
+  auto step = rune::jit(rune::Signature().consume(0).static_int(1), [](const Tensor& w, int k) { return w * static_cast<double>(k); });
+  auto w = nx::create(nx::float64, {2}, {1, 2});
+  auto r = step(w, 3);
+  EXPECT_EQ(nx::to_vector<double>(r), (std::vector<double>{3, 6}));
+  EXPECT_EQ(error_of([&] { nx::to_vector<double>(w); }), "nx::to_vector: float64 [2] was donated to rune::jit");
+  EXPECT_EQ(error_of([&] { rune::jit(rune::Signature().static_int(0), [](const Tensor& t) { return t; }); }),
+            "rune::jit: argument 0 is declared static but is not an integer");
+  EXPECT_EQ(error_of([&] { rune::jit(rune::Signature().consume(2), [](const Tensor& t) { return t; }); }),
+            "rune::jit: consumed argument 2 out of range for 1 arguments");
+}
+
 TEST(Donation, LoopHoldsOneGenerationOf64MiB) {
   auto decay = rune::jit([](const Tensor& w) { return w * 0.5 + 0.25; });
   auto& alloc = runtime::host_allocator();

@@ -5,6 +5,7 @@
 
 #include "codegen/decompose_math.h"
 #include "ir/builder.h"
+#include "ir/rewrite.h"
 
 namespace codegen {
 
@@ -59,7 +60,8 @@ bool is_transcendental(Op op) {
          op == Op::Tanh || op == Op::Pow || op == Op::Atan2;
 }
 
-NodeRef rewrite(NodeRef n, const std::vector<NodeRef>& src) {
+// The decompose rule for one node whose sources are already decomposed.
+NodeRef rewrite_node(NodeRef n, const std::vector<NodeRef>& src) {
   if (src.empty()) return n;
   Op op = n->op;
   if (op == Op::Cast) {
@@ -92,13 +94,7 @@ NodeRef rewrite(NodeRef n, const std::vector<NodeRef>& src) {
 
 NodeRef decompose(NodeRef root) {
   if (!root) return root;
-  std::unordered_map<NodeRef, NodeRef> done;
-  for (NodeRef n : toposort({root})) {
-    std::vector<NodeRef> src;
-    for (auto s : n->src) src.push_back(done.at(s));
-    done[n] = rewrite(n, src);
-  }
-  return done.at(root);
+  return ir::rewrite(root, [](NodeRef n, const std::vector<NodeRef>& src) { return rewrite_node(n, src); });
 }
 
 }  // namespace codegen

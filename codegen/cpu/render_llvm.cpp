@@ -1,6 +1,8 @@
 #include "codegen/cpu/render_llvm.h"
 
 #include <bit>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -259,8 +261,25 @@ class Emitter {
       return w_.op(std::string(uns ? "uitofp " : "sitofp ") + ft + " " + x + " to " + tt);
     }
     if (ff && !tf) {
+      // Saturating, NaN -> 0 (ir::cast). Written as a conversion of an in-range value plus
+      // selects rather than llvm.fpto*i.sat, which LLVM 14 does not vectorise.
       bool uns = to == DType::UInt8;
-      return w_.op("call " + tt + " @llvm.fpto" + (uns ? "ui" : "si") + ".sat." + tt + "." + intrinsic_suffix(from) + "(" + ft + " " + x + ")");
+      int bits = bits_of(to);
+      double lo = uns ? 0.0 : -std::ldexp(1.0, bits - 1), hi = uns ? 256.0 : std::ldexp(1.0, bits - 1);
+      std::string los = hex64(std::bit_cast<uint64_t>(lo)), his = hex64(std::bit_cast<uint64_t>(hi));
+      auto below = w_.op("fcmp olt " + ft + " " + x + ", " + los);
+      auto above = w_.op("fcmp oge " + ft + " " + x + ", " + his);
+      auto nan = w_.op("fcmp uno " + ft + " " + x + ", " + x);
+      auto out = w_.op("or i1 " + below + ", " + above);
+      auto bad = w_.op("or i1 " + out + ", " + nan);
+      auto safe = sel(bad, from, zero(from), x);
+      auto r = w_.op(std::string(uns ? "fptoui " : "fptosi ") + ft + " " + safe + " to " + tt);
+      std::string minv = uns ? "0" : std::to_string(bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1)));
+      std::string maxv = uns ? "255" : std::to_string(bits == 64 ? INT64_MAX : (int64_t{1} << (bits - 1)) - 1);
+      if (bits == 64 && !uns) minv = "-9223372036854775808";
+      r = sel(below, to, minv, r);
+      r = sel(above, to, maxv, r);
+      return sel(nan, to, "0", r);
     }
     // integer <-> integer
     int fb = bits_of(from), tb = bits_of(to);

@@ -39,11 +39,19 @@ std::vector<std::string> split(const std::string& s) {
   return v;
 }
 
+const char* kUsage =
+    "usage: ulp-report [--n N] [--grid G] [--threads T] [--seed S] [--func exp,log,...]\n"
+    "                  [--dtype float32,float64,float16,bfloat16] [--regions] [--markdown]\n"
+    "  --n N        random inputs per function for float32 and float64 (default 10000000)\n"
+    "  --grid G     float16/bfloat16 pow and atan2: G x G random pairs (default 1536)\n"
+    "  --threads T  threads for MPFR (default: every core)\n"
+    "  --regions    the error per input region for every row (always shown for a broken row)\n"
+    "  --markdown   the summary again as a markdown table\n"
+    "functions: exp log sin cos tan tanh pow atan2 sigmoid (sigmoid has no bound: reported only)\n"
+    "exit status: 0 all bounds hold, 1 a bound is broken or a special value is not exact, 2 usage\n";
+
 [[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr,
-               "ulp-report: %s\nusage: ulp-report [--n N] [--grid G] [--threads T] [--seed S] "
-               "[--func exp,log,...] [--dtype float32,...] [--regions] [--markdown]\n",
-               msg);
+  std::fprintf(stderr, "ulp-report: %s\n%s", msg, kUsage);
   std::exit(2);
 }
 
@@ -123,7 +131,7 @@ int main(int argc, char** argv) {
     else if (a == "--dtype") o.dtypes = split(val());
     else if (a == "--regions") o.regions = true;
     else if (a == "--markdown") o.markdown = true;
-    else if (a == "-h" || a == "--help") usage("help");
+    else if (a == "-h" || a == "--help") return std::printf("%s", kUsage), 0;
     else usage(("unknown option " + a).c_str());
   }
   if (o.threads <= 0) o.threads = std::max(1u, std::thread::hardware_concurrency());

@@ -8,28 +8,11 @@
 #include <thread>
 #include <vector>
 
+#include "bench/parallel.h"
+
 namespace bench {
 
 namespace {
-
-// As reference.cpp's: a few chunks per thread from a shared counter, the caller is one thread.
-template <class F>
-void parallel(int64_t n, int threads, F fn) {
-  threads = std::max(1, threads);
-  int64_t chunks = threads == 1 ? 1 : int64_t{threads} * 4;
-  int64_t per = ((n + chunks - 1) / chunks + 15) / 16 * 16;
-  std::atomic<int64_t> next{0};
-  auto work = [&] {
-    for (int64_t c; (c = next.fetch_add(1)) < chunks;) {
-      int64_t lo = std::min(n, c * per), hi = std::min(n, (c + 1) * per);
-      if (lo < hi) fn(lo, hi);
-    }
-  };
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads - 1; ++t) workers.emplace_back(work);
-  work();
-  for (auto& w : workers) w.join();
-}
 
 template <float (*Fn)(float)>
 void apply(const float* __restrict x, float* __restrict y, int64_t n, int threads) {

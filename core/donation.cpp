@@ -65,14 +65,14 @@ int OpScope::depth() { return g_op_depth; }
 OpScope::OpScope(const char* api, std::initializer_list<const Tensor*> args) {
   if (g_op_depth == 0)
     for (const Tensor* t : args)
-      if (t && t->defined()) args_.push_back(*t);
+      if (t && t->defined()) args_.push_back(t);
   enter(api);
 }
 
 OpScope::OpScope(const char* api, const std::vector<Tensor>& args) {
   if (g_op_depth == 0)
     for (const Tensor& t : args)
-      if (t.defined()) args_.push_back(t);
+      if (t.defined()) args_.push_back(&t);
   enter(api);
 }
 
@@ -81,21 +81,26 @@ void OpScope::enter(const char* api) {
   outer_ = g_op_depth == 0;
   if (outer_) {
     for (size_t i = 0; i < args_.size(); ++i) {
-      check_alive(args_[i], api);
-      if (args_[i].impl().donation.load() == 1)
+      check_alive(*args_[i], api);
+      if (args_[i]->impl().donation.load() == 1)
         for (size_t j = 0; j < i; ++j)
-          if (args_[j].impl_ptr() == args_[i].impl_ptr())
+          if (args_[j]->impl_ptr() == args_[i]->impl_ptr())
             throw std::invalid_argument(std::string("nx::donate: ") + api + " reads one donation twice");
     }
   }
-  exceptions_ = std::uncaught_exceptions();
+  if (outer_) exceptions_ = std::uncaught_exceptions();
   ++g_op_depth;
 }
 
 OpScope::~OpScope() noexcept(false) {
   --g_op_depth;
   if (!outer_ || std::uncaught_exceptions() != exceptions_) return;
-  consume_donations(args_, api_);
+  bool marked = false;
+  for (const Tensor* t : args_) marked |= t->impl().donation.load(std::memory_order_relaxed) != 0;
+  if (!marked) return;
+  std::vector<Tensor> held;
+  for (const Tensor* t : args_) held.push_back(*t);
+  consume_donations(held, api_);
 }
 
 }  // namespace nx

@@ -46,7 +46,9 @@ class OpScope {
  private:
   void enter(const char* api);
   const char* api_ = nullptr;
-  std::vector<Tensor> args_;
+  // The op's arguments, outermost scope only. Pointers: the arguments outlive the scope (they
+  // are the public op's parameters), and the eager fast path must not copy tensors.
+  std::vector<const Tensor*> args_;
   bool outer_ = false;
   int exceptions_ = 0;
 };

@@ -56,10 +56,11 @@ struct FingerprintHash {
   size_t operator()(const Fingerprint& f) const { return f.hash; }
 };
 
-Fingerprint fingerprint(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs, const ir::Arg& arg) {
-  Fingerprint f;
+// Fills f (reused per thread, so the hot path allocates nothing).
+void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
+                 const ir::Arg& arg) {
   auto& v = f.v;
-  v.reserve(16 + 8 * srcs.size());
+  v.clear();
   v.push_back(static_cast<int64_t>(op));
   v.push_back(static_cast<int64_t>(out));
   v.push_back(static_cast<int64_t>(shape.size()));
@@ -93,7 +94,6 @@ Fingerprint fingerprint(ir::Op op, DType out, const Shape& shape, const std::vec
   size_t h = 1469598103934665603ull;
   for (auto x : v) h = (h ^ static_cast<size_t>(x)) * 1099511628211ull;
   f.hash = h;
-  return f;
 }
 
 class Eager final : public Interpreter {
@@ -191,7 +191,8 @@ class Eager final : public Interpreter {
                      const ir::Arg& arg, Device device) {
     // Programs by fingerprint, per thread (no lock); misses go to the shared compile cache.
     thread_local std::unordered_map<Fingerprint, std::shared_ptr<const runtime::HostProgram>, FingerprintHash> programs;
-    Fingerprint fp = fingerprint(op, out, shape, srcs, arg);
+    thread_local Fingerprint fp;
+    fingerprint(fp, op, out, shape, srcs, arg);
     auto it = programs.find(fp);
     if (it == programs.end()) {
       std::vector<ir::NodeRef> params;
@@ -201,7 +202,7 @@ class Eager final : public Interpreter {
                                   ir::LoadArg{static_cast<int>(i), key_view(im.view)}));
       }
       ir::NodeRef root = op == ir::Op::Copy ? params[0] : ir::make(op, out, shape, params, arg);
-      it = programs.emplace(std::move(fp), codegen::compile_host({root}, static_cast<int>(srcs.size()))).first;
+      it = programs.emplace(fp, codegen::compile_host({root}, static_cast<int>(srcs.size()))).first;
     }
     char* ptrs[4];
     std::vector<char*> many;

@@ -37,6 +37,7 @@ void require_same_dtype(const std::string& api, const Tensor& a, const Tensor& b
 }
 
 std::pair<Tensor, Tensor> broadcast_pair(const std::string& api, const Tensor& a, const Tensor& b) {
+  if (a.shape() == b.shape()) return {a, b};
   auto s = ir::broadcast_shapes(a.shape(), b.shape());
   if (!s) fail(api, "cannot broadcast " + a.describe() + " with " + b.describe());
   return {broadcast_to(a, *s), broadcast_to(b, *s)};

@@ -49,6 +49,9 @@ NodeRef transcendental(Op op, const std::vector<NodeRef>& s) {
     case Op::Cos: return math::cos(s[0]);
     case Op::Tan: return math::tan(s[0]);
     case Op::Tanh: return math::tanh(s[0]);
+    case Op::Atan: return math::atan(s[0]);
+    case Op::Expm1: return math::expm1(s[0]);
+    case Op::Log1p: return math::log1p(s[0]);
     case Op::Pow: return math::pow(s[0], s[1]);
     case Op::Atan2: return math::atan2(s[0], s[1]);
     default: return nullptr;
@@ -57,7 +60,8 @@ NodeRef transcendental(Op op, const std::vector<NodeRef>& s) {
 
 bool is_transcendental(Op op) {
   return op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Cos || op == Op::Tan ||
-         op == Op::Tanh || op == Op::Pow || op == Op::Atan2;
+         op == Op::Tanh || op == Op::Pow || op == Op::Atan2 || op == Op::Atan || op == Op::Expm1 ||
+         op == Op::Log1p;
 }
 
 // The decompose rule for one node whose sources are already decomposed.

@@ -371,12 +371,21 @@ DD log_parts(const Fmt& f, E x) {
 // so log x must be much more accurate than the result. 2 atanh(s) is summed as
 // 2s (pair, s = f/(2+f) with its division residual) + s^3 Q(z) with s^3 and the leading part of
 // Q = 2/3 + 2z/5 + z^2 Q2(z) as pairs; only z^2 Q2 (< 4e-4 of Q, Q < 1% of the sum) is plain.
+DD log1pf_dd(const Fmt& f, E fm);
 DD log_dd(const Fmt& f, E x) {
   const double* L = f.d ? kLn2_64 : kLn2_32;
+  LogRed r = log_reduce(f, x);
+  DD M = log1pf_dd(f, r.f);
+  DD H = fast_two_sum(r.k * L[0], M.hi);
+  E Hl = H.lo + (M.lo + (r.k * L[1] + r.k * L[2]));
+  return fast_two_sum(H.hi, Hl);
+}
+
+// log(1 + fm) for the reduced fm of log_reduce, as an unnormalized pair (hi, lo) with
+// |lo| < ~ulp(hi) and relative error ~2^-(p+12); the core of log_dd and log2.
+DD log1pf_dd(const Fmt& f, E fm) {
   const double* q0 = f.d ? kTwoThirds64 : kTwoThirds32;
   const double* q1 = f.d ? kTwoFifths64 : kTwoFifths32;
-  LogRed r = log_reduce(f, x);
-  E fm = r.f;
   DD d = fast_two_sum(fc(f, 2.0), fm);  // 2 + f exactly
   E sh = fm / d.hi;
   DD sp = two_prod(f, sh, d.hi);
@@ -394,9 +403,7 @@ DD log_dd(const Fmt& f, E x) {
   E Tl = T.lo + (s3.hi * Ql + s3l * Q.hi);
   DD M = fast_two_sum(sh * 2.0, T.hi);
   E Ml = M.lo + (sl * 2.0 + Tl);
-  DD H = fast_two_sum(r.k * L[0], M.hi);
-  E Hl = H.lo + (Ml + (r.k * L[1] + r.k * L[2]));
-  return fast_two_sum(H.hi, Hl);
+  return {M.hi, Ml};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -677,6 +684,186 @@ AtanParts atan_core(const Fmt& f, E xh, E xl) {
   return {bh, th, tail};
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// exp2, log2, sinh, cosh, asin, acos, erf: constants and kernels.
+
+// ln2 and 1/ln2 as hi + lo (hi rounded to the format, lo the rounded remainder).
+constexpr double kLn2Pair64[] = {0x1.62e42fefa39efp-1, 0x1.abc9e3b39803fp-56};
+constexpr double kLn2Pair32[] = {0x1.62e430p-1, -0x1.05c610p-29};
+constexpr double kInvLn2Pair64[] = {0x1.71547652b82fep+0, 0x1.777d0ffda0d24p-56};
+constexpr double kInvLn2Pair32[] = {0x1.715476p+0, 0x1.4ae0c0p-26};
+
+// asin v = v + v z P(z), z = v^2 in [0, 1/4] (|v| <= 1/2).
+// float64: degree 12, rel err 2^-53.6 (v z P is < 9% of every result it enters, so < 0.03 ulp).
+// float32 (evaluated in float64): degree 5, rel err 2^-25.5 (< 2^-29 of the result).
+constexpr double kAsinP64[] = {
+    0x1.5555555555556p-3, 0x1.3333333332e84p-4, 0x1.6db6db6e38805p-5, 0x1.f1c71c19d533fp-6,
+    0x1.6e8bb25de247fp-6, 0x1.1c4d286b454ffp-6, 0x1.c9d08bccc0d7fp-7, 0x1.7817d8979738fp-7,
+    0x1.529e19ae7c34bp-7, 0x1.62a4a41e7ae0cp-8, 0x1.1f1b14f1d24d0p-6, -0x1.eccfae654bee5p-7,
+    0x1.d9390bbb2b9a5p-6};
+constexpr double kAsinP32[] = {0x1.555554dd866dap-3, 0x1.33343bac7f03cp-4, 0x1.6d5902affe9f8p-5,
+                               0x1.fdcb1d413897ep-6, 0x1.17dda3166f889p-6, 0x1.14e3256e555f3p-5};
+
+// erf x = x + x R(z), z = x^2 in [0, 1] (|x| < 1); R = erf(x)/x - 1 in [-0.16, 0.13]. Fitted as
+// G = 1 + R (relative, so R's absolute error is G's: float64 degree 11, 2^-56.9; float32, in
+// float64, degree 6, 2^-29.6); R's constant term is the rounded c0 - 1 of the exact fit.
+constexpr double kErfR64[] = {0x1.06eba8214db68p-3,  -0x1.812746b0379bdp-2, 0x1.ce2f21a040d16p-4,
+                              -0x1.b82ce311fa93ep-6, 0x1.565bccf92b304p-8,  -0x1.c02db03dd73fap-11,
+                              0x1.f9a2baa902c77p-14, -0x1.f4ca4d6f840aap-17, 0x1.b97fd3dc97f35p-20,
+                              -0x1.5c07270490b58p-23, 0x1.d71b0fb1de544p-27, -0x1.abae4afa423abp-31};
+constexpr double kErfR32[] = {0x1.06eba7f245a14p-3,  -0x1.81273de944853p-2, 0x1.ce2cf73f097cdp-4,
+                              -0x1.b7f90cffd7aacp-6, 0x1.5405b1aa5131cp-8,  -0x1.a3f6ff4b94efep-11,
+                              0x1.496a30a50aaf3p-14};
+// float64 erf on [1/2, 1]: erf(3/4 + t) = E0 + t Q(t), |t| <= 1/4, degree 14 (rel err 2^-60.6;
+// Q's leading coefficient is kErfT64[1]); E0 = erf(3/4) as hi + lo. Here x + x R(z) would lose
+// ~0.7 ulp: near z = 1 R's Horner sums are larger than R and z = x^2 itself rounds.
+constexpr double kErfT64[] = {
+    0x1.6c1c9759d0e5fp-1,  0x1.492e42d78d2c5p-1,  -0x1.edc5644353c2bp-2, 0x1.b6e8591f65e4dp-6,
+    0x1.349b5eaa14e79p-3,  -0x1.b42a1890775dap-5, -0x1.b84779687fea1p-6, 0x1.2e0afad7e6e67p-6,
+    0x1.2db335d68b7b8p-9,  -0x1.04103d1aa276ap-8, 0x1.861e65364fcabp-13, 0x1.4710d8733cc9fp-11,
+    -0x1.bccb26f169101p-14, -0x1.36bad490bb3efp-14, 0x1.614edaed2c6e5p-16};
+constexpr double kErfT64Lo = 0x1.b1432f2cbc455p-55;  // erf(3/4) - kErfT64[0]
+// erfc x = exp(-x^2) h(x) for x in [1, 6]: h = erfc(x) e^(x^2) (0.43 .. 0.09) as polynomials in
+// t = x - centre on four pieces (degree 12, 12, 13, 12; relative error 2^-55.8, 2^-51.2, 2^-49.8,
+// 2^-39.4). The needed accuracy falls with erfc: an error e in h costs e erfc(x) of erf ~ 1, and
+// erfc(x) is 0.16, 0.034, 0.0015, 7.4e-7 at the piece starts, so each piece costs < 0.1 ulp.
+constexpr double kErfHStart[] = {1.0, 1.5, 2.25, 3.5};
+constexpr double kErfHCentre[] = {1.25, 1.875, 2.875, 4.75};
+constexpr double kErfH[4][14] = {
+    {0x1.78a692138767ap-2, -0x1.abaacdbfa8afbp-3, 0x1.b56f45eef7e73p-4, -0x1.9b635ac629999p-5,
+     0x1.68a25a663e978p-6, -0x1.299636cceabc9p-7, 0x1.d1b695ac7d752p-9, -0x1.5b8bda320f1fbp-10,
+     0x1.f0fe76b3eb723p-12, -0x1.55b26b22ca677p-13, 0x1.c565642391633p-15, -0x1.289925d30887ep-16,
+     0x1.6fbe026456f31p-18, 0.0},
+    {0x1.13e5743b60480p-2, -0x1.e36580c7f7247p-4, 0x1.8a6efeed23520p-5, -0x1.2ef92f6f42eafp-6,
+     0x1.b99589d3f1da6p-8, -0x1.33237be52b7a0p-9, 0x1.99b60e32b050fp-11, -0x1.070e51116ff55p-12,
+     0x1.4631eaff66d39p-14, -0x1.87739457f4296p-16, 0x1.c8316e41c6e21p-18, -0x1.0b760aa6e1d95p-19,
+     0x1.25b81a998c606p-21, 0.0},
+    {0x1.7d0a5e9dd5717p-3, -0x1.dfc0205709b0ep-5, 0x1.21c23afa305adp-6, -0x1.512f92fca8de7p-8,
+     0x1.7b404aad9dd0fp-10, -0x1.9d6f222891cd4p-12, 0x1.b5d782c8d2571p-14, -0x1.c35c61553f2c8p-16,
+     0x1.c5b85e62e119ap-18, -0x1.bd6115ecba9c0p-20, 0x1.aa9c9a7e9291ep-22, -0x1.91166d9786b1cp-24,
+     0x1.8c552cc9dd072p-26, -0x1.63b0ceb7e1fc8p-28},
+    {0x1.dc603a3e77c94p-4, -0x1.81149bc42d29cp-6, 0x1.317c144f9bff4p-8, -0x1.dc1af9876d7ccp-11,
+     0x1.6cc10c6b32a61p-13, -0x1.12f1214195b54p-15, 0x1.9818703683b3ap-18, -0x1.2a78fbf37faa4p-20,
+     0x1.ae392b729c506p-23, -0x1.2ec8903f254a4p-25, 0x1.a955d20b623f2p-28, -0x1.58a2032f15666p-30,
+     0x1.d386abbff1719p-33, 0.0}};
+
+// sinh |x| or cosh |x| for ax = |x| >= 0 (NaN propagates).
+//  * ax < 22 / 12: with E = expm1(ax) as the pair from expm1_parts (k <= 32 <= p + 8 here, so its
+//    `rest` factor is 1), sinh = (E + E/(E+1)) / 2 and cosh = (e + 1/e) / 2 with e = 1 + E,
+//    the quotients as pairs from their exact residuals (as in tanh). Both sums have positive
+//    terms, so nothing cancels: ~0.5 ulp plus the pair errors (~2^-(p+5)). Below 2^-28 / 2^-13
+//    sinh x rounds to x, which also keeps subnormals exact.
+//  * beyond: e^-ax / e^ax < e^-44 = 2^-63 / e^-24 = 2^-34.6 is negligible, and
+//    sinh = cosh = e^(ax - ln2), where ax - ln2 is exact as a pair (TwoSum) plus ln2's low part,
+//    fed to exp_core (~0.55 ulp; it never overflows early, since the halving is inside the exp).
+E sinh_cosh(const Fmt& f, E ax, bool is_sinh) {
+  const double* ln2 = f.d ? kLn2Pair64 : kLn2Pair32;
+  double lim = f.d ? 22.0 : 12.0;
+  Expm1Parts e = expm1_parts(f, vmin(ax, lim));
+  E eh = e.hi, el = e.lo;
+  E small = ax;
+  if (is_sinh) {
+    DD d = two_sum(eh, fc(f, 1.0));
+    E dl = d.lo + el;
+    E q = eh / d.hi;
+    DD p = two_prod(f, q, d.hi);
+    E ql = (((eh - p.hi) - p.lo) + (el - q * dl)) / d.hi;
+    DD t = two_sum(eh, q);
+    small = (t.hi + (t.lo + (el + ql))) * 0.5;
+    small = where(lt(ax, f.d ? 0x1p-28 : 0x1p-13), ax, small);
+  } else {
+    DD d = two_sum(fc(f, 1.0), eh);  // e^ax
+    E dl = d.lo + el;
+    E r = fc(f, 1.0) / d.hi;
+    DD p = two_prod(f, r, d.hi);
+    E rl = (((1.0 - p.hi) - p.lo) - r * dl) / d.hi;
+    DD t = two_sum(d.hi, r);
+    small = (t.hi + (t.lo + (dl + rl))) * 0.5;
+  }
+  DD w = two_sum(ax, fc(f, -ln2[0]));  // lo is NaN for ax = inf; exp_core drops it when clamped
+  E wl = w.lo - ln2[1];
+  E large = exp_core(f, w.hi, &wl);
+  return where(lt(ax, lim), small, large);
+}
+
+// asin / acos on a float64 x (float32 inputs are widened, and the result rounded once).
+// |x| <= 1/2: asin x = x + x z P(z), z = x^2; acos x = pi/2 - asin x (pi/2 as a pair; the result
+// is >= 1.04, so the subtraction only rounds once at the end).
+// |x| > 1/2: with z = (1 - |x|)/2 (exact) and s = sqrt(z) as a pair s + sl (sl from the exact
+// residual z - s^2), asin |x| = pi/2 - 2 asin(s), acos |x| = 2 asin(s), acos(-|x|) = pi - 2 asin(s),
+// with asin(s) = s + (sl + s z P(z)): pi/2 - 2s and pi - 2s are exact as pairs (TwoSum), so the
+// only rounding of consequence is the final one (~0.5 ulp, worst ~0.6 near |x| = 1/2 where
+// 2 s z P is ~9% of the result).
+E asin_acos64(E x, bool is_asin, bool f32) {
+  const Fmt f = fmt_of(x);
+  E ax = vabs(x);
+  E small = le(ax, 0.5);
+  E zb = (1.0 - ax) * 0.5;
+  E s = b::sqrt(zb);
+  DD sp = two_prod(f, s, s);
+  E sl = where(eq(zb, 0.0), fc(f, 0.0), ((zb - sp.hi) - sp.lo) / (s * 2.0));
+  E z = where(small, ax * ax, zb);
+  E v = where(small, ax, s);
+  E t = (v * z) * (f32 ? horner(z, kAsinP32) : horner(z, kAsinP64));
+  E r = x;
+  if (is_asin) {
+    DD h = two_sum(fc(f, kPio2_64[0]), s * -2.0);
+    E big = h.hi + (h.lo + (kPio2_64[1] - (sl + t) * 2.0));
+    r = copysign(f, where(small, ax + t, big), x);  // keeps asin(-0) = -0
+  } else {
+    E neg = sign_bit(f, x);
+    DD h = two_sum(fc(f, kPio2_64[0]), -x);
+    E rs = h.hi + (h.lo + (kPio2_64[1] - where(neg, -t, t)));
+    DD g = two_sum(fc(f, kPi_64[0]), s * -2.0);
+    E bneg = g.hi + (g.lo + (kPi_64[1] - (sl + t) * 2.0));
+    E bpos = s * 2.0 + (sl + t) * 2.0;  // acos(1) = +0
+    r = where(small, rs, where(neg, bneg, bpos));
+  }
+  r = where(lt(1.0, ax), nan(f), r);
+  return where(isnan_(x), x, r);
+}
+
+// erf on a float64 x (float32 inputs are widened, the result rounded once).
+//  * |x| < 1 (float64: < 1/2): erf = x + x R(z), z = x^2: the rounded terms (x R, < 13% of the
+//    result) cost < 0.1 ulp. float64 [1/2, 1): kErfT64. Below 2^-1000 the sum is formed on x 2^64 and scaled back by one multiply, so
+//    (float64) subnormal results round about once (double rounding there: < 0.8 ulp).
+//  * 1 <= |x| < 6: erf = 1 - erfc, erfc = exp(-x^2) h(x) with x^2 exact as a pair (two_prod) into
+//    exp_core (~0.55 ulp) and h from the piece of kErfH picked by Where. erfc <= 0.16 has an ulp
+//    <= 1/4 of erf's, so erfc's ~1.5 ulp cost < 0.4 ulp of erf before the final rounding.
+//  * |x| >= 6: erfc < 2^-55, erf rounds to 1 (Where also maps inf to 1).
+E erf64(E x, bool f32) {
+  const Fmt f = fmt_of(x);
+  E ax = vabs(x);
+  E tiny = lt(ax, 0x1p-1000);
+  E as = where(tiny, ax * 0x1p64, ax);
+  E z = ax * ax;
+  E R = f32 ? horner(z, kErfR32) : horner(z, kErfR64);
+  E lo = as + as * R;
+  lo = where(tiny, lo * 0x1p-64, lo);
+  if (!f32) {  // [1/2, 1): E0 + t Q(t), t = x - 3/4 exact (Sterbenz)
+    E t = ax - 0.75;
+    E mid = kErfT64[0] + (t * horner(t, kErfT64 + 1, 14) + kErfT64Lo);
+    lo = where(lt(ax, 0.5), lo, mid);
+  }
+  // Tail.
+  E xt = vmin(vmax(ax, 1.0), 6.0);
+  E c1 = le(kErfHStart[1], xt), c2 = le(kErfHStart[2], xt), c3 = le(kErfHStart[3], xt);
+  auto pick = [&](double a0, double a1, double a2, double a3) {
+    return where(c3, fc(f, a3), where(c2, fc(f, a2), where(c1, a1, a0, f.ft)));
+  };
+  E tt = xt - pick(kErfHCentre[0], kErfHCentre[1], kErfHCentre[2], kErfHCentre[3]);
+  E h = pick(kErfH[0][13], kErfH[1][13], kErfH[2][13], kErfH[3][13]);
+  for (int i = 12; i >= 0; --i) h = h * tt + pick(kErfH[0][i], kErfH[1][i], kErfH[2][i], kErfH[3][i]);
+  DD x2 = two_prod(f, xt, xt);
+  E nl = -x2.lo;
+  E erfc = exp_core(f, -x2.hi, &nl) * h;
+  E hi = 1.0 - erfc;
+  E r = where(lt(ax, 1.0), lo, where(lt(ax, 6.0), hi, fc(f, 1.0)));
+  r = copysign(f, r, x);  // erf(-0) = -0
+  return where(isnan_(x), x, r);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -824,6 +1011,80 @@ NodeRef pow(NodeRef x0, NodeRef y0) {
   r = where(land(land(lt(x, 0.0), lnot(ainf)), lnot(yint)), nan(f), r);
   r = where(lor(isnan_(x), isnan_(y)), x + y, r);
   return where(lor(eq(y, 0.0), eq(x, 1.0)), fc(f, 1.0), r);
+}
+
+// exp2 x = exp(x ln2) with x ln2 as an exact pair (two_prod) plus x ln2_lo, fed to exp_core:
+// ~0.55 ulp (subnormal results: < 0.8, exp_core's double rounding). x is clamped to +-1100 /
+// +-200 first (beyond, the result is inf / 0 anyway; it keeps the Veltkamp split finite).
+// Integer x gives exactly 2^x: the reduced argument is ~1e-30 and e^r rounds to 1.
+NodeRef exp2(NodeRef x0) {
+  check_scalar(x0);
+  E x = x0;
+  Fmt f = fmt_of(x);
+  const double* ln2 = f.d ? kLn2Pair64 : kLn2Pair32;
+  double lim = f.d ? 1100.0 : 200.0;
+  E xc = vmin(vmax(x, -lim), lim);  // Max/Min propagate NaN
+  DD w = two_prod(f, xc, fc(f, ln2[0]));
+  E wl = w.lo + xc * ln2[1];
+  return exp_core(f, w.hi, &wl);
+}
+
+// log2 x = k + log(1+f)/ln2: log(1+f) as the pair of log1pf_dd (rel err ~2^-(p+12)), times
+// 1/ln2 as a pair (two_prod), then k (an integer, |k| >= 1 > |log2(1+f)| <= 1/2, or 0) added
+// exactly with fast_two_sum: one final rounding, ~0.5 ulp. Powers of two give k exactly.
+NodeRef log2(NodeRef x0) {
+  check_scalar(x0);
+  E x = x0;
+  Fmt f = fmt_of(x);
+  const double* il = f.d ? kInvLn2Pair64 : kInvLn2Pair32;
+  LogRed red = log_reduce(f, x);
+  DD M = log1pf_dd(f, red.f);
+  DD P = two_prod(f, M.hi, fc(f, il[0]));
+  E Pl = P.lo + (M.hi * il[1] + M.lo * il[0]);
+  DD S = fast_two_sum(red.k, P.hi);
+  E r = S.hi + (S.lo + Pl);
+  r = where(eq(x, inf(f)), inf(f), r);
+  r = where(eq(x, 0.0), -inf(f), r);
+  r = where(lt(x, 0.0), nan(f), r);
+  return where(isnan_(x), x, r);
+}
+
+NodeRef sinh(NodeRef x0) {
+  check_scalar(x0);
+  E x = x0;
+  Fmt f = fmt_of(x);
+  E r = copysign(f, sinh_cosh(f, vabs(x), true), x);  // sinh(-0) = -0
+  return where(isnan_(x), x, r);
+}
+
+NodeRef cosh(NodeRef x0) {
+  check_scalar(x0);
+  E x = x0;
+  Fmt f = fmt_of(x);
+  return where(isnan_(x), x, sinh_cosh(f, vabs(x), false));
+}
+
+// float32 asin/acos/erf widen to float64, run the float64 algorithm with shorter polynomials, and
+// round once: < 0.5 ulp + 2^-20.
+NodeRef asin(NodeRef x0) {
+  check_scalar(x0);
+  Fmt f = fmt_of(x0);
+  if (f.d) return asin_acos64(x0, true, false);
+  return cast_(asin_acos64(cast_(x0, DType::Float64), true, true), DType::Float32);
+}
+
+NodeRef acos(NodeRef x0) {
+  check_scalar(x0);
+  Fmt f = fmt_of(x0);
+  if (f.d) return asin_acos64(x0, false, false);
+  return cast_(asin_acos64(cast_(x0, DType::Float64), false, true), DType::Float32);
+}
+
+NodeRef erf(NodeRef x0) {
+  check_scalar(x0);
+  Fmt f = fmt_of(x0);
+  if (f.d) return erf64(x0, false);
+  return cast_(erf64(cast_(x0, DType::Float64), true), DType::Float32);
 }
 
 }  // namespace codegen::math

@@ -53,5 +53,12 @@ ir::NodeRef atan2(ir::NodeRef y, ir::NodeRef x);
 ir::NodeRef pow(ir::NodeRef x, ir::NodeRef y);
 ir::NodeRef expm1(ir::NodeRef x);
 ir::NodeRef log1p(ir::NodeRef x);
+ir::NodeRef exp2(ir::NodeRef x);
+ir::NodeRef log2(ir::NodeRef x);
+ir::NodeRef sinh(ir::NodeRef x);
+ir::NodeRef cosh(ir::NodeRef x);
+ir::NodeRef asin(ir::NodeRef x);
+ir::NodeRef acos(ir::NodeRef x);
+ir::NodeRef erf(ir::NodeRef x);
 
 }  // namespace codegen::math

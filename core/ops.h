@@ -50,6 +50,11 @@ Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 Tensor tan(const Tensor& x);
 Tensor tanh(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor softplus(const Tensor& x);
+Tensor gelu(const Tensor& x);  // tanh approximation, as jax.nn.gelu
 Tensor sqrt(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor reciprocal(const Tensor& x);

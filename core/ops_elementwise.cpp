@@ -103,6 +103,9 @@ RUNE_FLOAT_UNARY(sin, Sin)
 RUNE_FLOAT_UNARY(cos, Cos)
 RUNE_FLOAT_UNARY(tan, Tan)
 RUNE_FLOAT_UNARY(tanh, Tanh)
+RUNE_FLOAT_UNARY(atan, Atan)
+RUNE_FLOAT_UNARY(expm1, Expm1)
+RUNE_FLOAT_UNARY(log1p, Log1p)
 RUNE_FLOAT_UNARY(sqrt, Sqrt)
 #undef RUNE_FLOAT_UNARY
 
@@ -131,6 +134,19 @@ Tensor sigmoid(const Tensor& x) {
   OpScope scope_("nx::sigmoid", {&x});
   require_float("nx::sigmoid", x);
   return div(scalar_like(x, 1), add(scalar_like(x, 1), exp(neg(x))));
+}
+Tensor softplus(const Tensor& x) {
+  OpScope scope_("nx::softplus", {&x});
+  require_float("nx::softplus", x);
+  // log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow, accurate for large |x|.
+  return add(maximum(x, scalar_like(x, 0)), log1p(exp(neg(abs(x)))));
+}
+Tensor gelu(const Tensor& x) {
+  OpScope scope_("nx::gelu", {&x});
+  require_float("nx::gelu", x);
+  // The tanh form (as jax.nn.gelu's default): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  Tensor inner = mul(add(x, mul(scalar_like(x, 0.044715), mul(x, mul(x, x)))), scalar_like(x, 0.7978845608028654));
+  return mul(mul(scalar_like(x, 0.5), x), add(scalar_like(x, 1), tanh(inner)));
 }
 Tensor relu(const Tensor& x) {
   OpScope scope_("nx::relu", {&x});

@@ -142,6 +142,9 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
     case Op::Cos: return F(std::cos(a[0].f));
     case Op::Tan: return F(std::tan(a[0].f));
     case Op::Tanh: return F(std::tanh(a[0].f));
+    case Op::Atan: return F(std::atan(a[0].f));
+    case Op::Expm1: return F(std::expm1(a[0].f));
+    case Op::Log1p: return F(std::log1p(a[0].f));
     case Op::Floor: return fl ? F(std::floor(a[0].f)) : a[0];
     case Op::Ceil: return fl ? F(std::ceil(a[0].f)) : a[0];
     case Op::Round: return fl ? F(std::nearbyint(a[0].f)) : a[0];

@@ -347,6 +347,86 @@ std::vector<std::pair<T, T>> pow_inputs() {
   return out;
 }
 
+template <class T>
+std::vector<T> exp2_inputs() {
+  Gen<T> g;
+  double hi = is32<T> ? 128 : 1024, lo = is32<T> ? -150 : -1075;
+  g.add(5000, [&] { return g.uni(lo, hi); });
+  g.add(3000, [&] { return g.uni(-1, 1); });
+  g.add(2000, [&] { return g.logu(is32<T> ? -30 : -60, 0); });
+  g.add(2000, [&] { return g.uni(hi - 1, hi + 0.5); });                  // overflow edge
+  g.add(2000, [&] { return g.uni(lo, is32<T> ? -125 : -1021); });        // subnormal results
+  g.add(1000, [&] { return g.bits_any(); });
+  for (int k = -4; k <= 4; ++k) g.around(static_cast<T>(k * 0.5), 20);  // reduction edges
+  for (T k : {T(-149), T(-126), T(-1), T(1), T(10), T(127)}) g.around(k, 5);
+  return g.v;
+}
+
+template <class T>
+std::vector<T> log2_inputs() {
+  Gen<T> g;
+  g.add(5000, [&] { return std::fabs(g.bits_any()); });
+  g.add(3000, [&] { return g.uni(0.5, 2); });
+  g.add(3000, [&] { return T(1) + g.logu(is32<T> ? -24 : -53, -1); });  // near 1, both sides
+  g.add(1000, [&] { return g.uni(0.70, 0.72); });
+  g.add(1000, [&] { return std::fabs(g.logu(is32<T> ? -149 : -1074, is32<T> ? -126 : -1022)); });
+  for (int e : {-1074, -1022, -149, -126, -60, -1, 1, 2, 30, 127, 1023})  // around powers of two
+    if (!is32<T> || (e >= -149 && e <= 127)) g.around(std::ldexp(T(1), e), 30);
+  std::vector<T> out;
+  for (T x : g.v)
+    if (std::isfinite(x) && x > 0) out.push_back(x);
+  return out;
+}
+
+template <class T>
+std::vector<T> sinh_inputs() {
+  Gen<T> g;
+  double hi = is32<T> ? 89.5 : 710.6;
+  g.add(5000, [&] { return g.uni(-3, 3); });
+  g.add(4000, [&] { return g.logu(is32<T> ? -30 : -60, 3); });
+  g.add(3000, [&] { return g.uni(-hi, hi); });
+  g.add(1000, [&] { return g.uni(hi - 2, hi); });  // overflow edge
+  g.add(1000, [&] { return g.bits_any(); });
+  g.add(1000, [&] { return g.logu(is32<T> ? -14 : -29, is32<T> ? -12 : -27); });
+  for (double t : {12.0, 22.0}) {  // the switch to exp
+    g.around(static_cast<T>(t), 50);
+    g.around(static_cast<T>(-t), 50);
+  }
+  return g.v;
+}
+
+template <class T>
+std::vector<T> asin_inputs() {
+  Gen<T> g;
+  g.add(6000, [&] { return g.uni(-1, 1); });
+  g.add(3000, [&] { return g.logu(is32<T> ? -30 : -60, 0); });
+  g.add(3000, [&] {  // near +-1
+    T x = T(1) - std::fabs(g.logu(is32<T> ? -24 : -53, -2));
+    return (g.rng() & 1) ? -x : x;
+  });
+  g.add(1000, [&] { return g.uni(0.45, 0.55); });
+  g.add(1000, [&] { return g.uni(-0.55, -0.45); });
+  g.add(500, [&] { return g.bits_any(); });
+  for (T t : {T(0.5), T(-0.5), T(1), T(-1)}) g.around(t, 50);
+  std::vector<T> out;
+  for (T x : g.v)
+    if (std::fabs(x) <= 1) out.push_back(x);
+  return out;
+}
+
+template <class T>
+std::vector<T> erf_inputs() {
+  Gen<T> g;
+  g.add(6000, [&] { return g.uni(-4, 4); });
+  g.add(3000, [&] { return g.logu(is32<T> ? -30 : -60, 1); });
+  g.add(3000, [&] { return g.uni(1, 6); });    // the tail
+  g.add(1000, [&] { return g.uni(-6, -1); });
+  g.add(1000, [&] { return g.logu(is32<T> ? -149 : -1074, is32<T> ? -120 : -1000); });  // tiny
+  g.add(500, [&] { return g.bits_any(); });
+  for (double t : {1.0, 1.5, 2.25, 3.5, 6.0}) g.around(static_cast<T>(t), 50);
+  return g.v;
+}
+
 long double ref_exp(long double x) { return expl(x); }
 long double ref_expm1(long double x) { return expm1l(x); }
 long double ref_log(long double x) { return logl(x); }
@@ -358,6 +438,13 @@ long double ref_tanh(long double x) { return tanhl(x); }
 long double ref_atan(long double x) { return atanl(x); }
 long double ref_atan2(long double y, long double x) { return atan2l(y, x); }
 long double ref_pow(long double x, long double y) { return powl(x, y); }
+long double ref_exp2(long double x) { return exp2l(x); }
+long double ref_log2(long double x) { return log2l(x); }
+long double ref_sinh(long double x) { return sinhl(x); }
+long double ref_cosh(long double x) { return coshl(x); }
+long double ref_asin(long double x) { return asinl(x); }
+long double ref_acos(long double x) { return acosl(x); }
+long double ref_erf(long double x) { return erfl(x); }
 
 // Bounds: {float32, float64} in ulps.
 template <class T>
@@ -383,6 +470,22 @@ void accuracy_all() {
 
 TEST(DecomposeMath, AccuracyFloat32) { accuracy_all<float>(); }
 TEST(DecomposeMath, AccuracyFloat64) { accuracy_all<double>(); }
+
+template <class T>
+void accuracy_more() {
+  check1<T>("exp2", m::exp2, ref_exp2, exp2_inputs<T>(), bound<T>(2, 2));
+  check1<T>("log2", m::log2, ref_log2, log2_inputs<T>(), bound<T>(1, 2));
+  auto sh = sinh_inputs<T>();
+  check1<T>("sinh", m::sinh, ref_sinh, sh, bound<T>(3, 2));
+  check1<T>("cosh", m::cosh, ref_cosh, sh, bound<T>(2, 2));
+  auto as = asin_inputs<T>();
+  check1<T>("asin", m::asin, ref_asin, as, bound<T>(2, 2));
+  check1<T>("acos", m::acos, ref_acos, as, bound<T>(2, 2));
+  check1<T>("erf", m::erf, ref_erf, erf_inputs<T>(), bound<T>(2, 2));
+}
+
+TEST(DecomposeMath, AccuracyMoreFloat32) { accuracy_more<float>(); }
+TEST(DecomposeMath, AccuracyMoreFloat64) { accuracy_more<double>(); }
 
 // float64 sin/cos/tan beyond the Cody-Waite range (the Payne-Hanek path, |x| >= 2^31), up to
 // DBL_MAX. x86-64 glibc reduces long double arguments exactly, so sinl etc. remain valid
@@ -629,6 +732,79 @@ void specials_all() {
                           {T(0.25), mhalf, two},
                       });
   check_special2<T>("pow", m::pow, pw);
+
+  const T mx = std::numeric_limits<T>::max();
+  check_special1<T>("exp2", m::exp2,
+                    {{-inf, 0},
+                     {inf, inf},
+                     {nan, nan},
+                     {T(0), 1},
+                     {-T(0), 1},
+                     {T(1), 2},
+                     {T(-1), half},
+                     {T(10), T(1024)},
+                     {is32<T> ? T(-149) : T(-1074), den},
+                     {is32<T> ? T(128) : T(1024), inf},
+                     {is32<T> ? T(-151) : T(-1076), 0},
+                     {mx, inf},
+                     {-mx, 0}});
+  check_special1<T>("log2", m::log2,
+                    {{T(0), -inf},
+                     {-T(0), -inf},
+                     {T(1), T(0)},
+                     {T(2), T(1)},
+                     {half, T(-1)},
+                     {T(1024), T(10)},
+                     {den, is32<T> ? T(-149) : T(-1074)},
+                     {T(-1), nan},
+                     {-den, nan},
+                     {-inf, nan},
+                     {inf, inf},
+                     {nan, nan}});
+  check_special1<T>("sinh", m::sinh,
+                    {{T(0), T(0)},
+                     {-T(0), -T(0)},
+                     {inf, inf},
+                     {-inf, -inf},
+                     {nan, nan},
+                     {den, den},
+                     {-den, -den},
+                     {big, inf},
+                     {-big, -inf}});
+  check_special1<T>("cosh", m::cosh,
+                    {{T(0), 1}, {-T(0), 1}, {inf, inf}, {-inf, inf}, {nan, nan}, {den, 1}, {big, inf},
+                     {-big, inf}});
+  check_special1<T>("asin", m::asin,
+                    {{T(0), T(0)},
+                     {-T(0), -T(0)},
+                     {one, pio2},
+                     {-one, -pio2},
+                     {T(1.0000001), nan},
+                     {T(-2), nan},
+                     {inf, nan},
+                     {-inf, nan},
+                     {nan, nan},
+                     {den, den},
+                     {-den, -den}});
+  check_special1<T>("acos", m::acos,
+                    {{one, T(0)},
+                     {-one, pi_},
+                     {T(0), pio2},
+                     {-T(0), pio2},
+                     {T(1.0000001), nan},
+                     {T(-2), nan},
+                     {inf, nan},
+                     {-inf, nan},
+                     {nan, nan}});
+  check_special1<T>("erf", m::erf,
+                    {{T(0), T(0)},
+                     {-T(0), -T(0)},
+                     {inf, one},
+                     {-inf, -one},
+                     {nan, nan},
+                     {T(10), one},
+                     {T(-10), -one},
+                     {mx, one}});
 }
 
 TEST(DecomposeMath, SpecialValuesFloat32) { specials_all<float>(); }
@@ -648,7 +824,9 @@ TEST(DecomposeMath, OnlyExactPrimitives) {
         {"exp", m::exp(a)},        {"expm1", m::expm1(a)}, {"log", m::log(a)},
         {"log1p", m::log1p(a)},    {"sin", m::sin(a)},     {"cos", m::cos(a)},
         {"tan", m::tan(a)},        {"tanh", m::tanh(a)},   {"atan", m::atan(a)},
-        {"atan2", m::atan2(a, b)}, {"pow", m::pow(a, b)}};
+        {"atan2", m::atan2(a, b)}, {"pow", m::pow(a, b)},    {"exp2", m::exp2(a)},
+        {"log2", m::log2(a)},      {"sinh", m::sinh(a)},   {"cosh", m::cosh(a)},
+        {"asin", m::asin(a)},      {"acos", m::acos(a)},   {"erf", m::erf(a)}};
     for (auto [name, root] : roots) {
       auto nodes = ir::toposort({root});
       for (NodeRef n : nodes) {

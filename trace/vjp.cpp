@@ -76,6 +76,9 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
     case Op::Cos: return {neg(mul(g, un(Op::Sin, A(0))))};
     case Op::Tan: return {mul(g, add(like(n, 1), mul(n, n)))};
     case Op::Tanh: return {mul(g, sub(like(n, 1), mul(n, n)))};
+    case Op::Atan: return {div(g, add(like(n, 1), mul(A(0), A(0))))};
+    case Op::Expm1: return {mul(g, add(n, like(n, 1)))};
+    case Op::Log1p: return {div(g, add(A(0), like(n, 1)))};
     case Op::Pow: {
       NodeRef a = A(0), b = A(1);
       NodeRef da = mul(g, mul(b, bin(Op::Pow, a, sub(b, like(b, 1)))));

@@ -224,3 +224,14 @@ TEST(Grad, TrainingStepTracesOnce) {
 }
 
 }  // namespace
+
+namespace {
+TEST(Grad, MoreTranscendentals) {
+  auto x = nx::rand(nx::key(4), nx::float64, {5}) * 4.0 - 2.0;
+  check_grad("atan", [](const Tensor& t) { return nx::atan(t); }, x);
+  check_grad("expm1", [](const Tensor& t) { return nx::expm1(t); }, x);
+  check_grad("log1p", [](const Tensor& t) { return nx::log1p(nx::abs(t)); }, x);
+  check_grad("softplus", [](const Tensor& t) { return nx::softplus(t * 3.0); }, x);
+  check_grad("gelu", [](const Tensor& t) { return nx::gelu(t); }, x);
+}
+}  // namespace

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <functional>
 #include <bit>
 #include <cstdio>
 #include <thread>
@@ -142,4 +144,32 @@ TEST(Jit, KeysSampleReportsItsRetrace) {
   EXPECT_NE(out.find("2 traces\n"), std::string::npos) << out;
 }
 
+}  // namespace
+
+namespace {
+TEST(Jit, MoreFunctionsAgreeWithEagerAndLibm) {
+  auto x = nx::rand(nx::key(11), nx::float64, {1000}) * 20.0 - 10.0;
+  struct Case {
+    const char* name;
+    std::function<Tensor(const Tensor&)> f;
+    double (*ref)(double);
+  };
+  std::vector<Case> cases = {
+      {"atan", [](const Tensor& t) { return nx::atan(t); }, [](double v) { return std::atan(v); }},
+      {"expm1", [](const Tensor& t) { return nx::expm1(t); }, [](double v) { return std::expm1(v); }},
+      {"log1p", [](const Tensor& t) { return nx::log1p(nx::abs(t)); }, [](double v) { return std::log1p(std::fabs(v)); }},
+      {"softplus", [](const Tensor& t) { return nx::softplus(t); }, [](double v) { return std::log1p(std::exp(-std::fabs(v))) + std::max(v, 0.0); }},
+  };
+  auto xs = nx::to_vector<double>(x);
+  for (const auto& c : cases) {
+    auto eager = nx::to_vector<double>(c.f(x));
+    auto compiled = nx::to_vector<double>(rune::jit(c.f)(x));
+    for (size_t i = 0; i < xs.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint64_t>(eager[i]), std::bit_cast<uint64_t>(compiled[i])) << c.name << " at " << xs[i];
+      double r = c.ref(xs[i]);
+      EXPECT_LE(std::fabs(eager[i] - r), 4 * std::nextafter(std::fabs(r), INFINITY) - 4 * std::fabs(r) + 1e-300)
+          << c.name << " at " << xs[i];
+    }
+  }
+}
 }  // namespace

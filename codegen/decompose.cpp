@@ -52,6 +52,13 @@ NodeRef transcendental(Op op, const std::vector<NodeRef>& s) {
     case Op::Atan: return math::atan(s[0]);
     case Op::Expm1: return math::expm1(s[0]);
     case Op::Log1p: return math::log1p(s[0]);
+    case Op::Exp2: return math::exp2(s[0]);
+    case Op::Log2: return math::log2(s[0]);
+    case Op::Sinh: return math::sinh(s[0]);
+    case Op::Cosh: return math::cosh(s[0]);
+    case Op::Asin: return math::asin(s[0]);
+    case Op::Acos: return math::acos(s[0]);
+    case Op::Erf: return math::erf(s[0]);
     case Op::Pow: return math::pow(s[0], s[1]);
     case Op::Atan2: return math::atan2(s[0], s[1]);
     default: return nullptr;
@@ -61,7 +68,8 @@ NodeRef transcendental(Op op, const std::vector<NodeRef>& s) {
 bool is_transcendental(Op op) {
   return op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Cos || op == Op::Tan ||
          op == Op::Tanh || op == Op::Pow || op == Op::Atan2 || op == Op::Atan || op == Op::Expm1 ||
-         op == Op::Log1p;
+         op == Op::Log1p || op == Op::Exp2 || op == Op::Log2 || op == Op::Sinh || op == Op::Cosh ||
+         op == Op::Asin || op == Op::Acos || op == Op::Erf;
 }
 
 // The decompose rule for one node whose sources are already decomposed.

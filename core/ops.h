@@ -53,6 +53,13 @@ Tensor tanh(const Tensor& x);
 Tensor atan(const Tensor& x);
 Tensor expm1(const Tensor& x);
 Tensor log1p(const Tensor& x);
+Tensor exp2(const Tensor& x);
+Tensor log2(const Tensor& x);
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor erf(const Tensor& x);
 Tensor softplus(const Tensor& x);
 Tensor gelu(const Tensor& x);  // tanh approximation, as jax.nn.gelu
 Tensor sqrt(const Tensor& x);

@@ -106,6 +106,13 @@ RUNE_FLOAT_UNARY(tanh, Tanh)
 RUNE_FLOAT_UNARY(atan, Atan)
 RUNE_FLOAT_UNARY(expm1, Expm1)
 RUNE_FLOAT_UNARY(log1p, Log1p)
+RUNE_FLOAT_UNARY(exp2, Exp2)
+RUNE_FLOAT_UNARY(log2, Log2)
+RUNE_FLOAT_UNARY(sinh, Sinh)
+RUNE_FLOAT_UNARY(cosh, Cosh)
+RUNE_FLOAT_UNARY(asin, Asin)
+RUNE_FLOAT_UNARY(acos, Acos)
+RUNE_FLOAT_UNARY(erf, Erf)
 RUNE_FLOAT_UNARY(sqrt, Sqrt)
 #undef RUNE_FLOAT_UNARY
 
@@ -133,7 +140,15 @@ Tensor reciprocal(const Tensor& x) {
 Tensor sigmoid(const Tensor& x) {
   OpScope scope_("nx::sigmoid", {&x});
   require_float("nx::sigmoid", x);
-  return div(scalar_like(x, 1), add(scalar_like(x, 1), exp(neg(x))));
+  // 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) below, so the negative tail does not flush to 0
+  // where e^-x overflows. Each branch sees only its own half of x (the other half is 0), so
+  // neither branch overflows and the gradient through the where stays finite.
+  Tensor zero = scalar_like(x, 0), one = scalar_like(x, 1);
+  Tensor nonneg = greater_equal(x, zero);
+  Tensor xp = where(nonneg, x, zero), xn = where(nonneg, zero, x);
+  Tensor pos = div(one, add(one, exp(neg(xp))));
+  Tensor en = exp(xn);
+  return where(nonneg, pos, div(en, add(one, en)));
 }
 Tensor softplus(const Tensor& x) {
   OpScope scope_("nx::softplus", {&x});

@@ -145,6 +145,13 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
     case Op::Atan: return F(std::atan(a[0].f));
     case Op::Expm1: return F(std::expm1(a[0].f));
     case Op::Log1p: return F(std::log1p(a[0].f));
+    case Op::Exp2: return F(std::exp2(a[0].f));
+    case Op::Log2: return F(std::log2(a[0].f));
+    case Op::Sinh: return F(std::sinh(a[0].f));
+    case Op::Cosh: return F(std::cosh(a[0].f));
+    case Op::Asin: return F(std::asin(a[0].f));
+    case Op::Acos: return F(std::acos(a[0].f));
+    case Op::Erf: return F(std::erf(a[0].f));
     case Op::Floor: return fl ? F(std::floor(a[0].f)) : a[0];
     case Op::Ceil: return fl ? F(std::ceil(a[0].f)) : a[0];
     case Op::Round: return fl ? F(std::nearbyint(a[0].f)) : a[0];

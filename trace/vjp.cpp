@@ -79,6 +79,13 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
     case Op::Atan: return {div(g, add(like(n, 1), mul(A(0), A(0))))};
     case Op::Expm1: return {mul(g, add(n, like(n, 1)))};
     case Op::Log1p: return {div(g, add(A(0), like(n, 1)))};
+    case Op::Exp2: return {mul(g, mul(n, like(n, 0.6931471805599453)))};
+    case Op::Log2: return {div(g, mul(A(0), like(n, 0.6931471805599453)))};
+    case Op::Sinh: return {mul(g, un(Op::Cosh, A(0)))};
+    case Op::Cosh: return {mul(g, un(Op::Sinh, A(0)))};
+    case Op::Asin: return {div(g, un(Op::Sqrt, sub(like(n, 1), mul(A(0), A(0)))))};
+    case Op::Acos: return {neg(div(g, un(Op::Sqrt, sub(like(n, 1), mul(A(0), A(0))))))};
+    case Op::Erf: return {mul(g, mul(like(n, 1.1283791670955126), un(Op::Exp, neg(mul(A(0), A(0))))))};
     case Op::Pow: {
       NodeRef a = A(0), b = A(1);
       NodeRef da = mul(g, mul(b, bin(Op::Pow, a, sub(b, like(b, 1)))));

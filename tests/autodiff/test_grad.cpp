@@ -233,5 +233,12 @@ TEST(Grad, MoreTranscendentals) {
   check_grad("log1p", [](const Tensor& t) { return nx::log1p(nx::abs(t)); }, x);
   check_grad("softplus", [](const Tensor& t) { return nx::softplus(t * 3.0); }, x);
   check_grad("gelu", [](const Tensor& t) { return nx::gelu(t); }, x);
+  check_grad("exp2", [](const Tensor& t) { return nx::exp2(t); }, x);
+  check_grad("log2", [](const Tensor& t) { return nx::log2(nx::abs(t) + 0.5); }, x);
+  check_grad("sinh", [](const Tensor& t) { return nx::sinh(t); }, x);
+  check_grad("cosh", [](const Tensor& t) { return nx::cosh(t); }, x);
+  check_grad("asin", [](const Tensor& t) { return nx::asin(t * 0.4); }, x);
+  check_grad("acos", [](const Tensor& t) { return nx::acos(t * 0.4); }, x);
+  check_grad("erf", [](const Tensor& t) { return nx::erf(t); }, x);
 }
 }  // namespace

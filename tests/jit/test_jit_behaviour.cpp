@@ -158,6 +158,13 @@ TEST(Jit, MoreFunctionsAgreeWithEagerAndLibm) {
       {"atan", [](const Tensor& t) { return nx::atan(t); }, [](double v) { return std::atan(v); }},
       {"expm1", [](const Tensor& t) { return nx::expm1(t); }, [](double v) { return std::expm1(v); }},
       {"log1p", [](const Tensor& t) { return nx::log1p(nx::abs(t)); }, [](double v) { return std::log1p(std::fabs(v)); }},
+      {"exp2", [](const Tensor& t) { return nx::exp2(t); }, [](double v) { return std::exp2(v); }},
+      {"log2", [](const Tensor& t) { return nx::log2(nx::abs(t)); }, [](double v) { return std::log2(std::fabs(v)); }},
+      {"sinh", [](const Tensor& t) { return nx::sinh(t); }, [](double v) { return std::sinh(v); }},
+      {"cosh", [](const Tensor& t) { return nx::cosh(t); }, [](double v) { return std::cosh(v); }},
+      {"asin", [](const Tensor& t) { return nx::asin(t * 0.1); }, [](double v) { return std::asin(v * 0.1); }},
+      {"acos", [](const Tensor& t) { return nx::acos(t * 0.1); }, [](double v) { return std::acos(v * 0.1); }},
+      {"erf", [](const Tensor& t) { return nx::erf(t * 0.3); }, [](double v) { return std::erf(v * 0.3); }},
       {"softplus", [](const Tensor& t) { return nx::softplus(t); }, [](double v) { return std::log1p(std::exp(-std::fabs(v))) + std::max(v, 0.0); }},
   };
   auto xs = nx::to_vector<double>(x);

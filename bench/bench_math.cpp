@@ -68,11 +68,13 @@ void one(bench::Report& r, const Workload& w, int threads) {
   try {
     nx::Tensor t = nx::create(nx::float32, {kBig}, std::vector<double>(x.data(), x.data() + kBig));
     nx::Tensor out;
-    auto [rune_us, ref_us] = bench::medians_us(15, 2, [&] { out = w.op(t); }, ref);
+    auto [rune_us, ref_us] = bench::medians_us(
+        15, 2, [&] { out = w.op(t); }, ref);
     r.add(w.name, rune_us, w.ref, ref_us, 1.0);
     std::vector<float> got = nx::to_vector<float>(out);
     char buf[160];
-    std::snprintf(buf, sizeof buf, "inputs uniform in [%g, %g); rune and %s at most %lld ulp apart; %.0f Melem/s",
+    std::snprintf(buf, sizeof buf,
+                  "inputs uniform in [%g, %g); rune and %s at most %lld ulp apart; %.0f Melem/s",
                   w.lo, w.hi, w.ref, static_cast<long long>(max_ulp_apart(got, y.data(), kBig)),
                   kBig / rune_us);
     r.note(std::string(w.name) + "_check", buf);

@@ -31,10 +31,18 @@ float f_tanh(float v) { return tanhf(v); }
 // which: 0 exp, 1 log, 2 sin, 3 tanh.
 void math_ref_kernel(int which, const float* x, float* y, int64_t n, int threads) {
   switch (which) {
-    case 0: apply<f_exp>(x, y, n, threads); break;
-    case 1: apply<f_log>(x, y, n, threads); break;
-    case 2: apply<f_sin>(x, y, n, threads); break;
-    default: apply<f_tanh>(x, y, n, threads); break;
+    case 0:
+      apply<f_exp>(x, y, n, threads);
+      break;
+    case 1:
+      apply<f_log>(x, y, n, threads);
+      break;
+    case 2:
+      apply<f_sin>(x, y, n, threads);
+      break;
+    default:
+      apply<f_tanh>(x, y, n, threads);
+      break;
   }
 }
 

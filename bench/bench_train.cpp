@@ -47,7 +47,8 @@ int main() {
   auto k2 = nx::split(k.second);
   Tensor x = nx::rand(k.first, nx::float32, {128, 784});
   Tensor labels = nx::randint(k2.first, 0, 10, {128});
-  Tensor y = nx::cast(nx::equal(nx::reshape(labels, {128, 1}), nx::reshape(nx::arange(10), {1, 10})), nx::float32);
+  Tensor y = nx::cast(
+      nx::equal(nx::reshape(labels, {128, 1}), nx::reshape(nx::arange(10), {1, 10})), nx::float32);
   Mlp m{nx::randn(k2.second, nx::float32, {784, 256}) * 0.05, nx::zeros(nx::float32, {256}),
         nx::randn(k2.first, nx::float32, {256, 10}) * 0.05, nx::zeros(nx::float32, {10})};
   auto loss_fn = [&](const Mlp& q) {
@@ -57,7 +58,8 @@ int main() {
   };
   auto mlp_step = rune::jit([&](const Mlp& q) {
     auto [l, g] = rune::value_and_grad(loss_fn, q);
-    return std::make_pair(l, Mlp{q.w1 - g.w1 * 0.1, q.b1 - g.b1 * 0.1, q.w2 - g.w2 * 0.1, q.b2 - g.b2 * 0.1});
+    return std::make_pair(
+        l, Mlp{q.w1 - g.w1 * 0.1, q.b1 - g.b1 * 0.1, q.w2 - g.w2 * 0.1, q.b2 - g.b2 * 0.1});
   });
   for (int i = 0; i < 3; ++i) std::tie(loss, m) = mlp_step(m);
   std::vector<double> t;
@@ -67,7 +69,10 @@ int main() {
     (void)nx::item<float>(loss);
     t.push_back(bench::elapsed_us(t0, bench::Clock::now()));
   }
-  std::printf("train_mlp_step: rune %.1f us  (loss %.4f)\n", bench::median(t), nx::item<float>(loss));
-  std::printf("{\"bench\":\"train\",\"results\":[{\"name\":\"train_chapter_step\",\"rune_us\":%.3f},{\"name\":\"train_mlp_step\",\"rune_us\":%.1f}]}\n",
-              bench::median(per), bench::median(t));
+  std::printf("train_mlp_step: rune %.1f us  (loss %.4f)\n", bench::median(t),
+              nx::item<float>(loss));
+  std::printf(
+      "{\"bench\":\"train\",\"results\":[{\"name\":\"train_chapter_step\",\"rune_us\":%.3f},{"
+      "\"name\":\"train_mlp_step\",\"rune_us\":%.1f}]}\n",
+      bench::median(per), bench::median(t));
 }

@@ -1,14 +1,14 @@
 // Compiled with -O3 -march=native and without -ffast-math (see CMakeLists.txt).
 #include "bench/reference.h"
 
-#include "bench/parallel.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <thread>
 #include <vector>
+
+#include "bench/parallel.h"
 
 namespace bench {
 

@@ -134,23 +134,28 @@ RUNE_FN long long rune_floormod_i64(long long a, long long b) {
 // Type of a value in registers: bool is bool; float16 / bfloat16 travel as bit patterns.
 const char* reg_type(DType t) {
   switch (t) {
-    case DType::Bool: return "bool";
-    case DType::UInt8: return "unsigned char";
-    case DType::Int32: return "int";
-    case DType::Int64: return "long long";
+    case DType::Bool:
+      return "bool";
+    case DType::UInt8:
+      return "unsigned char";
+    case DType::Int32:
+      return "int";
+    case DType::Int64:
+      return "long long";
     case DType::Float16:
-    case DType::BFloat16: return "unsigned short";
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
+    case DType::BFloat16:
+      return "unsigned short";
+    case DType::Float32:
+      return "float";
+    case DType::Float64:
+      return "double";
   }
   return "?";
 }
 // Type of a value in memory (bool is a byte).
 const char* mem_type(DType t) { return t == DType::Bool ? "unsigned char" : reg_type(t); }
 // The unsigned type wrapping integer arithmetic is done in (C signed overflow is undefined).
-const char* wrap_type(DType t) {
-  return t == DType::Int64 ? "unsigned long long" : "unsigned";
-}
+const char* wrap_type(DType t) { return t == DType::Int64 ? "unsigned long long" : "unsigned"; }
 bool fp(DType t) { return t == DType::Float32 || t == DType::Float64; }
 const char* fsuffix(DType t) { return t == DType::Float64 ? "f64" : "f32"; }
 int bits_of(DType t) { return t == DType::Bool ? 1 : static_cast<int>(itemsize(t) * 8); }
@@ -162,7 +167,8 @@ std::string float_lit(DType t, double v) {
   char buf[64];
   if (!std::isfinite(v)) {
     if (t == DType::Float32) {
-      std::snprintf(buf, sizeof buf, "rune_u32_f32(0x%08xu)", std::bit_cast<uint32_t>(static_cast<float>(v)));
+      std::snprintf(buf, sizeof buf, "rune_u32_f32(0x%08xu)",
+                    std::bit_cast<uint32_t>(static_cast<float>(v)));
     } else {
       std::snprintf(buf, sizeof buf, "rune_u64_f64(0x%016llxull)",
                     static_cast<unsigned long long>(std::bit_cast<uint64_t>(v)));
@@ -178,15 +184,18 @@ std::string float_lit(DType t, double v) {
 std::string const_text(DType t, const Value& v) {
   switch (t) {
     case DType::Float64:
-    case DType::Float32: return float_lit(t, v.f);
+    case DType::Float32:
+      return float_lit(t, v.f);
     case DType::Float16:
     case DType::BFloat16: {
       char buf[40];
       std::snprintf(buf, sizeof buf, "((unsigned short)0x%04xu)", static_cast<unsigned>(v.bits()));
       return buf;
     }
-    case DType::Bool: return v.i ? "true" : "false";
-    case DType::UInt8: return "((unsigned char)" + std::to_string(v.i & 0xff) + ")";
+    case DType::Bool:
+      return v.i ? "true" : "false";
+    case DType::UInt8:
+      return "((unsigned char)" + std::to_string(v.i & 0xff) + ")";
     case DType::Int32:
       if (v.i == INT32_MIN) return "(-2147483647 - 1)";
       return v.i < 0 ? paren(std::to_string(v.i)) : std::to_string(v.i);
@@ -196,7 +205,9 @@ std::string const_text(DType t, const Value& v) {
   }
   return "?";
 }
-std::string zero(DType t) { return const_text(t, is_float(t) ? Value::of_float(t, 0) : Value::of_int(t, 0)); }
+std::string zero(DType t) {
+  return const_text(t, is_float(t) ? Value::of_float(t, 0) : Value::of_int(t, 0));
+}
 
 // Writes statements with indentation; every value is a named const (the DAG keeps its sharing).
 class SourceWriter {
@@ -245,9 +256,10 @@ class Emitter {
     std::string off = std::to_string(view.offset) + "LL";
     for (size_t d = 0; d < view.shape.size(); ++d) {
       if (view.strides[d] == 0) continue;
-      std::string term = view.strides[d] == 1
-                             ? env_.idx.at(d)
-                             : paren(env_.idx.at(d) + " * " + std::to_string(view.strides[d]) + "LL");
+      std::string term =
+          view.strides[d] == 1
+              ? env_.idx.at(d)
+              : paren(env_.idx.at(d) + " * " + std::to_string(view.strides[d]) + "LL");
       off = paren(off + " + " + term);
     }
     return off;
@@ -278,7 +290,9 @@ class Emitter {
   }
 
   std::string minmax(bool is_max, DType t, const std::string& a, const std::string& b) {
-    if (fp(t)) return std::string(is_max ? "rune_max_" : "rune_min_") + fsuffix(t) + "(" + a + ", " + b + ")";
+    if (fp(t))
+      return std::string(is_max ? "rune_max_" : "rune_min_") + fsuffix(t) + "(" + a + ", " + b +
+             ")";
     return paren(paren(a + (is_max ? " > " : " < ") + b) + " ? " + a + " : " + b);
   }
 
@@ -286,8 +300,8 @@ class Emitter {
     if (t == DType::Bool) return paren(b + " ? false : " + a);
     std::string u = wrap_type(t);
     std::string big = paren(paren("(" + u + ")" + b) + " >= " + std::to_string(bits_of(t)) + "u");
-    std::string s = "(" + std::string(reg_type(t)) + ")(((" + u + ")" + a + ") " + (left ? "<<" : ">>") +
-                    " ((" + u + ")" + b + "))";
+    std::string s = "(" + std::string(reg_type(t)) + ")(((" + u + ")" + a + ") " +
+                    (left ? "<<" : ">>") + " ((" + u + ")" + b + "))";
     return paren(big + " ? ((" + reg_type(t) + ")0) : " + s);
   }
 
@@ -295,7 +309,8 @@ class Emitter {
   std::string wrap_int(DType t, const std::string& a, const char* op, const std::string& b) {
     std::string u = wrap_type(t);
     if (t == DType::UInt8) return "((unsigned char)(" + a + " " + op + " " + b + "))";
-    return "((" + std::string(reg_type(t)) + ")((" + u + ")" + a + " " + op + " (" + u + ")" + b + "))";
+    return "((" + std::string(reg_type(t)) + ")((" + u + ")" + a + " " + op + " (" + u + ")" + b +
+           "))";
   }
 
   // float -> integer: truncation toward zero, saturating, NaN gives 0 (llvm.fpto[su]i.sat).
@@ -304,15 +319,15 @@ class Emitter {
     std::string sfx = from == DType::Float32 ? "f" : "";
     if (to == DType::UInt8) {
       return "((" + x + " != " + x + ") ? ((unsigned char)0) : ((" + x + " >= 255.0" + sfx +
-             ") ? ((unsigned char)255) : ((" + x + " <= 0.0" + sfx + ") ? ((unsigned char)0) : ((unsigned char)" +
-             x + "))))";
+             ") ? ((unsigned char)255) : ((" + x + " <= 0.0" + sfx +
+             ") ? ((unsigned char)0) : ((unsigned char)" + x + "))))";
     }
     std::string lim = to == DType::Int32 ? "2147483648.0" : "9223372036854775808.0";
     Value mx = Value::of_int(to, to == DType::Int32 ? INT32_MAX : INT64_MAX);
     Value mn = Value::of_int(to, to == DType::Int32 ? INT32_MIN : INT64_MIN);
     return "((" + x + " != " + x + ") ? ((" + T + ")0) : ((" + x + " >= " + lim + sfx + ") ? " +
-           const_text(to, mx) + " : ((" + x + " <= -" + lim + sfx + ") ? " + const_text(to, mn) + " : ((" + T +
-           ")" + x + "))))";
+           const_text(to, mx) + " : ((" + x + " <= -" + lim + sfx + ") ? " + const_text(to, mn) +
+           " : ((" + T + ")" + x + "))))";
   }
 
   // Returns an expression (operands are names, so repeating one is free).
@@ -323,17 +338,23 @@ class Emitter {
       if (is_half(from)) return "((" + x + " & 0x7fffu) != 0u)";
       return paren(x + " != 0");
     }
-    if (from == DType::BFloat16) return cast(DType::Float32, to, w_.let(DType::Float32, "rune_bf16_to_f32(" + x + ")"));
-    if (from == DType::Float16) return cast(DType::Float32, to, w_.let(DType::Float32, "rune_f16_to_f32(" + x + ")"));
+    if (from == DType::BFloat16)
+      return cast(DType::Float32, to, w_.let(DType::Float32, "rune_bf16_to_f32(" + x + ")"));
+    if (from == DType::Float16)
+      return cast(DType::Float32, to, w_.let(DType::Float32, "rune_f16_to_f32(" + x + ")"));
     if (is_half(to)) {
-      std::string f = from == DType::Float32 ? x : w_.let(DType::Float32, cast(from, DType::Float32, x));
-      return std::string(to == DType::BFloat16 ? "rune_f32_to_bf16(" : "rune_f32_to_f16(") + f + ")";
+      std::string f =
+          from == DType::Float32 ? x : w_.let(DType::Float32, cast(from, DType::Float32, x));
+      return std::string(to == DType::BFloat16 ? "rune_f32_to_bf16(" : "rune_f32_to_f16(") + f +
+             ")";
     }
     bool ff = fp(from), tf = fp(to);
     if (ff && !tf) return float_to_int(from, to, x);
     // float <-> float rounds to nearest even; int -> float rounds once; int <-> int truncates
     // or extends (zero for bool and uint8, sign otherwise): all as C conversions do.
-    if (!ff && tf && from == DType::Bool) return paren(x + " ? 1.0" + std::string(to == DType::Float32 ? "f" : "") + " : 0.0" + (to == DType::Float32 ? "f" : ""));
+    if (!ff && tf && from == DType::Bool)
+      return paren(x + " ? 1.0" + std::string(to == DType::Float32 ? "f" : "") + " : 0.0" +
+                   (to == DType::Float32 ? "f" : ""));
     return "((" + std::string(reg_type(to)) + ")" + x + ")";
   }
 
@@ -342,15 +363,19 @@ class Emitter {
     if (from == DType::Float32 && to == DType::Int32) return "((int)rune_f32_u32(" + x + "))";
     if (from == DType::Int32 && to == DType::Float32) return "rune_u32_f32((unsigned)" + x + ")";
     if (from == DType::Float64 && to == DType::Int64) return "((long long)rune_f64_u64(" + x + "))";
-    if (from == DType::Int64 && to == DType::Float64) return "rune_u64_f64((unsigned long long)" + x + ")";
-    throw std::logic_error("render_c: bitcast from " + std::string(name(from)) + " to " + std::string(name(to)));
+    if (from == DType::Int64 && to == DType::Float64)
+      return "rune_u64_f64((unsigned long long)" + x + ")";
+    throw std::logic_error("render_c: bitcast from " + std::string(name(from)) + " to " +
+                           std::string(name(to)));
   }
 
   std::string int_divmod(bool div, DType t, const std::string& a, const std::string& b) {
     if (t == DType::Bool) return div ? paren(a + " && " + b) : "false";
     if (t == DType::UInt8)
-      return "((" + b + " == 0) ? ((unsigned char)0) : ((unsigned char)(" + a + (div ? " / " : " % ") + b + ")))";
-    std::string f = std::string(div ? "rune_floordiv_" : "rune_floormod_") + (t == DType::Int32 ? "i32" : "i64");
+      return "((" + b + " == 0) ? ((unsigned char)0) : ((unsigned char)(" + a +
+             (div ? " / " : " % ") + b + ")))";
+    std::string f = std::string(div ? "rune_floordiv_" : "rune_floormod_") +
+                    (t == DType::Int32 ? "i32" : "i64");
     return f + "(" + a + ", " + b + ")";
   }
 
@@ -367,19 +392,24 @@ class Emitter {
         Value c = is_float(t) ? Value::of_float(t, arg_float(n)) : Value::of_int(t, arg_int(n));
         return w_.let(t, const_text(t, c));
       }
-      case Op::Load: return load(n);
-      case Op::Valid: return w_.let(DType::Bool, valid_of(arg_view(n)));
-      case Op::Index: return w_.let(DType::Int64, offset_of(arg_view(n)));
+      case Op::Load:
+        return load(n);
+      case Op::Valid:
+        return w_.let(DType::Bool, valid_of(arg_view(n)));
+      case Op::Index:
+        return w_.let(DType::Int64, offset_of(arg_view(n)));
       case Op::Acc: {
         int64_t k = std::holds_alternative<int64_t>(n->arg) ? arg_int(n) : 0;
         return env_.acc.at(k);
       }
-      default: break;
+      default:
+        break;
     }
     DType st = n->src.empty() ? t : n->src[0]->dtype;
     auto a = [&](int i) { return val_.at(n->src[i]); };
     // 16-bit floats only load, store, select, bitcast and convert (decompose computes at f32).
-    if (n->op != Op::Cast && n->op != Op::Bitcast && n->op != Op::Where && (is_half(st) || is_half(t)))
+    if (n->op != Op::Cast && n->op != Op::Bitcast && n->op != Op::Where &&
+        (is_half(st) || is_half(t)))
       undecomposed(n);
     bool f = fp(st);
     bool bl = t == DType::Bool;
@@ -392,10 +422,12 @@ class Emitter {
       case Op::Abs:
         if (f) return w_.let(t, std::string("rune_abs_") + fsuffix(t) + "(" + a(0) + ")");
         if (bl || t == DType::UInt8) return a(0);
-        return w_.let(t, "((" + a(0) + " < 0) ? " + wrap_int(t, "0", "-", a(0)) + " : " + a(0) + ")");
+        return w_.let(t,
+                      "((" + a(0) + " < 0) ? " + wrap_int(t, "0", "-", a(0)) + " : " + a(0) + ")");
       case Op::Sqrt:
         if (!f) undecomposed(n);
-        return w_.let(t, std::string(t == DType::Float32 ? "RUNE_SQRT_F32(" : "RUNE_SQRT_F64(") + a(0) + ")");
+        return w_.let(
+            t, std::string(t == DType::Float32 ? "RUNE_SQRT_F32(" : "RUNE_SQRT_F64(") + a(0) + ")");
       case Op::Floor:
       case Op::Ceil:
       case Op::Round: {
@@ -406,9 +438,12 @@ class Emitter {
       case Op::Not:
         if (bl) return w_.let(t, "(!" + a(0) + ")");
         return w_.let(t, "((" + T + ")(~" + a(0) + "))");
-      case Op::Cast: return w_.let(t, cast(st, t, a(0)));
-      case Op::Bitcast: return w_.let(t, bitcast(st, t, a(0)));
-      case Op::IsNan: return w_.let(t, f ? paren(a(0) + " != " + a(0)) : "false");
+      case Op::Cast:
+        return w_.let(t, cast(st, t, a(0)));
+      case Op::Bitcast:
+        return w_.let(t, bitcast(st, t, a(0)));
+      case Op::IsNan:
+        return w_.let(t, f ? paren(a(0) + " != " + a(0)) : "false");
       // For bool, + is logical or (numpy); - and * are xor and and.
       case Op::Add:
         if (f) return w_.let(t, paren(a(0) + " + " + a(1)));
@@ -422,24 +457,41 @@ class Emitter {
         if (f) return w_.let(t, paren(a(0) + " * " + a(1)));
         if (bl) return w_.let(t, paren(a(0) + " && " + a(1)));
         return w_.let(t, wrap_int(t, a(0), "*", a(1)));
-      case Op::Div: return w_.let(t, f ? paren(a(0) + " / " + a(1)) : int_divmod(true, t, a(0), a(1)));
+      case Op::Div:
+        return w_.let(t, f ? paren(a(0) + " / " + a(1)) : int_divmod(true, t, a(0), a(1)));
       case Op::Mod:
         return w_.let(t, f ? std::string("rune_mod_") + fsuffix(t) + "(" + a(0) + ", " + a(1) + ")"
                            : int_divmod(false, t, a(0), a(1)));
-      case Op::Max: return w_.let(t, minmax(true, t, a(0), a(1)));
-      case Op::Min: return w_.let(t, minmax(false, t, a(0), a(1)));
+      case Op::Max:
+        return w_.let(t, minmax(true, t, a(0), a(1)));
+      case Op::Min:
+        return w_.let(t, minmax(false, t, a(0), a(1)));
       // Ordered float compares except !=, which is unordered (une): exactly C's operators.
-      case Op::CmpLt: return w_.let(t, paren(a(0) + " < " + a(1)));
-      case Op::CmpLe: return w_.let(t, paren(a(0) + " <= " + a(1)));
-      case Op::CmpEq: return w_.let(t, paren(a(0) + " == " + a(1)));
-      case Op::CmpNe: return w_.let(t, paren(a(0) + " != " + a(1)));
-      case Op::And: return w_.let(t, bl ? paren(a(0) + " && " + a(1)) : "((" + T + ")(" + a(0) + " & " + a(1) + "))");
-      case Op::Or: return w_.let(t, bl ? paren(a(0) + " || " + a(1)) : "((" + T + ")(" + a(0) + " | " + a(1) + "))");
-      case Op::Xor: return w_.let(t, bl ? paren(a(0) + " != " + a(1)) : "((" + T + ")(" + a(0) + " ^ " + a(1) + "))");
-      case Op::Shl: return w_.let(t, shift(true, t, a(0), a(1)));
-      case Op::Shr: return w_.let(t, shift(false, t, a(0), a(1)));
-      case Op::Where: return w_.let(t, "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")");
-      default: undecomposed(n);
+      case Op::CmpLt:
+        return w_.let(t, paren(a(0) + " < " + a(1)));
+      case Op::CmpLe:
+        return w_.let(t, paren(a(0) + " <= " + a(1)));
+      case Op::CmpEq:
+        return w_.let(t, paren(a(0) + " == " + a(1)));
+      case Op::CmpNe:
+        return w_.let(t, paren(a(0) + " != " + a(1)));
+      case Op::And:
+        return w_.let(
+            t, bl ? paren(a(0) + " && " + a(1)) : "((" + T + ")(" + a(0) + " & " + a(1) + "))");
+      case Op::Or:
+        return w_.let(
+            t, bl ? paren(a(0) + " || " + a(1)) : "((" + T + ")(" + a(0) + " | " + a(1) + "))");
+      case Op::Xor:
+        return w_.let(
+            t, bl ? paren(a(0) + " != " + a(1)) : "((" + T + ")(" + a(0) + " ^ " + a(1) + "))");
+      case Op::Shl:
+        return w_.let(t, shift(true, t, a(0), a(1)));
+      case Op::Shr:
+        return w_.let(t, shift(false, t, a(0), a(1)));
+      case Op::Where:
+        return w_.let(t, "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")");
+      default:
+        undecomposed(n);
     }
   }
 
@@ -450,7 +502,8 @@ class Emitter {
 
 // Emits `<prefix>d` index variables for flat index `var` over `dims` (C order), as
 // render_llvm's decompose_index does with urem / udiv.
-void decompose_index(SourceWriter& w, const std::string& var, const Shape& dims, const std::string& prefix) {
+void decompose_index(SourceWriter& w, const std::string& var, const Shape& dims,
+                     const std::string& prefix) {
   std::string rest = var;
   for (size_t d = dims.size(); d-- > 0;) {
     std::string id = prefix + std::to_string(d);
@@ -522,8 +575,8 @@ class KernelRenderer {
   std::string ptr_params() const {
     std::string s;
     for (size_t p = 0; p < dtypes_.size(); ++p)
-      s += std::string(p ? ", " : "") + (p ? "const " : "") + mem_type(dtypes_[p]) + "* " + d_.restrict_kw +
-           " p" + std::to_string(p);
+      s += std::string(p ? ", " : "") + (p ? "const " : "") + mem_type(dtypes_[p]) + "* " +
+           d_.restrict_kw + " p" + std::to_string(p);
     return s;
   }
   std::string ptr_args() const {
@@ -551,12 +604,16 @@ class KernelRenderer {
   // combine(a, b): the reduction's binary op, at float32 for 16-bit accumulators (as decompose).
   std::string render_combine() {
     DType t = acc_type();
-    Op op = k_.reduce_op == Op::ReduceSum ? Op::Add : k_.reduce_op == Op::ReduceProd ? Op::Mul
-            : k_.reduce_op == Op::ReduceMax ? Op::Max : Op::Min;
+    Op op = k_.reduce_op == Op::ReduceSum    ? Op::Add
+            : k_.reduce_op == Op::ReduceProd ? Op::Mul
+            : k_.reduce_op == Op::ReduceMax  ? Op::Max
+                                             : Op::Min;
     if (t == DType::Bool && op == Op::Add) op = Op::Or;
     NodeRef A = make(Op::Acc, t, {}, {}, int64_t{0});
     NodeRef B = make(Op::Acc, t, {}, {}, int64_t{1});
-    NodeRef c = is_half(t) ? b::cast(make(op, DType::Float32, {}, {b::cast(A, DType::Float32), b::cast(B, DType::Float32)}), t)
+    NodeRef c = is_half(t) ? b::cast(make(op, DType::Float32, {},
+                                          {b::cast(A, DType::Float32), b::cast(B, DType::Float32)}),
+                                     t)
                            : make(op, t, {}, {A, B});
     SourceWriter w;
     Env env;
@@ -564,8 +621,8 @@ class KernelRenderer {
     env.acc[1] = "b";
     auto r = Emitter(w, env).emit(c);
     std::string ty = reg_type(t);
-    return d_.device_fn + " " + ty + " " + fn("combine") + "(" + ty + " a, " + ty + " b) {\n" + w.out.str() +
-           "  return " + r + ";\n}\n";
+    return d_.device_fn + " " + ty + " " + fn("combine") + "(" + ty + " a, " + ty + " b) {\n" +
+           w.out.str() + "  return " + r + ";\n}\n";
   }
 
   // rbody(ptrs, i..., r): the reduced expression at output index i and flat reduce index r.
@@ -580,8 +637,8 @@ class KernelRenderer {
     for (size_t d = 0; d < m; ++d) env.idx.push_back("r" + std::to_string(d));
     auto r = Emitter(w, env).emit(k_.rbody);
     std::string ty = reg_type(acc_type());
-    return d_.device_fn + " " + ty + " " + fn("rbody") + "(" + ptr_params() + idx_params(k) + ", long long r) {\n" +
-           w.out.str() + "  return " + r + ";\n}\n";
+    return d_.device_fn + " " + ty + " " + fn("rbody") + "(" + ptr_params() + idx_params(k) +
+           ", long long r) {\n" + w.out.str() + "  return " + r + ";\n}\n";
   }
 
   // reduce(ptrs, i..., rlo, rhi): one block in the documented order. Lane l takes the elements
@@ -599,9 +656,12 @@ class KernelRenderer {
     w.open("for (long long j = rlo; j < rhi; j += " + std::to_string(kReduceLanes) + "LL)");
     for (int l = 0; l < kReduceLanes; ++l) {
       std::string al = "a" + std::to_string(l);
-      std::string upd = al + " = " + comb + "(" + al + ", " + rb + "(" + args + ", j + " + std::to_string(l) + "LL));";
-      if (l == 0) w.line(upd);
-      else w.line("if (j + " + std::to_string(l) + "LL < rhi) " + upd);
+      std::string upd = al + " = " + comb + "(" + al + ", " + rb + "(" + args + ", j + " +
+                        std::to_string(l) + "LL));";
+      if (l == 0)
+        w.line(upd);
+      else
+        w.line("if (j + " + std::to_string(l) + "LL < rhi) " + upd);
     }
     w.close();
     static_assert(kReduceLanes == 8, "the tree below is written for 8 lanes");
@@ -628,8 +688,8 @@ class KernelRenderer {
     }
     auto r = Emitter(w, env).emit(k_.body);
     std::string ty = reg_type(k_.out_dtype);
-    return d_.device_fn + " " + ty + " " + fn("body") + "(" + ptr_params() + idx_params(k) + accp + ") {\n" +
-           w.out.str() + "  return " + r + ";\n}\n";
+    return d_.device_fn + " " + ty + " " + fn("body") + "(" + ptr_params() + idx_params(k) + accp +
+           ") {\n" + w.out.str() + "  return " + r + ";\n}\n";
   }
 
   std::string entry_params() const {
@@ -639,12 +699,15 @@ class KernelRenderer {
   }
   // for (w = this thread's first item; w < n; w += all threads)
   void open_grid_loop(SourceWriter& w) {
-    w.open("for (unsigned long long w = " + d_.thread_id + "; w < (unsigned long long)n; w += " + d_.thread_stride + ")");
+    w.open("for (unsigned long long w = " + d_.thread_id +
+           "; w < (unsigned long long)n; w += " + d_.thread_stride + ")");
   }
   static std::string to_mem(DType t, const std::string& v) {
     return t == DType::Bool ? "(unsigned char)(" + v + " ? 1 : 0)" : v;
   }
-  static std::string from_mem(DType t, const std::string& v) { return t == DType::Bool ? paren(v + " != 0") : v; }
+  static std::string from_mem(DType t, const std::string& v) {
+    return t == DType::Bool ? paren(v + " != 0") : v;
+  }
 
   // name_p1: one thread per (output, block) partial.
   std::string render_phase1() {
@@ -660,10 +723,12 @@ class KernelRenderer {
     w.line("const long long rend = rlo + " + std::to_string(kReduceBlock) + "LL;");
     w.line("const long long rhi = (rend > " + std::to_string(reduce_size()) + "LL) ? " +
            std::to_string(reduce_size()) + "LL : rend;");
-    w.line("const " + std::string(reg_type(t)) + " part = " + fn("reduce") + "(" + ptr_args() + idx_args(k) + ", rlo, rhi);");
+    w.line("const " + std::string(reg_type(t)) + " part = " + fn("reduce") + "(" + ptr_args() +
+           idx_args(k) + ", rlo, rhi);");
     w.line("ps[w] = " + to_mem(t, "part") + ";");
     w.close();
-    return d_.kernel_qualifier + " void " + fn("p1") + "(" + entry_params() + ") {\n" + w.out.str() + "}\n";
+    return d_.kernel_qualifier + " void " + fn("p1") + "(" + entry_params() + ") {\n" +
+           w.out.str() + "}\n";
   }
 
   std::string render_main() {
@@ -676,24 +741,26 @@ class KernelRenderer {
       DType t = acc_type();
       std::string ty = reg_type(t);
       if (!two_phase_) {
-        w.line("const " + ty + " acc = " + fn("reduce") + "(" + ptr_args() + idx_args(k) + ", 0LL, " +
-               std::to_string(reduce_size()) + "LL);");
+        w.line("const " + ty + " acc = " + fn("reduce") + "(" + ptr_args() + idx_args(k) +
+               ", 0LL, " + std::to_string(reduce_size()) + "LL);");
       } else {
         // Block partials combine left to right.
         std::string nb = std::to_string(nb_) + "ull";
         w.line("const unsigned long long sb = w * " + nb + ";");
         w.line(ty + " cacc = " + from_mem(t, "ps[sb]") + ";");
-        w.line("for (unsigned long long b = 1; b < " + nb + "; ++b) cacc = " + fn("combine") + "(cacc, " +
-               from_mem(t, "ps[sb + b]") + ");");
+        w.line("for (unsigned long long b = 1; b < " + nb + "; ++b) cacc = " + fn("combine") +
+               "(cacc, " + from_mem(t, "ps[sb + b]") + ");");
         w.line("const " + ty + " acc = cacc;");
       }
       accarg = ", acc";
     }
     DType ot = k_.out_dtype;
-    w.line("const " + std::string(reg_type(ot)) + " val = " + fn("body") + "(" + ptr_args() + idx_args(k) + accarg + ");");
+    w.line("const " + std::string(reg_type(ot)) + " val = " + fn("body") + "(" + ptr_args() +
+           idx_args(k) + accarg + ");");
     w.line("p0[w] = " + to_mem(ot, "val") + ";");
     w.close();
-    return d_.kernel_qualifier + " void " + name_ + "(" + entry_params() + ") {\n" + w.out.str() + "}\n";
+    return d_.kernel_qualifier + " void " + name_ + "(" + entry_params() + ") {\n" + w.out.str() +
+           "}\n";
   }
 
   const KernelSpec& k_;
@@ -714,7 +781,9 @@ const CDialect& cuda_dialect() {
     c.kernel_qualifier = "extern \"C\" __global__";
     c.device_fn = "static __device__ __forceinline__";
     c.restrict_kw = "__restrict__";
-    c.thread_id = "((unsigned long long)blockIdx.x * (unsigned long long)blockDim.x + (unsigned long long)threadIdx.x)";
+    c.thread_id =
+        "((unsigned long long)blockIdx.x * (unsigned long long)blockDim.x + (unsigned long "
+        "long)threadIdx.x)";
     c.thread_stride = "((unsigned long long)gridDim.x * (unsigned long long)blockDim.x)";
     c.sqrt_f32 = "__fsqrt_rn";
     c.sqrt_f64 = "__dsqrt_rn";

@@ -27,16 +27,16 @@ namespace codegen {
 // What differs between C-like GPU dialects. Everything else (types, op semantics, the
 // reduction order) is shared.
 struct CDialect {
-  std::string name;            // "cuda": for messages
-  std::string prelude;         // first lines of every source (includes, pragmas)
-  std::string kernel_qualifier;  // before `void` on entry points, e.g. extern "C" __global__
-  std::string device_fn;       // before device helpers, e.g. static __device__ __forceinline__
-  std::string restrict_kw;     // pointer qualifier, e.g. __restrict__
-  std::string thread_id;       // first global work item of this thread (unsigned long long)
-  std::string thread_stride;   // total threads of the launch (unsigned long long)
-  std::string sqrt_f32, sqrt_f64;          // correctly rounded sqrt
-  std::string f32_as_u32, u32_as_f32;      // bit casts: float <-> unsigned
-  std::string f64_as_u64, u64_as_f64;      // double <-> long long
+  std::string name;                // "cuda": for messages
+  std::string prelude;             // first lines of every source (includes, pragmas)
+  std::string kernel_qualifier;    // before `void` on entry points, e.g. extern "C" __global__
+  std::string device_fn;           // before device helpers, e.g. static __device__ __forceinline__
+  std::string restrict_kw;         // pointer qualifier, e.g. __restrict__
+  std::string thread_id;           // first global work item of this thread (unsigned long long)
+  std::string thread_stride;       // total threads of the launch (unsigned long long)
+  std::string sqrt_f32, sqrt_f64;  // correctly rounded sqrt
+  std::string f32_as_u32, u32_as_f32;  // bit casts: float <-> unsigned
+  std::string f64_as_u64, u64_as_f64;  // double <-> long long
 };
 
 const CDialect& cuda_dialect();

@@ -92,7 +92,8 @@ HostKernel build_kernel(const KernelSpec& spec, Caches& c) {
   if (rendered.two_phase) syms.push_back(std::string(name) + "_p1");
   auto addrs = cpu::load_object(obj, syms);
   if (debug_level() >= 1) {
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "rune: kernel %s ready in %.2f ms\n", name, ms);
   }
   HostKernel hk;
@@ -132,8 +133,10 @@ std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
           if (!root) continue;
           for (NodeRef n : toposort({root})) {
             if (n->op != Op::Load || k.slots[arg_load(n).param] != in) continue;
-            bool own_index = static_cast<int>(j) == writer && part == 0 && reads_own_index(arg_load(n).view, w.shape);
-            if (static_cast<int>(j) > writer || (static_cast<int>(j) == writer && !own_index)) ok = false;
+            bool own_index = static_cast<int>(j) == writer && part == 0 &&
+                             reads_own_index(arg_load(n).view, w.shape);
+            if (static_cast<int>(j) > writer || (static_cast<int>(j) == writer && !own_index))
+              ok = false;
           }
         }
       }
@@ -143,16 +146,18 @@ std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
   return out;
 }
 
-std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<NodeRef>& roots, int n_inputs,
-                                                          Caches& c) {
+std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<NodeRef>& roots,
+                                                          int n_inputs, Caches& c) {
   Schedule s = schedule(roots, n_inputs);
   if (debug_level() >= 3)
-    std::fprintf(stderr, "rune: schedule: %zu kernels, %zu slots\n", s.kernels.size(), s.slots.size());
+    std::fprintf(stderr, "rune: schedule: %zu kernels, %zu slots\n", s.kernels.size(),
+                 s.slots.size());
   auto p = std::make_shared<runtime::HostProgram>();
   p->n_inputs = n_inputs;
   p->output_slots = s.output_slots;
   for (size_t i = 0; i < s.slots.size(); ++i)
-    p->slot_bytes.push_back(static_cast<int>(i) < n_inputs ? -1 : s.slots[i].numel * itemsize(s.slots[i].dtype));
+    p->slot_bytes.push_back(
+        static_cast<int>(i) < n_inputs ? -1 : s.slots[i].numel * itemsize(s.slots[i].dtype));
   for (const auto& k : s.kernels) {
     auto it = c.kernels.find(k);
     if (it == c.kernels.end()) it = c.kernels.emplace(k, build_kernel(k, c)).first;
@@ -179,7 +184,8 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
 
 }  // namespace
 
-std::shared_ptr<const runtime::HostProgram> compile_host(const std::vector<NodeRef>& roots, int n_inputs) {
+std::shared_ptr<const runtime::HostProgram> compile_host(const std::vector<NodeRef>& roots,
+                                                         int n_inputs) {
   auto& c = caches();
   RootsKey key{roots, n_inputs};
   {

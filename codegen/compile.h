@@ -15,9 +15,9 @@ std::shared_ptr<const runtime::HostProgram> compile_host(const std::vector<ir::N
                                                          int n_inputs);
 
 struct CompileStats {
-  size_t programs = 0;       // programs built (memory-cache misses)
-  size_t kernels_compiled = 0;  // kernels compiled by LLVM
-  size_t kernels_from_disk = 0; // kernels loaded from the disk cache
+  size_t programs = 0;           // programs built (memory-cache misses)
+  size_t kernels_compiled = 0;   // kernels compiled by LLVM
+  size_t kernels_from_disk = 0;  // kernels loaded from the disk cache
 };
 CompileStats compile_stats();
 

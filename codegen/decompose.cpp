@@ -43,25 +43,44 @@ NodeRef cast_to_half(NodeRef x, DType to) {
 
 NodeRef transcendental(Op op, const std::vector<NodeRef>& s) {
   switch (op) {
-    case Op::Exp: return math::exp(s[0]);
-    case Op::Log: return math::log(s[0]);
-    case Op::Sin: return math::sin(s[0]);
-    case Op::Cos: return math::cos(s[0]);
-    case Op::Tan: return math::tan(s[0]);
-    case Op::Tanh: return math::tanh(s[0]);
-    case Op::Atan: return math::atan(s[0]);
-    case Op::Expm1: return math::expm1(s[0]);
-    case Op::Log1p: return math::log1p(s[0]);
-    case Op::Exp2: return math::exp2(s[0]);
-    case Op::Log2: return math::log2(s[0]);
-    case Op::Sinh: return math::sinh(s[0]);
-    case Op::Cosh: return math::cosh(s[0]);
-    case Op::Asin: return math::asin(s[0]);
-    case Op::Acos: return math::acos(s[0]);
-    case Op::Erf: return math::erf(s[0]);
-    case Op::Pow: return math::pow(s[0], s[1]);
-    case Op::Atan2: return math::atan2(s[0], s[1]);
-    default: return nullptr;
+    case Op::Exp:
+      return math::exp(s[0]);
+    case Op::Log:
+      return math::log(s[0]);
+    case Op::Sin:
+      return math::sin(s[0]);
+    case Op::Cos:
+      return math::cos(s[0]);
+    case Op::Tan:
+      return math::tan(s[0]);
+    case Op::Tanh:
+      return math::tanh(s[0]);
+    case Op::Atan:
+      return math::atan(s[0]);
+    case Op::Expm1:
+      return math::expm1(s[0]);
+    case Op::Log1p:
+      return math::log1p(s[0]);
+    case Op::Exp2:
+      return math::exp2(s[0]);
+    case Op::Log2:
+      return math::log2(s[0]);
+    case Op::Sinh:
+      return math::sinh(s[0]);
+    case Op::Cosh:
+      return math::cosh(s[0]);
+    case Op::Asin:
+      return math::asin(s[0]);
+    case Op::Acos:
+      return math::acos(s[0]);
+    case Op::Erf:
+      return math::erf(s[0]);
+    case Op::Pow:
+      return math::pow(s[0], s[1]);
+    case Op::Atan2:
+      return math::atan2(s[0], s[1]);
+    default:
+      return nullptr;
   }
 }
 
@@ -106,7 +125,8 @@ NodeRef rewrite_node(NodeRef n, const std::vector<NodeRef>& src) {
 
 NodeRef decompose(NodeRef root) {
   if (!root) return root;
-  return ir::rewrite(root, [](NodeRef n, const std::vector<NodeRef>& src) { return rewrite_node(n, src); });
+  return ir::rewrite(
+      root, [](NodeRef n, const std::vector<NodeRef>& src) { return rewrite_node(n, src); });
 }
 
 }  // namespace codegen

@@ -492,10 +492,9 @@ TrigRed reduce_ph(const Fmt& f, E x) {
   E w[4] = {node(0, 0), node(0, 1), node(0, 2), node(0, 3)};
   // T_k = the 64 window bits from word wi + k on; (w >> 1) >> (63 - sh) avoids a shift by 64.
   E t[3] = {x, x, x};
-  for (int k = 0; k < 3; ++k)
-    t[k] = bor_(shl_(w[k], sh), shr_(shr_(w[k + 1], c(1)), c(63) - sh));
-  E a[6] = {shr_(t[0], c(32)), band_(t[0], c(M32)), shr_(t[1], c(32)),
-            band_(t[1], c(M32)), shr_(t[2], c(32)), band_(t[2], c(M32))};  // a0 most significant
+  for (int k = 0; k < 3; ++k) t[k] = bor_(shl_(w[k], sh), shr_(shr_(w[k + 1], c(1)), c(63) - sh));
+  E a[6] = {shr_(t[0], c(32)),   band_(t[0], c(M32)), shr_(t[1], c(32)),
+            band_(t[1], c(M32)), shr_(t[2], c(32)),   band_(t[2], c(M32))};  // a0 most significant
   E m0 = band_(m, c(M32)), m1 = shr_(m, c(32));
   // Column sums of 32-bit digits of m T (column j has weight 2^(32j)); products of weight >= 2^192
   // are dropped, and column 5 is only needed mod 2^32 (so its top products need no split).
@@ -684,7 +683,6 @@ AtanParts atan_core(const Fmt& f, E xh, E xl) {
   return {bh, th, tail};
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // exp2, log2, sinh, cosh, asin, acos, erf: constants and kernels.
 
@@ -697,21 +695,21 @@ constexpr double kInvLn2Pair32[] = {0x1.715476p+0, 0x1.4ae0c0p-26};
 // asin v = v + v z P(z), z = v^2 in [0, 1/4] (|v| <= 1/2).
 // float64: degree 12, rel err 2^-53.6 (v z P is < 9% of every result it enters, so < 0.03 ulp).
 // float32 (evaluated in float64): degree 5, rel err 2^-25.5 (< 2^-29 of the result).
-constexpr double kAsinP64[] = {
-    0x1.5555555555556p-3, 0x1.3333333332e84p-4, 0x1.6db6db6e38805p-5, 0x1.f1c71c19d533fp-6,
-    0x1.6e8bb25de247fp-6, 0x1.1c4d286b454ffp-6, 0x1.c9d08bccc0d7fp-7, 0x1.7817d8979738fp-7,
-    0x1.529e19ae7c34bp-7, 0x1.62a4a41e7ae0cp-8, 0x1.1f1b14f1d24d0p-6, -0x1.eccfae654bee5p-7,
-    0x1.d9390bbb2b9a5p-6};
+constexpr double kAsinP64[] = {0x1.5555555555556p-3, 0x1.3333333332e84p-4, 0x1.6db6db6e38805p-5,
+                               0x1.f1c71c19d533fp-6, 0x1.6e8bb25de247fp-6, 0x1.1c4d286b454ffp-6,
+                               0x1.c9d08bccc0d7fp-7, 0x1.7817d8979738fp-7, 0x1.529e19ae7c34bp-7,
+                               0x1.62a4a41e7ae0cp-8, 0x1.1f1b14f1d24d0p-6, -0x1.eccfae654bee5p-7,
+                               0x1.d9390bbb2b9a5p-6};
 constexpr double kAsinP32[] = {0x1.555554dd866dap-3, 0x1.33343bac7f03cp-4, 0x1.6d5902affe9f8p-5,
                                0x1.fdcb1d413897ep-6, 0x1.17dda3166f889p-6, 0x1.14e3256e555f3p-5};
 
 // erf x = x + x R(z), z = x^2 in [0, 1] (|x| < 1); R = erf(x)/x - 1 in [-0.16, 0.13]. Fitted as
 // G = 1 + R (relative, so R's absolute error is G's: float64 degree 11, 2^-56.9; float32, in
 // float64, degree 6, 2^-29.6); R's constant term is the rounded c0 - 1 of the exact fit.
-constexpr double kErfR64[] = {0x1.06eba8214db68p-3,  -0x1.812746b0379bdp-2, 0x1.ce2f21a040d16p-4,
-                              -0x1.b82ce311fa93ep-6, 0x1.565bccf92b304p-8,  -0x1.c02db03dd73fap-11,
-                              0x1.f9a2baa902c77p-14, -0x1.f4ca4d6f840aap-17, 0x1.b97fd3dc97f35p-20,
-                              -0x1.5c07270490b58p-23, 0x1.d71b0fb1de544p-27, -0x1.abae4afa423abp-31};
+constexpr double kErfR64[] = {
+    0x1.06eba8214db68p-3,  -0x1.812746b0379bdp-2,  0x1.ce2f21a040d16p-4,  -0x1.b82ce311fa93ep-6,
+    0x1.565bccf92b304p-8,  -0x1.c02db03dd73fap-11, 0x1.f9a2baa902c77p-14, -0x1.f4ca4d6f840aap-17,
+    0x1.b97fd3dc97f35p-20, -0x1.5c07270490b58p-23, 0x1.d71b0fb1de544p-27, -0x1.abae4afa423abp-31};
 constexpr double kErfR32[] = {0x1.06eba7f245a14p-3,  -0x1.81273de944853p-2, 0x1.ce2cf73f097cdp-4,
                               -0x1.b7f90cffd7aacp-6, 0x1.5405b1aa5131cp-8,  -0x1.a3f6ff4b94efep-11,
                               0x1.496a30a50aaf3p-14};
@@ -719,9 +717,9 @@ constexpr double kErfR32[] = {0x1.06eba7f245a14p-3,  -0x1.81273de944853p-2, 0x1.
 // Q's leading coefficient is kErfT64[1]); E0 = erf(3/4) as hi + lo. Here x + x R(z) would lose
 // ~0.7 ulp: near z = 1 R's Horner sums are larger than R and z = x^2 itself rounds.
 constexpr double kErfT64[] = {
-    0x1.6c1c9759d0e5fp-1,  0x1.492e42d78d2c5p-1,  -0x1.edc5644353c2bp-2, 0x1.b6e8591f65e4dp-6,
-    0x1.349b5eaa14e79p-3,  -0x1.b42a1890775dap-5, -0x1.b84779687fea1p-6, 0x1.2e0afad7e6e67p-6,
-    0x1.2db335d68b7b8p-9,  -0x1.04103d1aa276ap-8, 0x1.861e65364fcabp-13, 0x1.4710d8733cc9fp-11,
+    0x1.6c1c9759d0e5fp-1,   0x1.492e42d78d2c5p-1,   -0x1.edc5644353c2bp-2, 0x1.b6e8591f65e4dp-6,
+    0x1.349b5eaa14e79p-3,   -0x1.b42a1890775dap-5,  -0x1.b84779687fea1p-6, 0x1.2e0afad7e6e67p-6,
+    0x1.2db335d68b7b8p-9,   -0x1.04103d1aa276ap-8,  0x1.861e65364fcabp-13, 0x1.4710d8733cc9fp-11,
     -0x1.bccb26f169101p-14, -0x1.36bad490bb3efp-14, 0x1.614edaed2c6e5p-16};
 constexpr double kErfT64Lo = 0x1.b1432f2cbc455p-55;  // erf(3/4) - kErfT64[0]
 // erfc x = exp(-x^2) h(x) for x in [1, 6]: h = erfc(x) e^(x^2) (0.43 .. 0.09) as polynomials in
@@ -791,9 +789,9 @@ E sinh_cosh(const Fmt& f, E ax, bool is_sinh) {
 // |x| <= 1/2: asin x = x + x z P(z), z = x^2; acos x = pi/2 - asin x (pi/2 as a pair; the result
 // is >= 1.04, so the subtraction only rounds once at the end).
 // |x| > 1/2: with z = (1 - |x|)/2 (exact) and s = sqrt(z) as a pair s + sl (sl from the exact
-// residual z - s^2), asin |x| = pi/2 - 2 asin(s), acos |x| = 2 asin(s), acos(-|x|) = pi - 2 asin(s),
-// with asin(s) = s + (sl + s z P(z)): pi/2 - 2s and pi - 2s are exact as pairs (TwoSum), so the
-// only rounding of consequence is the final one (~0.5 ulp, worst ~0.6 near |x| = 1/2 where
+// residual z - s^2), asin |x| = pi/2 - 2 asin(s), acos |x| = 2 asin(s), acos(-|x|) = pi - 2
+// asin(s), with asin(s) = s + (sl + s z P(z)): pi/2 - 2s and pi - 2s are exact as pairs (TwoSum),
+// so the only rounding of consequence is the final one (~0.5 ulp, worst ~0.6 near |x| = 1/2 where
 // 2 s z P is ~9% of the result).
 E asin_acos64(E x, bool is_asin, bool f32) {
   const Fmt f = fmt_of(x);
@@ -826,8 +824,9 @@ E asin_acos64(E x, bool is_asin, bool f32) {
 
 // erf on a float64 x (float32 inputs are widened, the result rounded once).
 //  * |x| < 1 (float64: < 1/2): erf = x + x R(z), z = x^2: the rounded terms (x R, < 13% of the
-//    result) cost < 0.1 ulp. float64 [1/2, 1): kErfT64. Below 2^-1000 the sum is formed on x 2^64 and scaled back by one multiply, so
-//    (float64) subnormal results round about once (double rounding there: < 0.8 ulp).
+//    result) cost < 0.1 ulp. float64 [1/2, 1): kErfT64. Below 2^-1000 the sum is formed on x 2^64
+//    and scaled back by one multiply, so (float64) subnormal results round about once (double
+//    rounding there: < 0.8 ulp).
 //  * 1 <= |x| < 6: erf = 1 - erfc, erfc = exp(-x^2) h(x) with x^2 exact as a pair (two_prod) into
 //    exp_core (~0.55 ulp) and h from the piece of kErfH picked by Where. erfc <= 0.16 has an ulp
 //    <= 1/4 of erf's, so erfc's ~1.5 ulp cost < 0.4 ulp of erf before the final rounding.
@@ -854,7 +853,8 @@ E erf64(E x, bool f32) {
   };
   E tt = xt - pick(kErfHCentre[0], kErfHCentre[1], kErfHCentre[2], kErfHCentre[3]);
   E h = pick(kErfH[0][13], kErfH[1][13], kErfH[2][13], kErfH[3][13]);
-  for (int i = 12; i >= 0; --i) h = h * tt + pick(kErfH[0][i], kErfH[1][i], kErfH[2][i], kErfH[3][i]);
+  for (int i = 12; i >= 0; --i)
+    h = h * tt + pick(kErfH[0][i], kErfH[1][i], kErfH[2][i], kErfH[3][i]);
   DD x2 = two_prod(f, xt, xt);
   E nl = -x2.lo;
   E erfc = exp_core(f, -x2.hi, &nl) * h;

@@ -42,9 +42,9 @@
 // reduce exactly in float64 with 203 bits of 2/pi, so they hold up to 3.4e38.
 //
 // float32 is computed natively in float32 (float-float pairs where extra precision is needed),
-// except sin/cos/tan, asin/acos and erf, which evaluate in float64 and round once at the end. Subnormal
-// inputs and outputs are handled exactly like normal ones (never flushed). Special values follow
-// C99 Annex F (signed zeros, infinities, NaN, the full pow and atan2 tables).
+// except sin/cos/tan, asin/acos and erf, which evaluate in float64 and round once at the end.
+// Subnormal inputs and outputs are handled exactly like normal ones (never flushed). Special values
+// follow C99 Annex F (signed zeros, infinities, NaN, the full pow and atan2 tables).
 #pragma once
 #include "ir/node.h"
 

@@ -1,12 +1,13 @@
 #include "codegen/disk_cache.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "ir/debug.h"
 
@@ -70,7 +71,8 @@ std::optional<std::string> DiskCache::get(const std::string& key) {
   std::string payload = ok ? s.substr(header) : std::string();
   if (ok && get_u64(s, 16) != fnv1a(payload)) ok = false;
   if (!ok) {
-    if (ir::debug_level() >= 1) std::fprintf(stderr, "rune: cache entry %s is corrupt; rebuilding\n", path.c_str());
+    if (ir::debug_level() >= 1)
+      std::fprintf(stderr, "rune: cache entry %s is corrupt; rebuilding\n", path.c_str());
     std::remove(path.c_str());
     return std::nullopt;
   }

@@ -44,9 +44,9 @@ struct SlotInfo {
 
 struct Schedule {
   int n_inputs = 0;
-  std::vector<SlotInfo> slots;     // every slot; inputs' numel is unknown (-1)
-  std::vector<int> output_slots;   // one per root, in order
-  std::vector<KernelSpec> kernels; // in execution order
+  std::vector<SlotInfo> slots;      // every slot; inputs' numel is unknown (-1)
+  std::vector<int> output_slots;    // one per root, in order
+  std::vector<KernelSpec> kernels;  // in execution order
 };
 
 }  // namespace codegen

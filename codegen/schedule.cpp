@@ -38,15 +38,19 @@ View apply_movement(const View& base, NodeRef movement) {
       std::vector<int> perm(arg_ints(movement).begin(), arg_ints(movement).end());
       return v.permute(perm);
     }
-    case Op::Expand: return v.expand(movement->shape);
-    case Op::Shrink: return v.shrink(arg_pairs(movement));
-    case Op::Pad: return v.pad(arg_pairs(movement));
+    case Op::Expand:
+      return v.expand(movement->shape);
+    case Op::Shrink:
+      return v.shrink(arg_pairs(movement));
+    case Op::Pad:
+      return v.pad(arg_pairs(movement));
     case Op::Flip: {
       std::vector<bool> axes(v.shape.size(), false);
       for (auto a : arg_ints(movement)) axes[a] = true;
       return v.flip(axes);
     }
-    default: throw std::logic_error("schedule: not a view movement");
+    default:
+      throw std::logic_error("schedule: not a view movement");
   }
 }
 
@@ -130,9 +134,11 @@ class Scheduler {
   NodeRef expanded_computation(NodeRef n) {
     if (numel(n->shape) <= numel(n->src[0]->shape)) return nullptr;
     NodeRef s = n->src[0];
-    while (is_movement(s->op) && s->op != Op::Copy && s->op != Op::Pad && !slot_of_.count(s)) s = s->src[0];
+    while (is_movement(s->op) && s->op != Op::Copy && s->op != Op::Pad && !slot_of_.count(s))
+      s = s->src[0];
     if (slot_of_.count(s) || op_category(s->op) == OpCategory::Leaf) return nullptr;
-    if (s->op == Op::Cast && (s->src[0]->op == Op::Param || slot_of_.count(s->src[0]))) return nullptr;
+    if (s->op == Op::Cast && (s->src[0]->op == Op::Param || slot_of_.count(s->src[0])))
+      return nullptr;
     return is_elementwise(s->op) ? s : nullptr;
   }
 
@@ -187,7 +193,8 @@ class Scheduler {
       if (auto it = slot_of_.find(n); it != slot_of_.end() || n->op == Op::Param) {
         int slot = n->op == Op::Param ? static_cast<int>(arg_load(n).param) : it->second;
         View base = n->op == Op::Param ? arg_load(n).view : View::contiguous(n->shape);
-        return make(Op::Load, n->dtype, {}, {}, LoadArg{param_for_slot(slot), leaf_view(base, mops, space)});
+        return make(Op::Load, n->dtype, {}, {},
+                    LoadArg{param_for_slot(slot), leaf_view(base, mops, space)});
       }
     }
     auto with = [&](NodeRef m) {
@@ -250,7 +257,8 @@ class Scheduler {
         k_.rbody = lower(x, {}, 1);
         return make(Op::Acc, n->dtype, {}, {});
       }
-      case OpCategory::Kernel: break;
+      case OpCategory::Kernel:
+        break;
     }
     throw std::logic_error("schedule: cannot lower " + std::string(op_name(n->op)));
   }

@@ -14,11 +14,13 @@ namespace detail {
 Tensor first_false(const Tensor& ok) {
   int64_t n = ok.size();
   Tensor flat_index = reshape(arange(n), ok.shape());
-  if (!ok.is_traced() && !(ok.device() == Device::cpu())) flat_index = place(flat_index, ok.device());
+  if (!ok.is_traced() && !(ok.device() == Device::cpu()))
+    flat_index = place(flat_index, ok.device());
   return min(where(ok, const_int(DType::Int64, n), flat_index));
 }
 
-std::exception_ptr build_failure(const Shape& shape, int64_t flat, const std::vector<Tensor>& data, const CheckFail& fail) {
+std::exception_ptr build_failure(const Shape& shape, int64_t flat, const std::vector<Tensor>& data,
+                                 const CheckFail& fail) {
   std::vector<int64_t> index(shape.size());
   int64_t rest = flat;
   for (size_t d = shape.size(); d-- > 0;) {
@@ -38,8 +40,10 @@ void check_flat(const Tensor& ok, const std::vector<Tensor>& data, CheckFail fai
   const std::string api = "nx::check";
   if (ok.dtype() != DType::Bool) detail::fail(api, "ok must be bool, got " + ok.describe());
   for (const auto& d : data)
-    if (!ir::broadcast_shapes(d.shape(), ok.shape()) || *ir::broadcast_shapes(d.shape(), ok.shape()) != ok.shape())
-      detail::fail(api, "data " + d.describe() + " does not broadcast to the shape of ok, " + ok.describe());
+    if (!ir::broadcast_shapes(d.shape(), ok.shape()) ||
+        *ir::broadcast_shapes(d.shape(), ok.shape()) != ok.shape())
+      detail::fail(
+          api, "data " + d.describe() + " does not broadcast to the shape of ok, " + ok.describe());
   if (ok.size() == 0) return;
   current_interpreter().record_check(ok, data, std::move(fail));
 }

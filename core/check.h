@@ -13,7 +13,8 @@
 
 namespace nx {
 
-using CheckFail = std::function<std::exception_ptr(const std::vector<int64_t>& index, const std::vector<Tensor>& data_at)>;
+using CheckFail = std::function<std::exception_ptr(const std::vector<int64_t>& index,
+                                                   const std::vector<Tensor>& data_at)>;
 
 namespace detail {
 void check_flat(const Tensor& ok, const std::vector<Tensor>& data, CheckFail fail);
@@ -21,8 +22,8 @@ void check_flat(const Tensor& ok, const std::vector<Tensor>& data, CheckFail fai
 // scalar, per the current interpreter).
 Tensor first_false(const Tensor& ok);
 // Builds the exception for the failing flat index from the data values (eagerly).
-std::exception_ptr build_failure(const Shape& shape, int64_t flat, const std::vector<Tensor>& data_at_all,
-                                 const CheckFail& fail);
+std::exception_ptr build_failure(const Shape& shape, int64_t flat,
+                                 const std::vector<Tensor>& data_at_all, const CheckFail& fail);
 }  // namespace detail
 
 template <class Data, class Fail>
@@ -30,12 +31,16 @@ void check(const Tensor& ok, const Data& data, Fail fail) {
   Flat flat;
   Tree<Data>::flatten(data, flat, "");
   auto tokens = flat.tokens;
-  detail::check_flat(ok, flat.leaves, [fail, tokens](const std::vector<int64_t>& index, const std::vector<Tensor>& at) {
-    Unflat u{at, tokens};
-    auto e = fail(index, Tree<Data>::build(u));
-    if constexpr (std::is_same_v<decltype(e), std::exception_ptr>) return e;
-    else return std::make_exception_ptr(e);
-  });
+  detail::check_flat(
+      ok, flat.leaves,
+      [fail, tokens](const std::vector<int64_t>& index, const std::vector<Tensor>& at) {
+        Unflat u{at, tokens};
+        auto e = fail(index, Tree<Data>::build(u));
+        if constexpr (std::is_same_v<decltype(e), std::exception_ptr>)
+          return e;
+        else
+          return std::make_exception_ptr(e);
+      });
 }
 
 }  // namespace nx

@@ -12,8 +12,8 @@ Tensor create(DType t, const Shape& shape, const std::vector<double>& values) {
   for (auto d : shape)
     if (d < 0) fail("nx::create", "negative dimension in " + ir::to_string(shape));
   if (static_cast<int64_t>(values.size()) != ir::numel(shape))
-    fail("nx::create", std::to_string(values.size()) + " values for shape " + ir::to_string(shape) + " (" +
-                           std::to_string(ir::numel(shape)) + " elements)");
+    fail("nx::create", std::to_string(values.size()) + " values for shape " + ir::to_string(shape) +
+                           " (" + std::to_string(ir::numel(shape)) + " elements)");
   int64_t isz = ir::itemsize(t);
   std::vector<char> bytes(values.size() * isz);
   for (size_t i = 0; i < values.size(); ++i) {
@@ -47,7 +47,9 @@ Tensor ones_like(const Tensor& x) { return full_like(x, 1); }
 Tensor iota(const Shape& shape, int axis) {
   int n = static_cast<int>(shape.size());
   int a = axis < 0 ? axis + n : axis;
-  if (a < 0 || a >= n) fail("nx::iota", "axis " + std::to_string(axis) + " out of range for shape " + ir::to_string(shape));
+  if (a < 0 || a >= n)
+    fail("nx::iota",
+         "axis " + std::to_string(axis) + " out of range for shape " + ir::to_string(shape));
   return prim(Op::Iota, DType::Int64, shape, {}, int64_t{a});
 }
 
@@ -58,7 +60,8 @@ Tensor arange(int64_t n) {
 
 Tensor arange(DType t, double start, double stop, double step) {
   if (step == 0 || !std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
-    fail("nx::arange", "bad range start=" + std::to_string(start) + " stop=" + std::to_string(stop) + " step=" + std::to_string(step));
+    fail("nx::arange", "bad range start=" + std::to_string(start) +
+                           " stop=" + std::to_string(stop) + " step=" + std::to_string(step));
   int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((stop - start) / step)));
   // Values are start + i * step computed in float64, then converted once (as numpy does).
   Tensor i = cast(arange(n), DType::Float64);
@@ -70,14 +73,17 @@ Tensor linspace(DType t, double start, double stop, int64_t num, bool endpoint) 
   int64_t div = endpoint ? num - 1 : num;
   double step = div > 0 ? (stop - start) / static_cast<double>(div) : 0;
   Tensor i = arange(num);
-  Tensor y = add(mul(cast(i, DType::Float64), const_of(DType::Float64, step)), const_of(DType::Float64, start));
-  if (endpoint && num > 1) y = where(equal(i, const_int(DType::Int64, num - 1)), const_of(DType::Float64, stop), y);
+  Tensor y = add(mul(cast(i, DType::Float64), const_of(DType::Float64, step)),
+                 const_of(DType::Float64, start));
+  if (endpoint && num > 1)
+    y = where(equal(i, const_int(DType::Int64, num - 1)), const_of(DType::Float64, stop), y);
   return cast(y, t);
 }
 
 Tensor eye(DType t, int64_t n, std::optional<int64_t> m) {
   int64_t cols = m.value_or(n);
-  if (n < 0 || cols < 0) fail("nx::eye", "negative size " + std::to_string(n) + "x" + std::to_string(cols));
+  if (n < 0 || cols < 0)
+    fail("nx::eye", "negative size " + std::to_string(n) + "x" + std::to_string(cols));
   Tensor diag = equal(iota({n, cols}, 0), iota({n, cols}, 1));
   return cast(diag, t);
 }
@@ -94,14 +100,18 @@ uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-Tensor shr(const Tensor& x, int64_t s) { return binary("nx::rand", Op::Shr, x, const_int(DType::Int64, s)); }
+Tensor shr(const Tensor& x, int64_t s) {
+  return binary("nx::rand", Op::Shr, x, const_int(DType::Int64, s));
+}
 Tensor bxor(const Tensor& a, const Tensor& b) { return binary("nx::rand", Op::Xor, a, b); }
 
 // 64 random bits per element of `shape`, a function of the key and the element's flat index.
 Tensor random_bits(Key k, const Shape& shape, int64_t stream) {
   Tensor i = reshape(arange(ir::numel(shape)), shape);
-  int64_t base = static_cast<int64_t>(mix64(k.value + static_cast<uint64_t>(stream) * 0x632BE59BD9B4E019ull));
-  Tensor z = add(mul(add(i, const_int(DType::Int64, 1)), const_int(DType::Int64, kGolden)), const_int(DType::Int64, base));
+  int64_t base =
+      static_cast<int64_t>(mix64(k.value + static_cast<uint64_t>(stream) * 0x632BE59BD9B4E019ull));
+  Tensor z = add(mul(add(i, const_int(DType::Int64, 1)), const_int(DType::Int64, kGolden)),
+                 const_int(DType::Int64, base));
   z = mul(bxor(z, shr(z, 30)), const_int(DType::Int64, kMix1));
   z = mul(bxor(z, shr(z, 27)), const_int(DType::Int64, kMix2));
   return bxor(z, shr(z, 31));
@@ -138,7 +148,8 @@ Tensor randn(Key k, DType t, const Shape& shape) {
 }
 
 Tensor randint(Key k, int64_t lo, int64_t hi, const Shape& shape) {
-  if (hi <= lo) fail("nx::randint", "empty range [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
+  if (hi <= lo)
+    fail("nx::randint", "empty range [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
   Tensor u = uniform64(k, shape, 3);
   Tensor v = floor(mul(u, const_of(DType::Float64, static_cast<double>(hi - lo))));
   return add(cast(v, DType::Int64), const_int(DType::Int64, lo));

@@ -14,10 +14,12 @@ void check_alive(const Tensor& t, const char* api) {
   auto& im = t.impl();
   if (im.donation.load() != 2) return;
   std::lock_guard lock(im.mu);
-  throw std::invalid_argument(std::string(api) + ": " + t.describe() + " was donated to " + im.consumer);
+  throw std::invalid_argument(std::string(api) + ": " + t.describe() + " was donated to " +
+                              im.consumer);
 }
 
-std::vector<bool> consume_donations(const std::vector<Tensor>& srcs, std::string_view consumer_prefix,
+std::vector<bool> consume_donations(const std::vector<Tensor>& srcs,
+                                    std::string_view consumer_prefix,
                                     std::string_view consumer_suffix) {
   // Fast path: nothing donated, nothing dead (no allocation).
   bool marked = false;
@@ -85,7 +87,8 @@ void OpScope::enter(const char* api) {
       if (args_[i]->impl().donation.load() == 1)
         for (size_t j = 0; j < i; ++j)
           if (args_[j]->impl_ptr() == args_[i]->impl_ptr())
-            throw std::invalid_argument(std::string("nx::donate: ") + api + " reads one donation twice");
+            throw std::invalid_argument(std::string("nx::donate: ") + api +
+                                        " reads one donation twice");
     }
   }
   if (outer_) exceptions_ = std::uncaught_exceptions();

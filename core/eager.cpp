@@ -8,9 +8,9 @@
 
 #include "codegen/compile.h"
 #include "core/check.h"
+#include "core/donation.h"
 #include "core/interpreter.h"
 #include "core/ops.h"
-#include "core/donation.h"
 #include "ir/scalar.h"
 
 namespace nx {
@@ -26,21 +26,26 @@ ir::View key_view(const ir::View& v) {
   return k;
 }
 
-std::optional<ir::View> view_op(ir::Op op, const ir::View& v, const Shape& shape, const ir::Arg& arg) {
+std::optional<ir::View> view_op(ir::Op op, const ir::View& v, const Shape& shape,
+                                const ir::Arg& arg) {
   switch (op) {
-    case ir::Op::Reshape: return v.reshape(shape);
+    case ir::Op::Reshape:
+      return v.reshape(shape);
     case ir::Op::Permute: {
       const auto& p = std::get<std::vector<int64_t>>(arg);
       return v.permute(std::vector<int>(p.begin(), p.end()));
     }
-    case ir::Op::Expand: return v.expand(shape);
-    case ir::Op::Shrink: return v.shrink(std::get<ir::Pairs>(arg));
+    case ir::Op::Expand:
+      return v.expand(shape);
+    case ir::Op::Shrink:
+      return v.shrink(std::get<ir::Pairs>(arg));
     case ir::Op::Flip: {
       std::vector<bool> axes(v.shape.size(), false);
       for (auto a : std::get<std::vector<int64_t>>(arg)) axes[a] = true;
       return v.flip(axes);
     }
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -57,8 +62,8 @@ struct FingerprintHash {
 };
 
 // Fills f (reused per thread, so the hot path allocates nothing).
-void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
-                 const ir::Arg& arg) {
+void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape,
+                 const std::vector<Tensor>& srcs, const ir::Arg& arg) {
   auto& v = f.v;
   v.clear();
   v.push_back(static_cast<int64_t>(op));
@@ -69,8 +74,10 @@ void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape, const
   std::visit(
       [&](const auto& a) {
         using T = std::decay_t<decltype(a)>;
-        if constexpr (std::is_same_v<T, int64_t>) v.push_back(a);
-        else if constexpr (std::is_same_v<T, double>) v.push_back(std::bit_cast<int64_t>(a));
+        if constexpr (std::is_same_v<T, int64_t>)
+          v.push_back(a);
+        else if constexpr (std::is_same_v<T, double>)
+          v.push_back(std::bit_cast<int64_t>(a));
         else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           v.push_back(static_cast<int64_t>(a.size()));
           v.insert(v.end(), a.begin(), a.end());
@@ -114,7 +121,8 @@ class Eager final : public Interpreter {
         return make_concrete(out, x.impl().buffer, *v, device, x.impl().poison);
       // The strides cannot express this reshape: copy to contiguous memory first.
       Tensor c = run_program(ir::Op::Copy, x.dtype(), x.shape(), {x}, {}, device);
-      return make_concrete(out, c.impl().buffer, *c.impl().view.reshape(shape), device, c.impl().poison);
+      return make_concrete(out, c.impl().buffer, *c.impl().view.reshape(shape), device,
+                           c.impl().poison);
     }
     return run_program(op, out, shape, srcs, arg, device);
   }
@@ -132,13 +140,15 @@ class Eager final : public Interpreter {
       if (!first) {
         first = &s;
       } else if (!(s.device() == first->device())) {
-        throw std::invalid_argument("nx::" + std::string(ir::op_name(op)) + ": operands on two devices, " +
-                                    first->device().name() + " (" + first->describe() + ") and " + s.device().name() +
-                                    " (" + s.describe() + "); move one with nx::place");
+        throw std::invalid_argument("nx::" + std::string(ir::op_name(op)) +
+                                    ": operands on two devices, " + first->device().name() + " (" +
+                                    first->describe() + ") and " + s.device().name() + " (" +
+                                    s.describe() + "); move one with nx::place");
       }
     }
     if (!first) return Device::cpu();
-    if (first->device().kind != runtime::DeviceKind::CPU) runtime::stream_for(first->device());  // raises: unavailable
+    if (first->device().kind != runtime::DeviceKind::CPU)
+      runtime::stream_for(first->device());  // raises: unavailable
     return first->device();
   }
 
@@ -147,8 +157,10 @@ class Eager final : public Interpreter {
     return from_bytes(v.dtype, {}, &bits);  // little-endian: the low bytes hold the value
   }
 
-  void record_check(const Tensor& ok, const std::vector<Tensor>& data,
-                    std::function<std::exception_ptr(const std::vector<int64_t>&, const std::vector<Tensor>&)> fail) override {
+  void record_check(
+      const Tensor& ok, const std::vector<Tensor>& data,
+      std::function<std::exception_ptr(const std::vector<int64_t>&, const std::vector<Tensor>&)>
+          fail) override {
     Tensor first = detail::first_false(ok);
     runtime::Stream* stream = runtime::stream_for(ok.device());
     if (!stream) {
@@ -162,15 +174,18 @@ class Eager final : public Interpreter {
     Shape shape = ok.shape();
     int64_t n = ok.size();
     stream->enqueue([first, data, fail, shape, n] {
-      if (auto e = first.impl().poison ? first.impl().poison->get() : nullptr) std::rethrow_exception(e);
+      if (auto e = first.impl().poison ? first.impl().poison->get() : nullptr)
+        std::rethrow_exception(e);
       int64_t f;
-      std::memcpy(&f, static_cast<char*>(first.impl().buffer->data) + first.impl().view.offset * 8, sizeof f);
+      std::memcpy(&f, static_cast<char*>(first.impl().buffer->data) + first.impl().view.offset * 8,
+                  sizeof f);
       if (f >= n) return;
       std::vector<Tensor> at;
       for (const auto& d : data) at.push_back(element_on_host(d, shape, f));
-      std::rethrow_exception(detail::build_failure({}, 0, at, [&](const std::vector<int64_t>&, const std::vector<Tensor>& v) {
-        return fail(unravel(shape, f), v);
-      }));
+      std::rethrow_exception(detail::build_failure(
+          {}, 0, at, [&](const std::vector<int64_t>&, const std::vector<Tensor>& v) {
+            return fail(unravel(shape, f), v);
+          }));
     });
   }
 
@@ -190,7 +205,9 @@ class Eager final : public Interpreter {
   Tensor run_program(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
                      const ir::Arg& arg, Device device) {
     // Programs by fingerprint, per thread (no lock); misses go to the shared compile cache.
-    thread_local std::unordered_map<Fingerprint, std::shared_ptr<const runtime::HostProgram>, FingerprintHash> programs;
+    thread_local std::unordered_map<Fingerprint, std::shared_ptr<const runtime::HostProgram>,
+                                    FingerprintHash>
+        programs;
     thread_local Fingerprint fp;
     fingerprint(fp, op, out, shape, srcs, arg);
     auto it = programs.find(fp);
@@ -223,7 +240,9 @@ class Eager final : public Interpreter {
     }
     // Asynchronous device: the output exists now; the kernel runs in stream order. A poisoned
     // operand poisons the result instead of running on garbage.
-    auto result = lent ? lent : runtime::allocate(device, static_cast<size_t>(ir::numel(shape) * ir::itemsize(out)));
+    auto result =
+        lent ? lent
+             : runtime::allocate(device, static_cast<size_t>(ir::numel(shape) * ir::itemsize(out)));
     auto poison = std::make_shared<runtime::Poison>();
     std::vector<char*> inputs(p, p + srcs.size());
     stream->enqueue([program = it->second, inputs, srcs, result, poison] {
@@ -242,7 +261,8 @@ class Eager final : public Interpreter {
   // elementwise op applied by the public op itself (OpScope::depth() == 1), whose operand has
   // the result's dtype and shape, is contiguous and covers its whole buffer (so it is read at
   // each element's own index only).
-  static runtime::BufferRef donated_buffer(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs) {
+  static runtime::BufferRef donated_buffer(ir::Op op, DType out, const Shape& shape,
+                                           const std::vector<Tensor>& srcs) {
     if (!ir::is_elementwise(op) || OpScope::depth() != 1) return nullptr;
     for (const auto& s : srcs) {
       const auto& im = s.impl();
@@ -262,7 +282,8 @@ class Eager final : public Interpreter {
     size_t lead = shape.size() - im.shape.size();
     for (size_t k = 0; k < im.shape.size(); ++k)
       if (im.shape[k] != 1) off += idx[lead + k] * im.view.strides[k];
-    return from_bytes(im.dtype, {}, static_cast<char*>(im.buffer->data) + off * ir::itemsize(im.dtype));
+    return from_bytes(im.dtype, {},
+                      static_cast<char*>(im.buffer->data) + off * ir::itemsize(im.dtype));
   }
   static std::vector<int64_t> unravel(const Shape& shape, int64_t flat) {
     std::vector<int64_t> idx(shape.size());
@@ -283,7 +304,9 @@ Interpreter& eager_interpreter() {
   static Eager e;
   return e;
 }
-Interpreter& current_interpreter() { return g_stack.empty() ? eager_interpreter() : *g_stack.back(); }
+Interpreter& current_interpreter() {
+  return g_stack.empty() ? eager_interpreter() : *g_stack.back();
+}
 bool is_active(const Interpreter* i) {
   for (auto* s : g_stack)
     if (s == i) return true;
@@ -293,7 +316,8 @@ bool is_active(const Interpreter* i) {
 InterpreterScope::InterpreterScope(Interpreter* i) : prev_(nullptr) { g_stack.push_back(i); }
 InterpreterScope::~InterpreterScope() { g_stack.pop_back(); }
 
-Tensor apply(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs, const ir::Arg& arg) {
+Tensor apply(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
+             const ir::Arg& arg) {
   return current_interpreter().apply(op, out, shape, srcs, arg);
 }
 

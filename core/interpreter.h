@@ -21,8 +21,10 @@ class Interpreter {
   // Where the caller reads `t` (to_vector, item, print): concrete values only.
   virtual void check_readable(const Tensor& t, const char* api) = 0;
   // An nx::check (core/check.h): eagerly evaluated, or recorded by a tracer into its program.
-  virtual void record_check(const Tensor& ok, const std::vector<Tensor>& data,
-                            std::function<std::exception_ptr(const std::vector<int64_t>&, const std::vector<Tensor>&)> fail) = 0;
+  virtual void record_check(
+      const Tensor& ok, const std::vector<Tensor>& data,
+      std::function<std::exception_ptr(const std::vector<int64_t>&, const std::vector<Tensor>&)>
+          fail) = 0;
 };
 
 // The interpreter that handles ops now (per thread): the innermost active tracer, or eager.

@@ -35,8 +35,8 @@ struct Key {
 };
 Key key(uint64_t seed);
 std::pair<Key, Key> split(Key k);
-Tensor rand(Key k, DType t, const Shape& shape);   // uniform [0, 1)
-Tensor randn(Key k, DType t, const Shape& shape);  // standard normal
+Tensor rand(Key k, DType t, const Shape& shape);                    // uniform [0, 1)
+Tensor randn(Key k, DType t, const Shape& shape);                   // standard normal
 Tensor randint(Key k, int64_t lo, int64_t hi, const Shape& shape);  // int64 in [lo, hi)
 
 // ---- elementwise ----
@@ -110,7 +110,7 @@ Tensor logsumexp(const Tensor& x, Axes axes = {}, bool keepdims = false);
 
 // ---- movement ----
 Tensor reshape(const Tensor& x, const Shape& shape);  // one -1 allowed
-Tensor transpose(const Tensor& x);                     // reverses the axes
+Tensor transpose(const Tensor& x);                    // reverses the axes
 Tensor permute(const Tensor& x, const Axes& perm);
 Tensor broadcast_to(const Tensor& x, const Shape& shape);
 Tensor expand_dims(const Tensor& x, int axis);
@@ -127,7 +127,8 @@ Tensor slice(const Tensor& x, const std::vector<Slice>& slices);
 Tensor index(const Tensor& x, int axis, int64_t i);
 Tensor concatenate(const std::vector<Tensor>& xs, int axis = 0);
 Tensor stack(const std::vector<Tensor>& xs, int axis = 0);
-Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& widths, double value = 0);
+Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& widths,
+           double value = 0);
 Tensor flip(const Tensor& x, Axes axes = {});
 Tensor contiguous(const Tensor& x);  // a contiguous copy
 

@@ -7,7 +7,9 @@ namespace nx {
 
 namespace detail {
 
-void fail(const std::string& api, const std::string& msg) { throw std::invalid_argument(api + ": " + msg); }
+void fail(const std::string& api, const std::string& msg) {
+  throw std::invalid_argument(api + ": " + msg);
+}
 
 int norm_axis(const std::string& api, int axis, int ndim, const Tensor& x) {
   int a = axis < 0 ? axis + ndim : axis;
@@ -24,7 +26,8 @@ std::vector<int64_t> norm_axes(const std::string& api, const Axes& axes, const T
   }
   for (int a : axes) r.push_back(norm_axis(api, a, x.ndim(), x));
   std::sort(r.begin(), r.end());
-  if (std::adjacent_find(r.begin(), r.end()) != r.end()) fail(api, "repeated axis for " + x.describe());
+  if (std::adjacent_find(r.begin(), r.end()) != r.end())
+    fail(api, "repeated axis for " + x.describe());
   return r;
 }
 
@@ -33,7 +36,8 @@ void require_float(const std::string& api, const Tensor& x) {
 }
 void require_same_dtype(const std::string& api, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
-    fail(api, "dtype mismatch: " + a.describe() + " and " + b.describe() + " (cast one with nx::cast)");
+    fail(api,
+         "dtype mismatch: " + a.describe() + " and " + b.describe() + " (cast one with nx::cast)");
 }
 
 std::pair<Tensor, Tensor> broadcast_pair(const std::string& api, const Tensor& a, const Tensor& b) {
@@ -44,10 +48,13 @@ std::pair<Tensor, Tensor> broadcast_pair(const std::string& api, const Tensor& a
 }
 
 Tensor const_of(DType t, double v) {
-  ir::Value val = ir::is_float(t) ? ir::Value::of_float(t, v) : ir::Value::of_int(t, static_cast<int64_t>(v));
+  ir::Value val =
+      ir::is_float(t) ? ir::Value::of_float(t, v) : ir::Value::of_int(t, static_cast<int64_t>(v));
   return current_interpreter().constant(val);
 }
-Tensor const_int(DType t, int64_t v) { return current_interpreter().constant(ir::Value::of_int(t, v)); }
+Tensor const_int(DType t, int64_t v) {
+  return current_interpreter().constant(ir::Value::of_int(t, v));
+}
 
 Tensor binary(const std::string& api, ir::Op op, const Tensor& a, const Tensor& b) {
   require_same_dtype(api, a, b);
@@ -65,9 +72,7 @@ Tensor compare(const std::string& api, ir::Op op, const Tensor& a, const Tensor&
 using namespace detail;
 using ir::Op;
 
-Tensor scalar_like(const Tensor& x, double v) {
-  return const_of(x.dtype(), v);
-}
+Tensor scalar_like(const Tensor& x, double v) { return const_of(x.dtype(), v); }
 
 Tensor cast(const Tensor& x, DType t) {
   OpScope scope_("nx::cast", {&x});
@@ -91,11 +96,11 @@ Tensor sign(const Tensor& x) {
   return s;
 }
 
-#define RUNE_FLOAT_UNARY(fn, OP)                 \
-  Tensor fn(const Tensor& x) {                   \
-    OpScope scope_("nx::" #fn, {&x});            \
-    require_float("nx::" #fn, x);                \
-    return unary(Op::OP, x);                     \
+#define RUNE_FLOAT_UNARY(fn, OP)      \
+  Tensor fn(const Tensor& x) {        \
+    OpScope scope_("nx::" #fn, {&x}); \
+    require_float("nx::" #fn, x);     \
+    return unary(Op::OP, x);          \
   }
 RUNE_FLOAT_UNARY(exp, Exp)
 RUNE_FLOAT_UNARY(log, Log)
@@ -160,7 +165,8 @@ Tensor gelu(const Tensor& x) {
   OpScope scope_("nx::gelu", {&x});
   require_float("nx::gelu", x);
   // The tanh form (as jax.nn.gelu's default): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-  Tensor inner = mul(add(x, mul(scalar_like(x, 0.044715), mul(x, mul(x, x)))), scalar_like(x, 0.7978845608028654));
+  Tensor inner = mul(add(x, mul(scalar_like(x, 0.044715), mul(x, mul(x, x)))),
+                     scalar_like(x, 0.7978845608028654));
   return mul(mul(scalar_like(x, 0.5), x), add(scalar_like(x, 1), tanh(inner)));
 }
 Tensor relu(const Tensor& x) {
@@ -217,12 +223,18 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 }
 Tensor clip(const Tensor& x, double lo, double hi) {
   OpScope scope_("nx::clip", {&x});
-  if (lo > hi) fail("nx::clip", "lower bound " + std::to_string(lo) + " exceeds upper bound " + std::to_string(hi));
+  if (lo > hi)
+    fail("nx::clip",
+         "lower bound " + std::to_string(lo) + " exceeds upper bound " + std::to_string(hi));
   if (ir::is_int(x.dtype()) || x.dtype() == DType::Bool) {
     // Bounds outside an integer dtype's range clamp to it instead of wrapping.
-    double dmin = x.dtype() == DType::Int32 ? -2147483648.0 : x.dtype() == DType::Int64 ? -9.2233720368547758e18 : 0;
-    double dmax = x.dtype() == DType::Int32 ? 2147483647.0 : x.dtype() == DType::Int64 ? 9.2233720368547748e18
-                  : x.dtype() == DType::UInt8 ? 255 : 1;
+    double dmin = x.dtype() == DType::Int32   ? -2147483648.0
+                  : x.dtype() == DType::Int64 ? -9.2233720368547758e18
+                                              : 0;
+    double dmax = x.dtype() == DType::Int32   ? 2147483647.0
+                  : x.dtype() == DType::Int64 ? 9.2233720368547748e18
+                  : x.dtype() == DType::UInt8 ? 255
+                                              : 1;
     lo = std::clamp(lo, dmin, dmax);
     hi = std::clamp(hi, dmin, dmax);
   }
@@ -281,8 +293,10 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   require_same_dtype(api, a, b);
   auto s = ir::broadcast_shapes(a.shape(), b.shape());
   if (s) s = ir::broadcast_shapes(*s, cond.shape());
-  if (!s) fail(api, "cannot broadcast " + cond.describe() + ", " + a.describe() + " and " + b.describe());
-  return prim(Op::Where, a.dtype(), *s, {broadcast_to(cond, *s), broadcast_to(a, *s), broadcast_to(b, *s)});
+  if (!s)
+    fail(api, "cannot broadcast " + cond.describe() + ", " + a.describe() + " and " + b.describe());
+  return prim(Op::Where, a.dtype(), *s,
+              {broadcast_to(cond, *s), broadcast_to(a, *s), broadcast_to(b, *s)});
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -26,13 +26,14 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   }
   if (infer >= 0) {
     if (known == 0 || x.size() % known != 0)
-      fail(api, "cannot reshape " + x.describe() + " (" + std::to_string(x.size()) + " elements) into " +
-                    ir::to_string(shape));
+      fail(api, "cannot reshape " + x.describe() + " (" + std::to_string(x.size()) +
+                    " elements) into " + ir::to_string(shape));
     s[infer] = x.size() / known;
   }
   if (ir::numel(s) != x.size())
-    fail(api, "cannot reshape " + x.describe() + " (" + std::to_string(x.size()) + " elements) into " +
-                  ir::to_string(shape) + " (" + std::to_string(ir::numel(s)) + " elements)");
+    fail(api, "cannot reshape " + x.describe() + " (" + std::to_string(x.size()) +
+                  " elements) into " + ir::to_string(shape) + " (" + std::to_string(ir::numel(s)) +
+                  " elements)");
   if (s == x.shape()) return x;
   return prim(Op::Reshape, x.dtype(), s, {x}, ir::Arg{});
 }
@@ -47,7 +48,8 @@ Tensor permute(const Tensor& x, const Axes& perm) {
   Shape s;
   for (int a : perm) {
     int n = norm_axis(api, a, x.ndim(), x);
-    if (seen[n]) fail(api, "repeated axis " + std::to_string(a) + " in permutation of " + x.describe());
+    if (seen[n])
+      fail(api, "repeated axis " + std::to_string(a) + " in permutation of " + x.describe());
     seen[n] = true;
     p.push_back(n);
     s.push_back(x.shape()[n]);
@@ -69,7 +71,8 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   OpScope scope_("nx::broadcast_to", {&x});
   const std::string api = "nx::broadcast_to";
   if (x.shape() == shape) return x;
-  if (shape.size() < x.shape().size()) fail(api, "cannot broadcast " + x.describe() + " to " + ir::to_string(shape));
+  if (shape.size() < x.shape().size())
+    fail(api, "cannot broadcast " + x.describe() + " to " + ir::to_string(shape));
   size_t lead = shape.size() - x.shape().size();
   Shape padded(lead, 1);
   padded.insert(padded.end(), x.shape().begin(), x.shape().end());
@@ -85,7 +88,8 @@ Tensor expand_dims(const Tensor& x, int axis) {
   OpScope scope_("nx::expand_dims", {&x});
   int n = x.ndim() + 1;
   int a = axis < 0 ? axis + n : axis;
-  if (a < 0 || a >= n) fail("nx::expand_dims", "axis " + std::to_string(axis) + " out of range for " + x.describe());
+  if (a < 0 || a >= n)
+    fail("nx::expand_dims", "axis " + std::to_string(axis) + " out of range for " + x.describe());
   Shape s = x.shape();
   s.insert(s.begin() + a, 1);
   return reshape(x, s);
@@ -100,7 +104,8 @@ Tensor squeeze(const Tensor& x, std::optional<int> axis) {
   Shape s;
   if (axis) {
     int a = norm_axis("nx::squeeze", *axis, x.ndim(), x);
-    if (x.shape()[a] != 1) fail("nx::squeeze", "axis " + std::to_string(*axis) + " of " + x.describe() + " is not 1");
+    if (x.shape()[a] != 1)
+      fail("nx::squeeze", "axis " + std::to_string(*axis) + " of " + x.describe() + " is not 1");
     s = x.shape();
     s.erase(s.begin() + a);
   } else {
@@ -156,7 +161,9 @@ Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& widt
   if (static_cast<int>(widths.size()) != x.ndim())
     fail(api, std::to_string(widths.size()) + " pad widths for " + x.describe());
   for (auto [lo, hi] : widths)
-    if (lo < 0 || hi < 0) fail(api, "negative pad width (" + std::to_string(lo) + ", " + std::to_string(hi) + ") for " + x.describe());
+    if (lo < 0 || hi < 0)
+      fail(api, "negative pad width (" + std::to_string(lo) + ", " + std::to_string(hi) + ") for " +
+                    x.describe());
   ir::Pairs w(widths.begin(), widths.end());
   Tensor p = pad_zero(x, w);
   if (value == 0) return p;
@@ -175,8 +182,8 @@ Tensor slice(const Tensor& x, const std::vector<Slice>& slices) {
     if (sl.step == 0) fail(api, "slice step 0 on axis " + std::to_string(ax));
     auto check = [&](int64_t v, const char* what) {
       if (v < -n || v > n)
-        fail(api, std::string(what) + " " + std::to_string(v) + " out of range for axis " + std::to_string(ax) +
-                      " of " + x.describe());
+        fail(api, std::string(what) + " " + std::to_string(v) + " out of range for axis " +
+                      std::to_string(ax) + " of " + x.describe());
       return v < 0 ? v + n : v;
     };
     int64_t step = sl.step;
@@ -234,7 +241,8 @@ Tensor index(const Tensor& x, int axis, int64_t i) {
   int a = norm_axis(api, axis, x.ndim(), x);
   int64_t n = x.shape()[a];
   if (i < -n || i >= n)
-    fail(api, "index " + std::to_string(i) + " out of range for axis " + std::to_string(axis) + " of " + x.describe());
+    fail(api, "index " + std::to_string(i) + " out of range for axis " + std::to_string(axis) +
+                  " of " + x.describe());
   if (i < 0) i += n;
   ir::Pairs b;
   for (int d = 0; d < x.ndim(); ++d) b.push_back({0, x.shape()[d]});
@@ -255,7 +263,9 @@ Tensor concatenate(const std::vector<Tensor>& xs, int axis) {
     require_same_dtype(api, x0, x);
     bool ok = x.ndim() == x0.ndim();
     for (int d = 0; ok && d < x.ndim(); ++d) ok = d == a || x.shape()[d] == x0.shape()[d];
-    if (!ok) fail(api, "shapes " + x0.describe() + " and " + x.describe() + " differ off axis " + std::to_string(axis));
+    if (!ok)
+      fail(api, "shapes " + x0.describe() + " and " + x.describe() + " differ off axis " +
+                    std::to_string(axis));
     total += x.shape()[a];
   }
   if (xs.size() == 1) return x0;
@@ -278,7 +288,8 @@ Tensor stack(const std::vector<Tensor>& xs, int axis) {
   if (xs.empty()) fail(api, "no tensors to stack");
   std::vector<Tensor> u;
   for (const auto& x : xs) {
-    if (x.shape() != xs[0].shape()) fail(api, "shapes " + xs[0].describe() + " and " + x.describe() + " differ");
+    if (x.shape() != xs[0].shape())
+      fail(api, "shapes " + xs[0].describe() + " and " + x.describe() + " differ");
     u.push_back(expand_dims(x, axis));
   }
   return concatenate(u, axis < 0 ? axis : axis);

@@ -27,7 +27,9 @@ Tensor reduce(const std::string& api, Op op, const Tensor& x, const Axes& axes, 
   auto a = norm_axes(api, axes, x);
   if ((op == Op::ReduceMax || op == Op::ReduceMin)) {
     for (auto d : a)
-      if (x.shape()[d] == 0) fail(api, "zero-size reduction over axis " + std::to_string(d) + " of " + x.describe() + " has no identity");
+      if (x.shape()[d] == 0)
+        fail(api, "zero-size reduction over axis " + std::to_string(d) + " of " + x.describe() +
+                      " has no identity");
   }
   Tensor r = a.empty() ? x : prim(op, x.dtype(), kept_shape(x, a), {x}, a);
   return keepdims ? r : reshape(r, dropped_shape(x, a));
@@ -73,7 +75,8 @@ Tensor mean(const Tensor& x, Axes axes, bool keepdims) {
   return div(s, scalar_like(s, static_cast<double>(n)));
 }
 
-static Tensor arg_reduce(const std::string& api, bool is_max, const Tensor& x, std::optional<int> axis, bool keepdims) {
+static Tensor arg_reduce(const std::string& api, bool is_max, const Tensor& x,
+                         std::optional<int> axis, bool keepdims) {
   Tensor v = x;
   int a;
   if (!axis) {
@@ -140,17 +143,19 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   OpScope scope_("nx::matmul", {&a, &b});
   const std::string api = "nx::matmul";
   require_same_dtype(api, a, b);
-  if (a.ndim() == 0 || b.ndim() == 0) fail(api, "scalar operand: " + a.describe() + " and " + b.describe());
+  if (a.ndim() == 0 || b.ndim() == 0)
+    fail(api, "scalar operand: " + a.describe() + " and " + b.describe());
   Tensor x = a.ndim() == 1 ? reshape(a, {1, a.shape()[0]}) : a;
   Tensor y = b.ndim() == 1 ? reshape(b, {b.shape()[0], 1}) : b;
   int64_t k = x.shape()[x.ndim() - 1];
   if (y.shape()[y.ndim() - 2] != k)
-    fail(api, "shapes " + a.describe() + " and " + b.describe() + " do not align (" + std::to_string(k) +
-                  " != " + std::to_string(y.shape()[y.ndim() - 2]) + ")");
+    fail(api, "shapes " + a.describe() + " and " + b.describe() + " do not align (" +
+                  std::to_string(k) + " != " + std::to_string(y.shape()[y.ndim() - 2]) + ")");
   int64_t m = x.shape()[x.ndim() - 2], n = y.shape()[y.ndim() - 1];
   Shape bx(x.shape().begin(), x.shape().end() - 2), by(y.shape().begin(), y.shape().end() - 2);
   auto batch = ir::broadcast_shapes(bx, by);
-  if (!batch) fail(api, "batch dimensions of " + a.describe() + " and " + b.describe() + " do not broadcast");
+  if (!batch)
+    fail(api, "batch dimensions of " + a.describe() + " and " + b.describe() + " do not broadcast");
   // [..., m, k, 1] * [..., 1, k, n] summed over k: one fused kernel, no [m, k, n] temporary.
   Shape xs = bx, ys = by;
   xs.insert(xs.end(), {m, k, 1});
@@ -168,7 +173,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor dot(const Tensor& a, const Tensor& b) {
   OpScope scope_("nx::dot", {&a, &b});
   if (a.ndim() == 1 && b.ndim() == 1) {
-    if (a.shape() != b.shape()) fail("nx::dot", "shapes " + a.describe() + " and " + b.describe() + " differ");
+    if (a.shape() != b.shape())
+      fail("nx::dot", "shapes " + a.describe() + " and " + b.describe() + " differ");
     return sum(mul(a, b));
   }
   return matmul(a, b);

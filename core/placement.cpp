@@ -11,9 +11,7 @@ void wait(Device d) {
   if (runtime::Stream* s = runtime::stream_for(d)) s->synchronize();
 }
 
-void wait(const Tensor& x) {
-  current_interpreter().check_readable(x, "nx::wait");
-}
+void wait(const Tensor& x) { current_interpreter().check_readable(x, "nx::wait"); }
 
 Tensor place(const Tensor& x, Device d) {
   OpScope scope_("nx::place", {&x});
@@ -42,6 +40,8 @@ Tensor place(const Tensor& x, Device d) {
   return make_concrete(im.dtype, std::move(buf), ir::View::contiguous(im.shape), d);
 }
 
-Tensor place(const Tensor& x, const std::string& device) { return place(x, Device::parse(device, "nx::place")); }
+Tensor place(const Tensor& x, const std::string& device) {
+  return place(x, Device::parse(device, "nx::place"));
+}
 
 }  // namespace nx

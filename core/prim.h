@@ -23,8 +23,8 @@ void require_float(const std::string& api, const Tensor& x);
 void require_same_dtype(const std::string& api, const Tensor& a, const Tensor& b);
 // Broadcasts two tensors to their common shape, or fails naming both.
 std::pair<Tensor, Tensor> broadcast_pair(const std::string& api, const Tensor& a, const Tensor& b);
-Tensor const_of(DType t, double v);          // 0-d constant (floats rounded, ints truncated)
-Tensor const_int(DType t, int64_t v);        // 0-d integer constant, exact
+Tensor const_of(DType t, double v);    // 0-d constant (floats rounded, ints truncated)
+Tensor const_int(DType t, int64_t v);  // 0-d integer constant, exact
 Tensor binary(const std::string& api, ir::Op op, const Tensor& a, const Tensor& b);
 Tensor compare(const std::string& api, ir::Op op, const Tensor& a, const Tensor& b);
 

@@ -42,9 +42,12 @@ void for_each_value(const Tensor& x, const char* api, F&& fn) {
 
 template <class T>
 T convert(const ir::Value& v) {
-  if constexpr (std::is_floating_point_v<T>) return static_cast<T>(v.as_double());
-  else if constexpr (std::is_same_v<T, bool>) return ir::is_float(v.dtype) ? v.f != 0 : v.i != 0;
-  else return ir::is_float(v.dtype) ? static_cast<T>(v.f) : static_cast<T>(v.i);
+  if constexpr (std::is_floating_point_v<T>)
+    return static_cast<T>(v.as_double());
+  else if constexpr (std::is_same_v<T, bool>)
+    return ir::is_float(v.dtype) ? v.f != 0 : v.i != 0;
+  else
+    return ir::is_float(v.dtype) ? static_cast<T>(v.f) : static_cast<T>(v.i);
 }
 
 // Shortest decimal that reads back as the same value of dtype t.
@@ -63,7 +66,8 @@ std::string format_float(DType t, double v) {
   // 16-bit floats: the fewest significant digits that round back to the same value, printed
   // in the same plain-or-exponent style as float32 (the shortest form of that decimal).
   for (int p = 1; p <= 6; ++p) {
-    auto r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v), std::chars_format::general, p);
+    auto r =
+        std::to_chars(buf, buf + sizeof buf, static_cast<float>(v), std::chars_format::general, p);
     float shortest = std::strtof(std::string(buf, r.ptr).c_str(), nullptr);
     if (ir::round_to(t, shortest) == v) {
       auto q = std::to_chars(buf, buf + sizeof buf, shortest);

@@ -13,8 +13,8 @@ int64_t Tensor::dim(int axis) const {
   int n = ndim();
   int a = axis < 0 ? axis + n : axis;
   if (a < 0 || a >= n)
-    throw std::invalid_argument("nx::Tensor::dim: axis " + std::to_string(axis) + " out of range for " +
-                                describe());
+    throw std::invalid_argument("nx::Tensor::dim: axis " + std::to_string(axis) +
+                                " out of range for " + describe());
   return shape()[a];
 }
 
@@ -22,7 +22,8 @@ std::string Tensor::describe() const {
   return std::string(ir::name(dtype())) + " " + ir::to_string(shape());
 }
 
-Tensor make_concrete(DType t, runtime::BufferRef buf, ir::View view, Device d, std::shared_ptr<runtime::Poison> poison) {
+Tensor make_concrete(DType t, runtime::BufferRef buf, ir::View view, Device d,
+                     std::shared_ptr<runtime::Poison> poison) {
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = t;
   impl->shape = view.shape;

@@ -26,7 +26,7 @@ enum Token : int64_t { kLeaf = -1, kList = -2, kSome = -3, kNone = -4, kStatic =
 struct Flat {
   std::vector<nx::Tensor> leaves;
   std::vector<int64_t> tokens;
-  std::vector<std::string>* paths = nullptr;  // filled when set
+  std::vector<std::string>* paths = nullptr;        // filled when set
   std::vector<std::string>* token_paths = nullptr;  // path of each token, when set
   void note(const std::string& path) {
     if (token_paths) token_paths->push_back(path);
@@ -40,12 +40,15 @@ struct Unflat {
   size_t leaf = 0, token = 0;
 };
 
-inline std::string join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+inline std::string join(const std::string& a, const std::string& b) {
+  return a.empty() ? b : a + "." + b;
+}
 
 template <class T, class = void>
 struct Tree {
-  static_assert(sizeof(T) == 0,
-                "rune: this type is not a tree of tensors; declare it with RUNE_TREE(Type, fields...)");
+  static_assert(
+      sizeof(T) == 0,
+      "rune: this type is not a tree of tensors; declare it with RUNE_TREE(Type, fields...)");
 };
 
 template <>
@@ -93,7 +96,8 @@ struct Tree<std::pair<A, B>> {
 template <class... Ts>
 struct Tree<std::tuple<Ts...>> {
   template <size_t... I>
-  static void flat(const std::tuple<Ts...>& t, Flat& f, const std::string& path, std::index_sequence<I...>) {
+  static void flat(const std::tuple<Ts...>& t, Flat& f, const std::string& path,
+                   std::index_sequence<I...>) {
     (Tree<Ts>::flatten(std::get<I>(t), f, join(path, std::to_string(I))), ...);
   }
   static void flatten(const std::tuple<Ts...>& t, Flat& f, const std::string& path) {
@@ -162,7 +166,8 @@ using nx::Tree;
 using nx::Unflat;
 }  // namespace rune
 
-#define RUNE_TREE_FLATTEN_FIELD(f) ::nx::Tree<decltype(v_.f)>::flatten(v_.f, fl_, ::nx::join(path_, #f));
+#define RUNE_TREE_FLATTEN_FIELD(f) \
+  ::nx::Tree<decltype(v_.f)>::flatten(v_.f, fl_, ::nx::join(path_, #f));
 #define RUNE_TREE_BUILD_FIELD(f) r_.f = ::nx::Tree<decltype(r_.f)>::build(u_);
 #define RUNE_TREE_EXPAND(x) x
 #define RUNE_TREE_FOR_EACH_1(m, a) m(a)
@@ -174,22 +179,23 @@ using nx::Unflat;
 #define RUNE_TREE_FOR_EACH_7(m, a, ...) m(a) RUNE_TREE_EXPAND(RUNE_TREE_FOR_EACH_6(m, __VA_ARGS__))
 #define RUNE_TREE_FOR_EACH_8(m, a, ...) m(a) RUNE_TREE_EXPAND(RUNE_TREE_FOR_EACH_7(m, __VA_ARGS__))
 #define RUNE_TREE_PICK(_1, _2, _3, _4, _5, _6, _7, _8, name, ...) name
-#define RUNE_TREE_FOR_EACH(m, ...)                                                                 \
-  RUNE_TREE_EXPAND(RUNE_TREE_PICK(__VA_ARGS__, RUNE_TREE_FOR_EACH_8, RUNE_TREE_FOR_EACH_7,          \
-                                  RUNE_TREE_FOR_EACH_6, RUNE_TREE_FOR_EACH_5, RUNE_TREE_FOR_EACH_4, \
-                                  RUNE_TREE_FOR_EACH_3, RUNE_TREE_FOR_EACH_2, RUNE_TREE_FOR_EACH_1)(m, __VA_ARGS__))
+#define RUNE_TREE_FOR_EACH(m, ...)                                                         \
+  RUNE_TREE_EXPAND(RUNE_TREE_PICK(__VA_ARGS__, RUNE_TREE_FOR_EACH_8, RUNE_TREE_FOR_EACH_7, \
+                                  RUNE_TREE_FOR_EACH_6, RUNE_TREE_FOR_EACH_5,              \
+                                  RUNE_TREE_FOR_EACH_4, RUNE_TREE_FOR_EACH_3,              \
+                                  RUNE_TREE_FOR_EACH_2, RUNE_TREE_FOR_EACH_1)(m, __VA_ARGS__))
 
 // Declares a user struct walkable (up to 8 fields; the struct must be default-constructible).
 // Use at namespace scope: RUNE_TREE(Params, w, b)
-#define RUNE_TREE(Type, ...)                                                          \
-  template <>                                                                         \
-  struct nx::Tree<Type> {                                                           \
+#define RUNE_TREE(Type, ...)                                                         \
+  template <>                                                                        \
+  struct nx::Tree<Type> {                                                            \
     static void flatten(const Type& v_, ::nx::Flat& fl_, const std::string& path_) { \
-      RUNE_TREE_FOR_EACH(RUNE_TREE_FLATTEN_FIELD, __VA_ARGS__)                        \
-    }                                                                                 \
-    static Type build(::nx::Unflat& u_) {                                           \
-      Type r_{};                                                                      \
-      RUNE_TREE_FOR_EACH(RUNE_TREE_BUILD_FIELD, __VA_ARGS__)                          \
-      return r_;                                                                      \
-    }                                                                                 \
+      RUNE_TREE_FOR_EACH(RUNE_TREE_FLATTEN_FIELD, __VA_ARGS__)                       \
+    }                                                                                \
+    static Type build(::nx::Unflat& u_) {                                            \
+      Type r_{};                                                                     \
+      RUNE_TREE_FOR_EACH(RUNE_TREE_BUILD_FIELD, __VA_ARGS__)                         \
+      return r_;                                                                     \
+    }                                                                                \
   };

@@ -6,8 +6,8 @@
 
 namespace ir::b {
 
-NodeRef cf(DType t, double v);   // float constant, rounded to t
-NodeRef ci(DType t, int64_t v);  // integer / bool constant, wrapped to t
+NodeRef cf(DType t, double v);      // float constant, rounded to t
+NodeRef ci(DType t, int64_t v);     // integer / bool constant, wrapped to t
 NodeRef like(NodeRef x, double v);  // constant of x's dtype (float or integer)
 
 NodeRef unary(Op op, NodeRef a);

@@ -7,28 +7,44 @@ namespace ir {
 
 std::string_view name(DType t) {
   switch (t) {
-    case DType::Bool: return "bool";
-    case DType::UInt8: return "uint8";
-    case DType::Int32: return "int32";
-    case DType::Int64: return "int64";
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
+    case DType::Bool:
+      return "bool";
+    case DType::UInt8:
+      return "uint8";
+    case DType::Int32:
+      return "int32";
+    case DType::Int64:
+      return "int64";
+    case DType::Float16:
+      return "float16";
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
   }
   return "?";
 }
 
 static int rank(DType t) {
   switch (t) {
-    case DType::Bool: return 0;
-    case DType::UInt8: return 1;
-    case DType::Int32: return 2;
-    case DType::Int64: return 3;
-    case DType::BFloat16: return 4;
-    case DType::Float16: return 5;
-    case DType::Float32: return 6;
-    case DType::Float64: return 7;
+    case DType::Bool:
+      return 0;
+    case DType::UInt8:
+      return 1;
+    case DType::Int32:
+      return 2;
+    case DType::Int64:
+      return 3;
+    case DType::BFloat16:
+      return 4;
+    case DType::Float16:
+      return 5;
+    case DType::Float32:
+      return 6;
+    case DType::Float64:
+      return 7;
   }
   return 0;
 }
@@ -36,7 +52,8 @@ static int rank(DType t) {
 DType promote(DType a, DType b) {
   if (a == b) return a;
   // float16 with bfloat16 has no exact common 16-bit type: float32, as torch does.
-  if ((a == DType::Float16 && b == DType::BFloat16) || (a == DType::BFloat16 && b == DType::Float16))
+  if ((a == DType::Float16 && b == DType::BFloat16) ||
+      (a == DType::BFloat16 && b == DType::Float16))
     return DType::Float32;
   return rank(a) >= rank(b) ? a : b;
 }
@@ -95,8 +112,10 @@ static float f64_to_f32_round_odd(double d) {
   if (!(bits & 1u)) {
     // Move one step towards d so the result is odd (inexact results must be odd).
     float toward = std::nextafter(f, static_cast<float>(d > f ? INFINITY : -INFINITY));
-    if (static_cast<double>(f) > d) toward = std::nextafter(f, -INFINITY);
-    else toward = std::nextafter(f, INFINITY);
+    if (static_cast<double>(f) > d)
+      toward = std::nextafter(f, -INFINITY);
+    else
+      toward = std::nextafter(f, INFINITY);
     // Pick whichever neighbour brackets d with f.
     f = toward;
   }

@@ -14,19 +14,22 @@ inline constexpr int kNumDTypes = 8;
 constexpr int64_t itemsize(DType t) {
   switch (t) {
     case DType::Bool:
-    case DType::UInt8: return 1;
+    case DType::UInt8:
+      return 1;
     case DType::Float16:
-    case DType::BFloat16: return 2;
+    case DType::BFloat16:
+      return 2;
     case DType::Int32:
-    case DType::Float32: return 4;
+    case DType::Float32:
+      return 4;
     case DType::Int64:
-    case DType::Float64: return 8;
+    case DType::Float64:
+      return 8;
   }
   return 0;
 }
 constexpr bool is_float(DType t) {
-  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 ||
-         t == DType::Float64;
+  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 || t == DType::Float64;
 }
 constexpr bool is_int(DType t) {
   return t == DType::UInt8 || t == DType::Int32 || t == DType::Int64;

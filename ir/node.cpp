@@ -29,14 +29,18 @@ size_t hash_arg(const Arg& a) {
   std::visit(
       [&](const auto& v) {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, int64_t>) h = mix(h, static_cast<size_t>(v));
-        else if constexpr (std::is_same_v<T, double>) h = mix(h, std::bit_cast<uint64_t>(v));
+        if constexpr (std::is_same_v<T, int64_t>)
+          h = mix(h, static_cast<size_t>(v));
+        else if constexpr (std::is_same_v<T, double>)
+          h = mix(h, std::bit_cast<uint64_t>(v));
         else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
           for (auto x : v) h = mix(h, static_cast<size_t>(x));
         else if constexpr (std::is_same_v<T, Pairs>)
           for (auto [x, y] : v) h = mix(mix(h, x), y);
-        else if constexpr (std::is_same_v<T, View>) h = mix(h, v.hash());
-        else if constexpr (std::is_same_v<T, LoadArg>) h = mix(mix(h, v.param), v.view.hash());
+        else if constexpr (std::is_same_v<T, View>)
+          h = mix(h, v.hash());
+        else if constexpr (std::is_same_v<T, LoadArg>)
+          h = mix(mix(h, v.param), v.view.hash());
       },
       a);
   return h;
@@ -94,8 +98,8 @@ NodeRef make(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Arg arg)
 template <class T>
 static const T& get_arg(NodeRef n, const char* what) {
   if (auto* p = std::get_if<T>(&n->arg)) return *p;
-  throw std::logic_error(std::string("ir: node ") + std::string(op_name(n->op)) +
-                         " has no " + what + " argument");
+  throw std::logic_error(std::string("ir: node ") + std::string(op_name(n->op)) + " has no " +
+                         what + " argument");
 }
 int64_t arg_int(NodeRef n) { return get_arg<int64_t>(n, "integer"); }
 double arg_float(NodeRef n) { return get_arg<double>(n, "float"); }
@@ -136,10 +140,15 @@ std::string to_string(NodeRef root) {
     std::visit(
         [&](const auto& v) {
           using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) os << " (" << v << ")";
-          else if constexpr (std::is_same_v<T, std::vector<int64_t>>) os << " " << to_string(v);
-          else if constexpr (std::is_same_v<T, View>) os << " view" << to_string(v.shape) << to_string(v.strides) << "+" << v.offset;
-          else if constexpr (std::is_same_v<T, LoadArg>) os << " p" << v.param << " view" << to_string(v.view.shape) << to_string(v.view.strides) << "+" << v.view.offset;
+          if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>)
+            os << " (" << v << ")";
+          else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+            os << " " << to_string(v);
+          else if constexpr (std::is_same_v<T, View>)
+            os << " view" << to_string(v.shape) << to_string(v.strides) << "+" << v.offset;
+          else if constexpr (std::is_same_v<T, LoadArg>)
+            os << " p" << v.param << " view" << to_string(v.view.shape) << to_string(v.view.strides)
+               << "+" << v.view.offset;
         },
         n->arg);
     os << "\n";

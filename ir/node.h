@@ -36,8 +36,8 @@ struct LoadArg {
   bool operator==(const LoadArg&) const = default;
 };
 // The closed set of node arguments.
-using Arg = std::variant<std::monostate, int64_t, double, std::vector<int64_t>, Pairs, View,
-                         LoadArg>;
+using Arg =
+    std::variant<std::monostate, int64_t, double, std::vector<int64_t>, Pairs, View, LoadArg>;
 
 struct Node;
 using NodeRef = const Node*;

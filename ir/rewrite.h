@@ -13,6 +13,8 @@ namespace ir {
 using RewriteRule = std::function<NodeRef(NodeRef node, const std::vector<NodeRef>& new_src)>;
 
 std::vector<NodeRef> rewrite(const std::vector<NodeRef>& roots, const RewriteRule& rule);
-inline NodeRef rewrite(NodeRef root, const RewriteRule& rule) { return rewrite(std::vector<NodeRef>{root}, rule)[0]; }
+inline NodeRef rewrite(NodeRef root, const RewriteRule& rule) {
+  return rewrite(std::vector<NodeRef>{root}, rule)[0];
+}
 
 }  // namespace ir

@@ -9,19 +9,27 @@ namespace ir {
 
 double round_to(DType t, double v) {
   switch (t) {
-    case DType::Float32: return static_cast<double>(static_cast<float>(v));
-    case DType::Float16: return f16_bits_to_f32(f64_to_f16_bits(v));
-    case DType::BFloat16: return bf16_bits_to_f32(f64_to_bf16_bits(v));
-    default: return v;
+    case DType::Float32:
+      return static_cast<double>(static_cast<float>(v));
+    case DType::Float16:
+      return f16_bits_to_f32(f64_to_f16_bits(v));
+    case DType::BFloat16:
+      return bf16_bits_to_f32(f64_to_bf16_bits(v));
+    default:
+      return v;
   }
 }
 
 static int64_t wrap(DType t, int64_t v) {
   switch (t) {
-    case DType::Bool: return v != 0;
-    case DType::UInt8: return static_cast<uint8_t>(v);
-    case DType::Int32: return static_cast<int32_t>(static_cast<uint32_t>(v));
-    default: return v;
+    case DType::Bool:
+      return v != 0;
+    case DType::UInt8:
+      return static_cast<uint8_t>(v);
+    case DType::Int32:
+      return static_cast<int32_t>(static_cast<uint32_t>(v));
+    default:
+      return v;
   }
 }
 
@@ -40,13 +48,20 @@ Value Value::of_int(DType t, int64_t v) {
 
 uint64_t Value::bits() const {
   switch (dtype) {
-    case DType::Float64: return std::bit_cast<uint64_t>(f);
-    case DType::Float32: return std::bit_cast<uint32_t>(static_cast<float>(f));
-    case DType::Float16: return f32_to_f16_bits(static_cast<float>(f));
-    case DType::BFloat16: return f32_to_bf16_bits(static_cast<float>(f));
-    case DType::Int32: return static_cast<uint32_t>(i);
-    case DType::UInt8: return static_cast<uint8_t>(i);
-    default: return static_cast<uint64_t>(i);
+    case DType::Float64:
+      return std::bit_cast<uint64_t>(f);
+    case DType::Float32:
+      return std::bit_cast<uint32_t>(static_cast<float>(f));
+    case DType::Float16:
+      return f32_to_f16_bits(static_cast<float>(f));
+    case DType::BFloat16:
+      return f32_to_bf16_bits(static_cast<float>(f));
+    case DType::Int32:
+      return static_cast<uint32_t>(i);
+    case DType::UInt8:
+      return static_cast<uint8_t>(i);
+    default:
+      return static_cast<uint64_t>(i);
   }
 }
 
@@ -54,14 +69,29 @@ Value Value::from_bits(DType t, uint64_t b) {
   Value r;
   r.dtype = t;
   switch (t) {
-    case DType::Float64: r.f = std::bit_cast<double>(b); break;
-    case DType::Float32: r.f = std::bit_cast<float>(static_cast<uint32_t>(b)); break;
-    case DType::Float16: r.f = f16_bits_to_f32(static_cast<uint16_t>(b)); break;
-    case DType::BFloat16: r.f = bf16_bits_to_f32(static_cast<uint16_t>(b)); break;
-    case DType::Int32: r.i = static_cast<int32_t>(static_cast<uint32_t>(b)); break;
-    case DType::UInt8: r.i = static_cast<uint8_t>(b); break;
-    case DType::Bool: r.i = b != 0; break;
-    default: r.i = static_cast<int64_t>(b);
+    case DType::Float64:
+      r.f = std::bit_cast<double>(b);
+      break;
+    case DType::Float32:
+      r.f = std::bit_cast<float>(static_cast<uint32_t>(b));
+      break;
+    case DType::Float16:
+      r.f = f16_bits_to_f32(static_cast<uint16_t>(b));
+      break;
+    case DType::BFloat16:
+      r.f = bf16_bits_to_f32(static_cast<uint16_t>(b));
+      break;
+    case DType::Int32:
+      r.i = static_cast<int32_t>(static_cast<uint32_t>(b));
+      break;
+    case DType::UInt8:
+      r.i = static_cast<uint8_t>(b);
+      break;
+    case DType::Bool:
+      r.i = b != 0;
+      break;
+    default:
+      r.i = static_cast<int64_t>(b);
   }
   return r;
 }
@@ -73,12 +103,18 @@ static int64_t float_to_int(double v, DType to) {
   double t = std::trunc(v);
   double lo, hi;
   switch (to) {
-    case DType::UInt8: lo = 0, hi = 255; break;
-    case DType::Int32: lo = -2147483648.0, hi = 2147483647.0; break;
-    default: lo = -9223372036854775808.0, hi = 9223372036854775807.0;
+    case DType::UInt8:
+      lo = 0, hi = 255;
+      break;
+    case DType::Int32:
+      lo = -2147483648.0, hi = 2147483647.0;
+      break;
+    default:
+      lo = -9223372036854775808.0, hi = 9223372036854775807.0;
   }
   if (t <= lo) return static_cast<int64_t>(lo);
-  if (t >= hi) return to == DType::Int64 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(hi);
+  if (t >= hi)
+    return to == DType::Int64 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(hi);
   return static_cast<int64_t>(t);
 }
 
@@ -88,7 +124,8 @@ Value cast(const Value& v, DType to) {
     if (is_float(v.dtype)) return Value::of_float(to, v.f);
     // int -> float: int64 -> float64 rounds once; smaller ints are exact in double first.
     if (to == DType::Float64) return Value::of_float(to, static_cast<double>(v.i));
-    if (to == DType::Float32) return Value::of_float(to, static_cast<double>(static_cast<float>(v.i)));
+    if (to == DType::Float32)
+      return Value::of_float(to, static_cast<double>(static_cast<float>(v.i)));
     // int -> 16-bit float: through float64 (exact below 2^53), then one rounding.
     return Value::of_float(to, static_cast<double>(v.i));
   }
@@ -133,36 +170,66 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
   auto B = [&](bool v) { return Value::of_int(DType::Bool, v); };
   auto u = [&](int k) { return static_cast<uint64_t>(a[k].i); };
   switch (op) {
-    case Op::Neg: return fl ? F(-a[0].f) : I(static_cast<int64_t>(0ull - u(0)));
-    case Op::Abs: return fl ? F(std::fabs(a[0].f)) : I(a[0].i < 0 ? static_cast<int64_t>(0ull - u(0)) : a[0].i);
-    case Op::Sqrt: return F(std::sqrt(a[0].f));
-    case Op::Exp: return F(std::exp(a[0].f));
-    case Op::Log: return F(std::log(a[0].f));
-    case Op::Sin: return F(std::sin(a[0].f));
-    case Op::Cos: return F(std::cos(a[0].f));
-    case Op::Tan: return F(std::tan(a[0].f));
-    case Op::Tanh: return F(std::tanh(a[0].f));
-    case Op::Atan: return F(std::atan(a[0].f));
-    case Op::Expm1: return F(std::expm1(a[0].f));
-    case Op::Log1p: return F(std::log1p(a[0].f));
-    case Op::Exp2: return F(std::exp2(a[0].f));
-    case Op::Log2: return F(std::log2(a[0].f));
-    case Op::Sinh: return F(std::sinh(a[0].f));
-    case Op::Cosh: return F(std::cosh(a[0].f));
-    case Op::Asin: return F(std::asin(a[0].f));
-    case Op::Acos: return F(std::acos(a[0].f));
-    case Op::Erf: return F(std::erf(a[0].f));
-    case Op::Floor: return fl ? F(std::floor(a[0].f)) : a[0];
-    case Op::Ceil: return fl ? F(std::ceil(a[0].f)) : a[0];
-    case Op::Round: return fl ? F(std::nearbyint(a[0].f)) : a[0];
-    case Op::Not: return in == DType::Bool ? B(!a[0].i) : I(~a[0].i);
-    case Op::Cast: return cast(a[0], out);
-    case Op::Bitcast: return Value::from_bits(out, a[0].bits());
-    case Op::IsNan: return B(fl && std::isnan(a[0].f));
-    case Op::Add: return fl ? F(a[0].f + a[1].f) : I(static_cast<int64_t>(u(0) + u(1)));
-    case Op::Sub: return fl ? F(a[0].f - a[1].f) : I(static_cast<int64_t>(u(0) - u(1)));
-    case Op::Mul: return fl ? F(a[0].f * a[1].f) : I(static_cast<int64_t>(u(0) * u(1)));
-    case Op::Div: return fl ? F(a[0].f / a[1].f) : I(floordiv(a[0].i, a[1].i));
+    case Op::Neg:
+      return fl ? F(-a[0].f) : I(static_cast<int64_t>(0ull - u(0)));
+    case Op::Abs:
+      return fl ? F(std::fabs(a[0].f)) : I(a[0].i < 0 ? static_cast<int64_t>(0ull - u(0)) : a[0].i);
+    case Op::Sqrt:
+      return F(std::sqrt(a[0].f));
+    case Op::Exp:
+      return F(std::exp(a[0].f));
+    case Op::Log:
+      return F(std::log(a[0].f));
+    case Op::Sin:
+      return F(std::sin(a[0].f));
+    case Op::Cos:
+      return F(std::cos(a[0].f));
+    case Op::Tan:
+      return F(std::tan(a[0].f));
+    case Op::Tanh:
+      return F(std::tanh(a[0].f));
+    case Op::Atan:
+      return F(std::atan(a[0].f));
+    case Op::Expm1:
+      return F(std::expm1(a[0].f));
+    case Op::Log1p:
+      return F(std::log1p(a[0].f));
+    case Op::Exp2:
+      return F(std::exp2(a[0].f));
+    case Op::Log2:
+      return F(std::log2(a[0].f));
+    case Op::Sinh:
+      return F(std::sinh(a[0].f));
+    case Op::Cosh:
+      return F(std::cosh(a[0].f));
+    case Op::Asin:
+      return F(std::asin(a[0].f));
+    case Op::Acos:
+      return F(std::acos(a[0].f));
+    case Op::Erf:
+      return F(std::erf(a[0].f));
+    case Op::Floor:
+      return fl ? F(std::floor(a[0].f)) : a[0];
+    case Op::Ceil:
+      return fl ? F(std::ceil(a[0].f)) : a[0];
+    case Op::Round:
+      return fl ? F(std::nearbyint(a[0].f)) : a[0];
+    case Op::Not:
+      return in == DType::Bool ? B(!a[0].i) : I(~a[0].i);
+    case Op::Cast:
+      return cast(a[0], out);
+    case Op::Bitcast:
+      return Value::from_bits(out, a[0].bits());
+    case Op::IsNan:
+      return B(fl && std::isnan(a[0].f));
+    case Op::Add:
+      return fl ? F(a[0].f + a[1].f) : I(static_cast<int64_t>(u(0) + u(1)));
+    case Op::Sub:
+      return fl ? F(a[0].f - a[1].f) : I(static_cast<int64_t>(u(0) - u(1)));
+    case Op::Mul:
+      return fl ? F(a[0].f * a[1].f) : I(static_cast<int64_t>(u(0) * u(1)));
+    case Op::Div:
+      return fl ? F(a[0].f / a[1].f) : I(floordiv(a[0].i, a[1].i));
     case Op::Mod:
       if (fl) {
         double r = std::fmod(a[0].f, a[1].f);
@@ -171,17 +238,29 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
         return F(r);
       }
       return I(floormod(a[0].i, a[1].i));
-    case Op::Max: return fl ? F(nan_max(a[0].f, a[1].f)) : I(std::max(a[0].i, a[1].i));
-    case Op::Min: return fl ? F(nan_min(a[0].f, a[1].f)) : I(std::min(a[0].i, a[1].i));
-    case Op::Pow: return fl ? F(std::pow(a[0].f, a[1].f)) : I(static_cast<int64_t>(std::pow(a[0].as_double(), a[1].as_double())));
-    case Op::Atan2: return F(std::atan2(a[0].f, a[1].f));
-    case Op::CmpLt: return B(fl ? a[0].f < a[1].f : a[0].i < a[1].i);
-    case Op::CmpLe: return B(fl ? a[0].f <= a[1].f : a[0].i <= a[1].i);
-    case Op::CmpEq: return B(fl ? a[0].f == a[1].f : a[0].i == a[1].i);
-    case Op::CmpNe: return B(fl ? a[0].f != a[1].f : a[0].i != a[1].i);
-    case Op::And: return I(a[0].i & a[1].i);
-    case Op::Or: return I(a[0].i | a[1].i);
-    case Op::Xor: return I(a[0].i ^ a[1].i);
+    case Op::Max:
+      return fl ? F(nan_max(a[0].f, a[1].f)) : I(std::max(a[0].i, a[1].i));
+    case Op::Min:
+      return fl ? F(nan_min(a[0].f, a[1].f)) : I(std::min(a[0].i, a[1].i));
+    case Op::Pow:
+      return fl ? F(std::pow(a[0].f, a[1].f))
+                : I(static_cast<int64_t>(std::pow(a[0].as_double(), a[1].as_double())));
+    case Op::Atan2:
+      return F(std::atan2(a[0].f, a[1].f));
+    case Op::CmpLt:
+      return B(fl ? a[0].f < a[1].f : a[0].i < a[1].i);
+    case Op::CmpLe:
+      return B(fl ? a[0].f <= a[1].f : a[0].i <= a[1].i);
+    case Op::CmpEq:
+      return B(fl ? a[0].f == a[1].f : a[0].i == a[1].i);
+    case Op::CmpNe:
+      return B(fl ? a[0].f != a[1].f : a[0].i != a[1].i);
+    case Op::And:
+      return I(a[0].i & a[1].i);
+    case Op::Or:
+      return I(a[0].i | a[1].i);
+    case Op::Xor:
+      return I(a[0].i ^ a[1].i);
     case Op::Shl: {
       int w = bit_width(in);
       return a[1].i >= w || a[1].i < 0 ? I(0) : I(static_cast<int64_t>(u(0) << a[1].i));
@@ -191,16 +270,20 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
       uint64_t mask = w == 64 ? ~0ull : ((1ull << w) - 1);
       return a[1].i >= w || a[1].i < 0 ? I(0) : I(static_cast<int64_t>((u(0) & mask) >> a[1].i));
     }
-    case Op::Where: return a[0].i ? a[1] : a[2];
-    default: throw std::logic_error("ir::apply: not an elementwise op: " + std::string(op_name(op)));
+    case Op::Where:
+      return a[0].i ? a[1] : a[2];
+    default:
+      throw std::logic_error("ir::apply: not an elementwise op: " + std::string(op_name(op)));
   }
 }
 
 Value reduce_identity(Op op, DType t) {
   bool fl = is_float(t);
   switch (op) {
-    case Op::ReduceSum: return fl ? Value::of_float(t, 0.0) : Value::of_int(t, 0);
-    case Op::ReduceProd: return fl ? Value::of_float(t, 1.0) : Value::of_int(t, 1);
+    case Op::ReduceSum:
+      return fl ? Value::of_float(t, 0.0) : Value::of_int(t, 0);
+    case Op::ReduceProd:
+      return fl ? Value::of_float(t, 1.0) : Value::of_int(t, 1);
     case Op::ReduceMax:
       if (fl) return Value::of_float(t, -INFINITY);
       if (t == DType::Bool || t == DType::UInt8) return Value::of_int(t, 0);
@@ -210,17 +293,23 @@ Value reduce_identity(Op op, DType t) {
       if (t == DType::Bool) return Value::of_int(t, 1);
       if (t == DType::UInt8) return Value::of_int(t, 255);
       return Value::of_int(t, t == DType::Int32 ? INT32_MAX : INT64_MAX);
-    default: throw std::logic_error("ir::reduce_identity: not a reduction");
+    default:
+      throw std::logic_error("ir::reduce_identity: not a reduction");
   }
 }
 
 Value reduce_combine(Op op, const Value& a, const Value& b) {
   switch (op) {
-    case Op::ReduceSum: return apply(Op::Add, a.dtype, {a, b});
-    case Op::ReduceProd: return apply(Op::Mul, a.dtype, {a, b});
-    case Op::ReduceMax: return apply(Op::Max, a.dtype, {a, b});
-    case Op::ReduceMin: return apply(Op::Min, a.dtype, {a, b});
-    default: throw std::logic_error("ir::reduce_combine: not a reduction");
+    case Op::ReduceSum:
+      return apply(Op::Add, a.dtype, {a, b});
+    case Op::ReduceProd:
+      return apply(Op::Mul, a.dtype, {a, b});
+    case Op::ReduceMax:
+      return apply(Op::Max, a.dtype, {a, b});
+    case Op::ReduceMin:
+      return apply(Op::Min, a.dtype, {a, b});
+    default:
+      throw std::logic_error("ir::reduce_combine: not a reduction");
   }
 }
 

@@ -18,7 +18,7 @@ struct Value {
   static Value of_float(DType t, double v);  // rounds v to t
   static Value of_int(DType t, int64_t v);   // wraps v to t (bool: v != 0)
   double as_double() const { return is_float(dtype) ? f : static_cast<double>(i); }
-  uint64_t bits() const;                     // the stored bit pattern, zero-extended
+  uint64_t bits() const;  // the stored bit pattern, zero-extended
   static Value from_bits(DType t, uint64_t b);
 };
 

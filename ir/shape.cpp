@@ -82,7 +82,9 @@ View View::expand(const Shape& to) const {
     if (shape[i] == to[i]) continue;
     r.shape[i] = to[i];
     r.strides[i] = 0;
-    if (!mask.empty()) r.mask[i] = mask[i].second > mask[i].first ? std::pair<int64_t, int64_t>{0, to[i]} : std::pair<int64_t, int64_t>{0, 0};
+    if (!mask.empty())
+      r.mask[i] = mask[i].second > mask[i].first ? std::pair<int64_t, int64_t>{0, to[i]}
+                                                 : std::pair<int64_t, int64_t>{0, 0};
   }
   return r;
 }

@@ -13,8 +13,8 @@ namespace ir {
 using Shape = std::vector<int64_t>;
 
 int64_t numel(const Shape& s);
-std::string to_string(const Shape& s);                // "[2, 3]"
-Shape contiguous_strides(const Shape& s);             // C order, in elements
+std::string to_string(const Shape& s);     // "[2, 3]"
+Shape contiguous_strides(const Shape& s);  // C order, in elements
 // numpy broadcasting of two shapes; nullopt when incompatible.
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 
@@ -30,7 +30,7 @@ struct View {
   size_t hash() const;
 
   View permute(const std::vector<int>& perm) const;
-  View expand(const Shape& to) const;                    // size-1 dims become `to`
+  View expand(const Shape& to) const;  // size-1 dims become `to`
   View shrink(const std::vector<std::pair<int64_t, int64_t>>& bounds) const;
   View flip(const std::vector<bool>& axes) const;
   View pad(const std::vector<std::pair<int64_t, int64_t>>& widths) const;

@@ -14,9 +14,9 @@
 namespace runtime {
 
 struct AllocatorStats {
-  size_t in_use = 0;   // bytes held by live buffers (rounded sizes)
-  size_t peak = 0;     // the most in_use has been since the last reset_peak()
-  size_t cached = 0;   // bytes held in free lists, ready for reuse
+  size_t in_use = 0;  // bytes held by live buffers (rounded sizes)
+  size_t peak = 0;    // the most in_use has been since the last reset_peak()
+  size_t cached = 0;  // bytes held in free lists, ready for reuse
   size_t hits = 0, misses = 0;
 };
 

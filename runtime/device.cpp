@@ -6,9 +6,12 @@ namespace runtime {
 
 std::string Device::name() const {
   switch (kind) {
-    case DeviceKind::CPU: return index == 0 ? "CPU" : "CPU:" + std::to_string(index);
-    case DeviceKind::CUDA: return "CUDA:" + std::to_string(index);
-    case DeviceKind::HIP: return "HIP:" + std::to_string(index);
+    case DeviceKind::CPU:
+      return index == 0 ? "CPU" : "CPU:" + std::to_string(index);
+    case DeviceKind::CUDA:
+      return "CUDA:" + std::to_string(index);
+    case DeviceKind::HIP:
+      return "HIP:" + std::to_string(index);
   }
   return "?";
 }

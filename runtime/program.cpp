@@ -9,8 +9,10 @@
 
 namespace runtime {
 
-std::vector<BufferRef> HostProgram::run(char* const* inputs, size_t n, const BufferRef* reuse) const {
-  if (n != static_cast<size_t>(n_inputs)) throw std::logic_error("runtime: program bound to the wrong number of inputs");
+std::vector<BufferRef> HostProgram::run(char* const* inputs, size_t n,
+                                        const BufferRef* reuse) const {
+  if (n != static_cast<size_t>(n_inputs))
+    throw std::logic_error("runtime: program bound to the wrong number of inputs");
   // Small programs (the eager case) keep their slot tables on the stack.
   constexpr size_t kSmall = 8;
   BufferRef owned_small[kSmall];
@@ -44,12 +46,16 @@ std::vector<BufferRef> HostProgram::run(char* const* inputs, size_t n, const Buf
     }
     for (size_t p = 0; p < st.slots.size(); ++p) b[p] = ptr[st.slots[p]];
     auto t0 = std::chrono::steady_clock::now();
-    if (st.items * st.cost < (1 << 15)) st.fn(b, 0, st.items);  // tiny: no pool, no std::function
-    else parallel_for(st.items, st.cost, [&](int64_t lo, int64_t hi) { st.fn(b, lo, hi); });
+    if (st.items * st.cost < (1 << 15))
+      st.fn(b, 0, st.items);  // tiny: no pool, no std::function
+    else
+      parallel_for(st.items, st.cost, [&](int64_t lo, int64_t hi) { st.fn(b, lo, hi); });
     if (timed) {
-      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "rune: kernel %s on CPU: %lld items, %.1f us, %.2f GB/s\n", st.name.c_str(),
-                   static_cast<long long>(st.items), us, us > 0 ? st.bytes / us / 1e3 : 0.0);
+      double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "rune: kernel %s on CPU: %lld items, %.1f us, %.2f GB/s\n",
+                   st.name.c_str(), static_cast<long long>(st.items), us,
+                   us > 0 ? st.bytes / us / 1e3 : 0.0);
     }
   }
   std::vector<BufferRef> out;

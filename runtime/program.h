@@ -15,9 +15,9 @@ using HostKernelFn = void (*)(char** bufs, int64_t lo, int64_t hi);
 struct HostStep {
   HostKernelFn fn = nullptr;
   std::string name;
-  int64_t items = 0;   // work items; the pool splits [0, items)
-  int64_t cost = 1;    // element operations per item, to decide on threading
-  int64_t bytes = 0;   // bytes moved, for DEBUG=2's GB/s
+  int64_t items = 0;       // work items; the pool splits [0, items)
+  int64_t cost = 1;        // element operations per item, to decide on threading
+  int64_t bytes = 0;       // bytes moved, for DEBUG=2's GB/s
   std::vector<int> slots;  // kernel param -> slot
 };
 
@@ -34,7 +34,9 @@ struct HostProgram {
   // Runs the program on input base pointers; returns one buffer per output: `reuse[o]` when
   // given (a donated input's buffer, see inplace_inputs), else a fresh one.
   std::vector<BufferRef> run(char* const* inputs, size_t n, const BufferRef* reuse = nullptr) const;
-  std::vector<BufferRef> run(const std::vector<char*>& inputs) const { return run(inputs.data(), inputs.size()); }
+  std::vector<BufferRef> run(const std::vector<char*>& inputs) const {
+    return run(inputs.data(), inputs.size());
+  }
 };
 
 }  // namespace runtime

@@ -69,7 +69,8 @@ bool is_async(Device d) { return d.kind != DeviceKind::CPU || d.index != 0; }
 Stream* stream_for(Device d) {
   if (!is_async(d)) return nullptr;
   if (d.kind != DeviceKind::CPU)
-    throw std::invalid_argument("runtime: device " + d.name() + " is not available in this build (no " +
+    throw std::invalid_argument("runtime: device " + d.name() +
+                                " is not available in this build (no " +
                                 (d.kind == DeviceKind::CUDA ? "CUDA" : "HIP") + " backend)");
   static std::mutex mu;
   static auto* streams = new std::map<int, std::unique_ptr<Stream>>;  // live for the process

@@ -6,9 +6,11 @@
 
 int main() {
   auto checked_log = rune::jit([](const nx::Tensor& x) {
-    nx::check(nx::greater(x, nx::scalar_like(x, 0)), x, [](const std::vector<int64_t>& i, const nx::Tensor&) {
-      return std::runtime_error("log of a nonpositive element at " + std::to_string(i[0]));
-    });
+    nx::check(
+        nx::greater(x, nx::scalar_like(x, 0)), x,
+        [](const std::vector<int64_t>& i, const nx::Tensor&) {
+          return std::runtime_error("log of a nonpositive element at " + std::to_string(i[0]));
+        });
     return nx::log(x);
   });
   try {

@@ -56,7 +56,8 @@ int main() {
   const double lr = std::getenv("MLP_LR") ? std::atof(std::getenv("MLP_LR")) : 1.0;
   auto step = rune::jit([&](const Mlp& m) {
     auto [loss, g] = rune::value_and_grad(loss_fn, m);
-    return std::make_pair(loss, Mlp{m.w1 - g.w1 * lr, m.b1 - g.b1 * lr, m.w2 - g.w2 * lr, m.b2 - g.b2 * lr});
+    return std::make_pair(
+        loss, Mlp{m.w1 - g.w1 * lr, m.b1 - g.b1 * lr, m.w2 - g.w2 * lr, m.b2 - g.b2 * lr});
   });
 
   auto t0 = std::chrono::steady_clock::now();
@@ -66,9 +67,12 @@ int main() {
   for (int i = 1; i <= steps; ++i) {
     std::tie(loss, model) = step(model);
     if (i % 400 == 0)
-      std::printf("step %4d  loss %.4f  accuracy %.3f\n", i, nx::item<float>(loss), nx::item<float>(accuracy(model)));
+      std::printf("step %4d  loss %.4f  accuracy %.3f\n", i, nx::item<float>(loss),
+                  nx::item<float>(accuracy(model)));
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("final accuracy %.3f on %lld points (%d steps in %.2f s, %.0f us per compiled step)\n",
-              nx::item<float>(accuracy(model)), static_cast<long long>(x.shape()[0]), steps, s, s / steps * 1e6);
+  std::printf(
+      "final accuracy %.3f on %lld points (%d steps in %.2f s, %.0f us per compiled step)\n",
+      nx::item<float>(accuracy(model)), static_cast<long long>(x.shape()[0]), steps, s,
+      s / steps * 1e6);
 }

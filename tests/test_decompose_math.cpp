@@ -354,8 +354,8 @@ std::vector<T> exp2_inputs() {
   g.add(5000, [&] { return g.uni(lo, hi); });
   g.add(3000, [&] { return g.uni(-1, 1); });
   g.add(2000, [&] { return g.logu(is32<T> ? -30 : -60, 0); });
-  g.add(2000, [&] { return g.uni(hi - 1, hi + 0.5); });                  // overflow edge
-  g.add(2000, [&] { return g.uni(lo, is32<T> ? -125 : -1021); });        // subnormal results
+  g.add(2000, [&] { return g.uni(hi - 1, hi + 0.5); });            // overflow edge
+  g.add(2000, [&] { return g.uni(lo, is32<T> ? -125 : -1021); });  // subnormal results
   g.add(1000, [&] { return g.bits_any(); });
   for (int k = -4; k <= 4; ++k) g.around(static_cast<T>(k * 0.5), 20);  // reduction edges
   for (T k : {T(-149), T(-126), T(-1), T(1), T(10), T(127)}) g.around(k, 5);
@@ -419,7 +419,7 @@ std::vector<T> erf_inputs() {
   Gen<T> g;
   g.add(6000, [&] { return g.uni(-4, 4); });
   g.add(3000, [&] { return g.logu(is32<T> ? -30 : -60, 1); });
-  g.add(3000, [&] { return g.uni(1, 6); });    // the tail
+  g.add(3000, [&] { return g.uni(1, 6); });  // the tail
   g.add(1000, [&] { return g.uni(-6, -1); });
   g.add(1000, [&] { return g.logu(is32<T> ? -149 : -1074, is32<T> ? -120 : -1000); });  // tiny
   g.add(500, [&] { return g.bits_any(); });
@@ -493,7 +493,7 @@ TEST(DecomposeMath, AccuracyMoreFloat64) { accuracy_more<double>(); }
 std::vector<double> huge_trig_inputs() {
   Gen<double> g;
   g.add(2000, [&] { return g.logu(29.9, 1023.99); });  // 1e9 .. DBL_MAX, random exponents
-  g.add(1000, [&] {  // random bit patterns with |x| >= 2^30
+  g.add(1000, [&] {                                    // random bit patterns with |x| >= 2^30
     uint64_t r = g.rng();
     uint64_t ex = 1053 + (r >> 1) % (2047 - 1053);
     uint64_t u = (r & 0x800fffffffffffffull) | (ex << 52);
@@ -509,18 +509,18 @@ std::vector<double> huge_trig_inputs() {
   // The doubles closest to multiples of pi/2 for various exponents (best approximations from the
   // continued fraction of 2^e 2/pi mod 1, computed with mpmath): |x mod pi/2| from 2^-60.9 (the
   // worst case over all doubles, 6381956970095103 * 2^797) to 2^-52.6.
-  for (double x : {0x1.6ac5b262ca1ffp+849, 0x1.66bd5424e5655p+90,  0x1.83009e2e9e2ebp+615,
-                   0x1.4c96c11134d36p+579, 0x1.66bd5424e5655p+91,  0x1.e0664dbedfec5p+81,
-                   0x1.1a209b98a791fp+69,  0x1.e109a7163f279p+962, 0x1.a93b216e8dfbcp+327,
-                   0x1.d893a099137d3p+601, 0x1.2ddd2435024e2p+346, 0x1.0809c95f020f7p+277,
+  for (double x : {0x1.6ac5b262ca1ffp+849,  0x1.66bd5424e5655p+90,  0x1.83009e2e9e2ebp+615,
+                   0x1.4c96c11134d36p+579,  0x1.66bd5424e5655p+91,  0x1.e0664dbedfec5p+81,
+                   0x1.1a209b98a791fp+69,   0x1.e109a7163f279p+962, 0x1.a93b216e8dfbcp+327,
+                   0x1.d893a099137d3p+601,  0x1.2ddd2435024e2p+346, 0x1.0809c95f020f7p+277,
                    0x1.61a3db8c8d129p+1023, 0x1.b930d680374c2p+151, 0x1.7ca792e4bb049p+1001,
-                   0x1.2722f5d698acep+178, 0x1.99caa5236feeap+78,  0x1.504cac51f1eafp+136,
-                   0x1.0332fe835389ap+910, 0x1.b2196364d750bp+257, 0x1.0539b48d14c55p+185,
-                   0x1.ac593e47e035bp+459, 0x1.69eab0985179bp+250, 0x1.3842c122fbc87p+550,
-                   0x1.1c6cc29b3b153p+105, 0x1.47623428452f0p+119, 0x1.5cba89af1f855p+52,
-                   0x1.4d58ea64be345p+437, 0x1.db41f3cb71d7bp+685, 0x1.cca7515e2585cp+167,
-                   0x1.0a62858fe0e2ep+630, 0x1.1e47413bee7c2p+676, 0x1.065c829d68730p+42,
-                   0x1.97e359bb79bb4p+673, 0x1.5403807969f02p+405, 0x1.ae30cc2e55861p+627}) {
+                   0x1.2722f5d698acep+178,  0x1.99caa5236feeap+78,  0x1.504cac51f1eafp+136,
+                   0x1.0332fe835389ap+910,  0x1.b2196364d750bp+257, 0x1.0539b48d14c55p+185,
+                   0x1.ac593e47e035bp+459,  0x1.69eab0985179bp+250, 0x1.3842c122fbc87p+550,
+                   0x1.1c6cc29b3b153p+105,  0x1.47623428452f0p+119, 0x1.5cba89af1f855p+52,
+                   0x1.4d58ea64be345p+437,  0x1.db41f3cb71d7bp+685, 0x1.cca7515e2585cp+167,
+                   0x1.0a62858fe0e2ep+630,  0x1.1e47413bee7c2p+676, 0x1.065c829d68730p+42,
+                   0x1.97e359bb79bb4p+673,  0x1.5403807969f02p+405, 0x1.ae30cc2e55861p+627}) {
     g.around(x, 3);
     g.around(-x, 3);
   }
@@ -772,7 +772,13 @@ void specials_all() {
                      {big, inf},
                      {-big, -inf}});
   check_special1<T>("cosh", m::cosh,
-                    {{T(0), 1}, {-T(0), 1}, {inf, inf}, {-inf, inf}, {nan, nan}, {den, 1}, {big, inf},
+                    {{T(0), 1},
+                     {-T(0), 1},
+                     {inf, inf},
+                     {-inf, inf},
+                     {nan, nan},
+                     {den, 1},
+                     {big, inf},
                      {-big, inf}});
   check_special1<T>("asin", m::asin,
                     {{T(0), T(0)},
@@ -824,7 +830,7 @@ TEST(DecomposeMath, OnlyExactPrimitives) {
         {"exp", m::exp(a)},        {"expm1", m::expm1(a)}, {"log", m::log(a)},
         {"log1p", m::log1p(a)},    {"sin", m::sin(a)},     {"cos", m::cos(a)},
         {"tan", m::tan(a)},        {"tanh", m::tanh(a)},   {"atan", m::atan(a)},
-        {"atan2", m::atan2(a, b)}, {"pow", m::pow(a, b)},    {"exp2", m::exp2(a)},
+        {"atan2", m::atan2(a, b)}, {"pow", m::pow(a, b)},  {"exp2", m::exp2(a)},
         {"log2", m::log2(a)},      {"sinh", m::sinh(a)},   {"cosh", m::cosh(a)},
         {"asin", m::asin(a)},      {"acos", m::acos(a)},   {"erf", m::erf(a)}};
     for (auto [name, root] : roots) {

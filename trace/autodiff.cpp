@@ -18,13 +18,15 @@ struct Traced {
 };
 
 // Traces f over stand-ins for `params`; the stand-ins are Params 0..n-1.
-Traced trace(const char* api, const std::vector<nx::Tensor>& params, const FlatFn& f, int extra_params) {
+Traced trace(const char* api, const std::vector<nx::Tensor>& params, const FlatFn& f,
+             int extra_params) {
   nx::Device device = params.empty() ? nx::Device::cpu() : params[0].device();
   Tracer tracer(device, static_cast<int>(params.size()) + extra_params);
   Traced t;
   std::vector<nx::Tensor> stand_ins;
   for (size_t i = 0; i < params.size(); ++i) {
-    stand_ins.push_back(tracer.stand_in(static_cast<int>(i), params[i].dtype(), ir::View::contiguous(params[i].shape())));
+    stand_ins.push_back(tracer.stand_in(static_cast<int>(i), params[i].dtype(),
+                                        ir::View::contiguous(params[i].shape())));
     t.params.push_back(stand_ins.back().impl().node);
   }
   std::vector<nx::Tensor> outs;
@@ -33,7 +35,8 @@ Traced trace(const char* api, const std::vector<nx::Tensor>& params, const FlatF
     outs = f(stand_ins);
   }
   for (const auto& o : outs) {
-    if (!o.defined()) throw std::invalid_argument(std::string(api) + ": f returned an undefined tensor");
+    if (!o.defined())
+      throw std::invalid_argument(std::string(api) + ": f returned an undefined tensor");
     t.outputs.push_back(tracer.node_of(o));
   }
   t.bindings = params;
@@ -44,20 +47,21 @@ Traced trace(const char* api, const std::vector<nx::Tensor>& params, const FlatF
 
 }  // namespace
 
-std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(const char* api,
-                                                                     const std::vector<nx::Tensor>& params,
-                                                                     const std::vector<std::string>& paths,
-                                                                     const FlatFn& f,
-                                                                     const std::vector<nx::Tensor>* cotangents) {
+std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
+    const char* api, const std::vector<nx::Tensor>& params, const std::vector<std::string>& paths,
+    const FlatFn& f, const std::vector<nx::Tensor>* cotangents) {
   for (size_t i = 0; i < params.size(); ++i)
     if (!ir::is_float(params[i].dtype()))
-      throw std::invalid_argument(std::string(api) + ": parameter " + (paths.empty() || paths[i].empty() ? std::to_string(i) : paths[i]) +
-                                  " is " + params[i].describe() + "; only float tensors have gradients");
+      throw std::invalid_argument(
+          std::string(api) + ": parameter " +
+          (paths.empty() || paths[i].empty() ? std::to_string(i) : paths[i]) + " is " +
+          params[i].describe() + "; only float tensors have gradients");
   int n_cot = cotangents ? static_cast<int>(cotangents->size()) : 0;
   Traced t = trace(api, params, f, n_cot);
   std::vector<ir::NodeRef> cots;
   if (!cotangents) {
-    if (t.outputs.size() != 1) throw std::invalid_argument(std::string(api) + ": f must return one scalar");
+    if (t.outputs.size() != 1)
+      throw std::invalid_argument(std::string(api) + ": f must return one scalar");
     ir::NodeRef o = t.outputs[0];
     if (!o->shape.empty() || !ir::is_float(o->dtype))
       throw std::invalid_argument(std::string(api) + ": f must return a float scalar, got " +
@@ -65,17 +69,20 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(const char*
     cots.push_back(ir::make(ir::Op::Const, o->dtype, {}, {}, 1.0));
   } else {
     if (cotangents->size() != t.outputs.size())
-      throw std::invalid_argument(std::string(api) + ": " + std::to_string(cotangents->size()) + " cotangents for " +
-                                  std::to_string(t.outputs.size()) + " outputs");
+      throw std::invalid_argument(std::string(api) + ": " + std::to_string(cotangents->size()) +
+                                  " cotangents for " + std::to_string(t.outputs.size()) +
+                                  " outputs");
     for (size_t i = 0; i < t.outputs.size(); ++i) {
       const nx::Tensor& c = (*cotangents)[i];
       ir::NodeRef o = t.outputs[i];
       if (c.dtype() != o->dtype || c.shape() != o->shape)
-        throw std::invalid_argument(std::string(api) + ": cotangent " + std::to_string(i) + " is " + c.describe() +
-                                    " but output " + std::to_string(i) + " is " + std::string(ir::name(o->dtype)) +
-                                    " " + ir::to_string(o->shape));
+        throw std::invalid_argument(std::string(api) + ": cotangent " + std::to_string(i) + " is " +
+                                    c.describe() + " but output " + std::to_string(i) + " is " +
+                                    std::string(ir::name(o->dtype)) + " " +
+                                    ir::to_string(o->shape));
       int index = static_cast<int>(params.size() + i);
-      cots.push_back(ir::make(ir::Op::Param, c.dtype(), c.shape(), {}, ir::LoadArg{index, ir::View::contiguous(c.shape())}));
+      cots.push_back(ir::make(ir::Op::Param, c.dtype(), c.shape(), {},
+                              ir::LoadArg{index, ir::View::contiguous(c.shape())}));
       t.bindings[static_cast<size_t>(index)] = c;
     }
   }
@@ -88,17 +95,18 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(const char*
   return {outs, gs};
 }
 
-std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(const std::vector<nx::Tensor>& primals,
-                                                                     const std::vector<nx::Tensor>& tangents,
-                                                                     const FlatFn& f) {
+std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(
+    const std::vector<nx::Tensor>& primals, const std::vector<nx::Tensor>& tangents,
+    const FlatFn& f) {
   const char* api = "rune::jvp";
   if (tangents.size() != primals.size())
-    throw std::invalid_argument(std::string(api) + ": " + std::to_string(tangents.size()) + " tangents for " +
-                                std::to_string(primals.size()) + " primals");
+    throw std::invalid_argument(std::string(api) + ": " + std::to_string(tangents.size()) +
+                                " tangents for " + std::to_string(primals.size()) + " primals");
   for (size_t i = 0; i < primals.size(); ++i)
     if (tangents[i].dtype() != primals[i].dtype() || tangents[i].shape() != primals[i].shape())
-      throw std::invalid_argument(std::string(api) + ": tangent " + std::to_string(i) + " is " + tangents[i].describe() +
-                                  " but primal " + std::to_string(i) + " is " + primals[i].describe());
+      throw std::invalid_argument(std::string(api) + ": tangent " + std::to_string(i) + " is " +
+                                  tangents[i].describe() + " but primal " + std::to_string(i) +
+                                  " is " + primals[i].describe());
   // Forward mode by transposing reverse mode: u -> J^T u is linear, so the vjp of that map
   // at any u, applied to the tangent t, is (J^T)^T t = J t.
   Traced t = trace(api, primals, f, 0);
@@ -107,16 +115,19 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(const std::
   std::vector<ir::NodeRef> us;
   for (size_t i = 0; i < m; ++i) {
     ir::NodeRef o = t.outputs[i];
-    us.push_back(ir::make(ir::Op::Param, o->dtype, o->shape, {}, ir::LoadArg{static_cast<int>(base + i), ir::View::contiguous(o->shape)}));
+    us.push_back(ir::make(ir::Op::Param, o->dtype, o->shape, {},
+                          ir::LoadArg{static_cast<int>(base + i), ir::View::contiguous(o->shape)}));
   }
   auto g = vjp_nodes(t.outputs, us, t.params);  // J^T u
   std::vector<ir::NodeRef> ts;
   for (size_t i = 0; i < n; ++i)
-    ts.push_back(ir::make(ir::Op::Param, primals[i].dtype(), primals[i].shape(), {},
-                          ir::LoadArg{static_cast<int>(base + m + i), ir::View::contiguous(primals[i].shape())}));
+    ts.push_back(ir::make(
+        ir::Op::Param, primals[i].dtype(), primals[i].shape(), {},
+        ir::LoadArg{static_cast<int>(base + m + i), ir::View::contiguous(primals[i].shape())}));
   auto jt = vjp_nodes(g, ts, us);  // d<J^T u, t>/du = J t
   std::vector<nx::Tensor> bindings = t.bindings;
-  for (size_t i = 0; i < m; ++i) bindings.push_back(nx::zeros(t.outputs[i]->dtype, t.outputs[i]->shape));
+  for (size_t i = 0; i < m; ++i)
+    bindings.push_back(nx::zeros(t.outputs[i]->dtype, t.outputs[i]->shape));
   for (const auto& x : tangents) bindings.push_back(x);
   std::vector<ir::NodeRef> roots = t.outputs;
   roots.insert(roots.end(), jt.begin(), jt.end());

@@ -20,9 +20,9 @@ using FlatFn = std::function<std::vector<nx::Tensor>(const std::vector<nx::Tenso
 std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
     const char* api, const std::vector<nx::Tensor>& params, const std::vector<std::string>& paths,
     const FlatFn& f, const std::vector<nx::Tensor>* cotangents);
-std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(const std::vector<nx::Tensor>& primals,
-                                                                     const std::vector<nx::Tensor>& tangents,
-                                                                     const FlatFn& f);
+std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(
+    const std::vector<nx::Tensor>& primals, const std::vector<nx::Tensor>& tangents,
+    const FlatFn& f);
 
 template <class P>
 Flat flat_with_paths(const P& p, std::vector<std::string>& paths) {
@@ -59,7 +59,8 @@ P grad(F&& f, const P& p) {
   auto fn = [&](const std::vector<nx::Tensor>& xs) {
     return std::vector<nx::Tensor>{f(detail::rebuild<P>(xs, flat.tokens))};
   };
-  return detail::rebuild<P>(detail::vjp_flat("rune::grad", flat.leaves, paths, fn, nullptr).second, flat.tokens);
+  return detail::rebuild<P>(detail::vjp_flat("rune::grad", flat.leaves, paths, fn, nullptr).second,
+                            flat.tokens);
 }
 
 // grad(f) as a function of p.

@@ -7,7 +7,8 @@
 
 namespace rune {
 
-std::vector<nx::Tensor> evaluate(const std::vector<ir::NodeRef>& roots, const std::vector<nx::Tensor>& bindings) {
+std::vector<nx::Tensor> evaluate(const std::vector<ir::NodeRef>& roots,
+                                 const std::vector<nx::Tensor>& bindings) {
   std::unordered_map<ir::NodeRef, nx::Tensor> val;
   for (ir::NodeRef n : ir::toposort(roots)) {
     nx::Tensor t;

@@ -9,6 +9,7 @@
 namespace rune {
 
 // Evaluates `roots`; Param i is bound to bindings[i].
-std::vector<nx::Tensor> evaluate(const std::vector<ir::NodeRef>& roots, const std::vector<nx::Tensor>& bindings);
+std::vector<nx::Tensor> evaluate(const std::vector<ir::NodeRef>& roots,
+                                 const std::vector<nx::Tensor>& bindings);
 
 }  // namespace rune

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <list>
 #include <mutex>
@@ -31,7 +31,9 @@ struct Key {
   std::vector<int64_t> tokens;
   std::vector<LeafKey> leaves;
   size_t hash = 0;
-  bool operator==(const Key& o) const { return hash == o.hash && tokens == o.tokens && leaves == o.leaves; }
+  bool operator==(const Key& o) const {
+    return hash == o.hash && tokens == o.tokens && leaves == o.leaves;
+  }
 };
 struct KeyHash {
   size_t operator()(const Key& k) const { return k.hash; }
@@ -51,7 +53,9 @@ Key make_key(const Flat& args) {
       lk.strides = im.view.strides;
       for (size_t d = 0; d < lk.shape.size(); ++d)
         if (lk.shape[d] == 1) lk.strides[d] = 0;
-      lk.align = (reinterpret_cast<uintptr_t>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype)) % 16;
+      lk.align =
+          (reinterpret_cast<uintptr_t>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype)) %
+          16;
     }
     mix(static_cast<int64_t>(lk.dtype));
     for (auto d : lk.shape) mix(d);
@@ -67,10 +71,13 @@ Key make_key(const Flat& args) {
 std::string strides_text(const std::vector<int64_t>& s) { return ir::to_string(s); }
 
 // The first difference between two keys, as "<path>: <this> here, <that> in the previous key".
-std::string first_difference(const Key& cur, const Key& prev, const std::vector<std::string>& leaf_paths,
+std::string first_difference(const Key& cur, const Key& prev,
+                             const std::vector<std::string>& leaf_paths,
                              const std::vector<std::string>& token_paths) {
   size_t leaf = 0;
-  auto path_of_token = [&](size_t i) { return i < token_paths.size() ? token_paths[i] : std::string("?"); };
+  auto path_of_token = [&](size_t i) {
+    return i < token_paths.size() ? token_paths[i] : std::string("?");
+  };
   for (size_t i = 0; i < cur.tokens.size() && i < prev.tokens.size(); ++i) {
     int64_t a = cur.tokens[i], b = prev.tokens[i];
     std::string p = path_of_token(i);
@@ -85,7 +92,8 @@ std::string first_difference(const Key& cur, const Key& prev, const std::vector<
       int64_t x = cur.tokens[i], y = prev.tokens[i];
       if (x != y) {
         const char* what = a == kList ? "list length " : "static ";
-        return p + ": " + what + std::to_string(x) + " here, " + what + std::to_string(y) + " in the previous key";
+        return p + ": " + what + std::to_string(x) + " here, " + what + std::to_string(y) +
+               " in the previous key";
       }
       continue;
     }
@@ -95,18 +103,20 @@ std::string first_difference(const Key& cur, const Key& prev, const std::vector<
     std::string lp = leaf < leaf_paths.size() ? leaf_paths[leaf] : p;
     ++leaf;
     if (x.dtype != y.dtype)
-      return lp + ": dtype " + std::string(ir::name(x.dtype)) + " here, dtype " + std::string(ir::name(y.dtype)) +
-             " in the previous key";
+      return lp + ": dtype " + std::string(ir::name(x.dtype)) + " here, dtype " +
+             std::string(ir::name(y.dtype)) + " in the previous key";
     if (x.shape != y.shape)
-      return lp + ": shape " + ir::to_string(x.shape) + " here, shape " + ir::to_string(y.shape) + " in the previous key";
+      return lp + ": shape " + ir::to_string(x.shape) + " here, shape " + ir::to_string(y.shape) +
+             " in the previous key";
     if (!(x.device == y.device))
-      return lp + ": placement " + x.device.name() + " here, placement " + y.device.name() + " in the previous key";
+      return lp + ": placement " + x.device.name() + " here, placement " + y.device.name() +
+             " in the previous key";
     if (x.strides != y.strides)
-      return lp + ": strides " + strides_text(x.strides) + " here, strides " + strides_text(y.strides) +
-             " in the previous key";
+      return lp + ": strides " + strides_text(x.strides) + " here, strides " +
+             strides_text(y.strides) + " in the previous key";
     if (x.align != y.align)
-      return lp + ": data offset " + std::to_string(x.align) + " (mod 16 bytes) here, " + std::to_string(y.align) +
-             " in the previous key";
+      return lp + ": data offset " + std::to_string(x.align) + " (mod 16 bytes) here, " +
+             std::to_string(y.align) + " in the previous key";
   }
   if (cur.tokens.size() != prev.tokens.size()) return "structure differs from the previous key";
   return "key differs from the previous key";
@@ -116,8 +126,8 @@ std::string describe_key(const Key& k) {
   std::string s;
   for (size_t i = 0; i < k.leaves.size(); ++i) {
     if (i) s += ", ";
-    s += std::string(ir::name(k.leaves[i].dtype)) + " " + ir::to_string(k.leaves[i].shape) + " on " +
-         k.leaves[i].device.name();
+    s += std::string(ir::name(k.leaves[i].dtype)) + " " + ir::to_string(k.leaves[i].shape) +
+         " on " + k.leaves[i].device.name();
   }
   return "(" + s + ")";
 }
@@ -146,7 +156,8 @@ std::exception_ptr failed_check(const Compiled& c, const std::vector<runtime::Bu
     auto data_bufs = data_program->run(ptrs.data(), ptrs.size());
     std::vector<nx::Tensor> data;
     for (size_t d = 0; d < data_bufs.size(); ++d)
-      data.push_back(nx::make_concrete(chk.data[d]->dtype, std::move(data_bufs[d]), ir::View::contiguous(chk.data[d]->shape)));
+      data.push_back(nx::make_concrete(chk.data[d]->dtype, std::move(data_bufs[d]),
+                                       ir::View::contiguous(chk.data[d]->shape)));
     return nx::detail::build_failure(chk.shape, first, data, chk.fail);
   }
   return nullptr;
@@ -171,8 +182,8 @@ struct JitCore::Impl {
     nx::Device device = args.leaves.empty() ? nx::Device::cpu() : args.leaves[0].device();
     for (const auto& l : args.leaves)
       if (!(l.device() == device))
-        throw std::invalid_argument(options.name + ": arguments on two devices: " + device.name() + " and " +
-                                    l.device().name());
+        throw std::invalid_argument(options.name + ": arguments on two devices: " + device.name() +
+                                    " and " + l.device().name());
     Tracer tracer(device, static_cast<int>(args.leaves.size()));
     std::vector<nx::Tensor> stand_ins;
     for (size_t i = 0; i < args.leaves.size(); ++i) {
@@ -213,8 +224,9 @@ size_t JitCore::cached_programs() const {
   return impl_->cache.size();
 }
 
-std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Flat& args, const TraceFn& trace,
-                                                                      const PathsFn& paths) {
+std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Flat& args,
+                                                                       const TraceFn& trace,
+                                                                       const PathsFn& paths) {
   Impl& m = *impl_;
   for (const auto& l : args.leaves) nx::check_alive(l, m.options.name.c_str());
   Key key = make_key(args);
@@ -230,7 +242,8 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
       if (ir::jit_debug() && m.last) {
         std::vector<std::string> lp, tp;
         paths(lp, tp);
-        std::fprintf(stderr, "rune.jit: retrace: %s\n", first_difference(key, *m.last, lp, tp).c_str());
+        std::fprintf(stderr, "rune.jit: retrace: %s\n",
+                     first_difference(key, *m.last, lp, tp).c_str());
       }
       mine = std::make_shared<std::promise<std::shared_ptr<const Compiled>>>();
       future = mine->get_future().share();
@@ -240,8 +253,8 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
       while (m.cache.size() > std::max<size_t>(m.options.cache_size, 1)) {
         const Key& victim = m.lru.back();
         if (ir::jit_debug())
-          std::fprintf(stderr, "rune.jit: evicted the program for %s (cache size %zu)\n", describe_key(victim).c_str(),
-                       m.options.cache_size);
+          std::fprintf(stderr, "rune.jit: evicted the program for %s (cache size %zu)\n",
+                       describe_key(victim).c_str(), m.options.cache_size);
         m.cache.erase(victim);
         m.lru.pop_back();
       }
@@ -280,15 +293,19 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
       if (im.donation.load() != 1) continue;
       size_t bytes = static_cast<size_t>(ir::numel(im.shape) * ir::itemsize(im.dtype));
       if (im.view.offset != 0 || !im.view.is_contiguous() || im.buffer->nbytes != bytes)
-        throw std::invalid_argument("nx::donate: the donated " + args.leaves[i].describe() + " passed to " + m.options.name +
+        throw std::invalid_argument("nx::donate: the donated " + args.leaves[i].describe() +
+                                    " passed to " + m.options.name +
                                     " is a view that does not cover its storage");
       for (size_t j = 0; j < args.leaves.size(); ++j)
         if (j != i && args.leaves[j].impl().buffer == im.buffer)
-          throw std::invalid_argument("nx::donate: argument " + std::to_string(j) + " of " + m.options.name +
-                                      " reaches the storage donated by argument " + std::to_string(i));
+          throw std::invalid_argument("nx::donate: argument " + std::to_string(j) + " of " +
+                                      m.options.name + " reaches the storage donated by argument " +
+                                      std::to_string(i));
       std::string fate = "consumed and lent to no result";
       for (size_t o = 0; o < prog.output_slots.size(); ++o) {
-        if (reuse[o] || c->outputs[o].first != im.dtype || ir::numel(c->outputs[o].second) != ir::numel(im.shape)) continue;
+        if (reuse[o] || c->outputs[o].first != im.dtype ||
+            ir::numel(c->outputs[o].second) != ir::numel(im.shape))
+          continue;
         const auto& ok = prog.inplace_inputs[o];
         if (std::find(ok.begin(), ok.end(), static_cast<int>(i)) == ok.end()) continue;
         reuse[o] = im.buffer;
@@ -303,7 +320,8 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
     std::vector<std::string> lp, tp;
     paths(lp, tp);
     for (const auto& [leaf, fate] : fates)
-      std::fprintf(stderr, "rune.jit: donation: %s: %s\n", leaf < lp.size() ? lp[leaf].c_str() : "?", fate.c_str());
+      std::fprintf(stderr, "rune.jit: donation: %s: %s\n",
+                   leaf < lp.size() ? lp[leaf].c_str() : "?", fate.c_str());
   }
   std::vector<char*> ptrs;
   ptrs.reserve(args.leaves.size() + c->captured.size());
@@ -331,8 +349,9 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
   reuse.resize(c->outputs.size());
   for (size_t o = 0; o < c->outputs.size(); ++o)
     if (!reuse[o])
-      reuse[o] = runtime::allocate(c->device, static_cast<size_t>(ir::numel(c->outputs[o].second) *
-                                                                  ir::itemsize(c->outputs[o].first)));
+      reuse[o] = runtime::allocate(
+          c->device,
+          static_cast<size_t>(ir::numel(c->outputs[o].second) * ir::itemsize(c->outputs[o].first)));
   auto poison = std::make_shared<runtime::Poison>();
   std::vector<nx::Tensor> keep = args.leaves;  // inputs stay alive until the task ran
   stream->enqueue([c, ptrs, reuse, poison, keep] {
@@ -350,8 +369,9 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
   });
   std::vector<nx::Tensor> outs;
   for (size_t i = 0; i < c->n_results; ++i)
-    outs.push_back(nx::make_concrete(c->outputs[i].first, reuse[i], ir::View::contiguous(c->outputs[i].second),
-                                     c->device, poison));
+    outs.push_back(nx::make_concrete(c->outputs[i].first, reuse[i],
+                                     ir::View::contiguous(c->outputs[i].second), c->device,
+                                     poison));
   return {std::move(outs), c->result_tokens};
 }
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <tuple>
 
-#include "trace/tracer.h"
 #include "core/donation.h"
 #include "core/tree.h"
+#include "trace/tracer.h"
 
 namespace rune {
 
@@ -45,11 +45,13 @@ class JitCore {
   // Traces f on stand-ins (given in the argument's structure) and returns its flat result.
   using TraceFn = std::function<Flat(const std::vector<nx::Tensor>& stand_ins)>;
   // Fills paths for the arguments (only used for messages).
-  using PathsFn = std::function<void(std::vector<std::string>& leaf_paths, std::vector<std::string>& token_paths)>;
+  using PathsFn = std::function<void(std::vector<std::string>& leaf_paths,
+                                     std::vector<std::string>& token_paths)>;
   // Runs the program for `args` (tracing on a new key); returns outputs and result tokens.
-  std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> call(const Flat& args, const TraceFn& trace,
-                                                               const PathsFn& paths);
-  size_t traces() const;        // how many times f was traced
+  std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> call(const Flat& args,
+                                                                const TraceFn& trace,
+                                                                const PathsFn& paths);
+  size_t traces() const;  // how many times f was traced
   size_t cached_programs() const;
 
  private:
@@ -69,8 +71,9 @@ class Jitted<R(Args...)> {
       : f_(std::move(f)), core_(std::make_shared<JitCore>(sig.options)), sig_(std::move(sig)) {
     for (int a : sig_.consumed)
       if (a < 0 || a >= static_cast<int>(sizeof...(Args)))
-        throw std::invalid_argument(sig_.options.name + ": consumed argument " + std::to_string(a) + " out of range for " +
-                                    std::to_string(sizeof...(Args)) + " arguments");
+        throw std::invalid_argument(sig_.options.name + ": consumed argument " + std::to_string(a) +
+                                    " out of range for " + std::to_string(sizeof...(Args)) +
+                                    " arguments");
     bool integral[] = {std::is_integral_v<std::decay_t<Args>>..., false};
     for (int a : sig_.static_ints)
       if (a < 0 || a >= static_cast<int>(sizeof...(Args)) || !integral[a])
@@ -85,7 +88,8 @@ class Jitted<R(Args...)> {
     std::vector<size_t> leaf_end;  // leaves of argument i end at leaf_end[i]
     flatten_args(flat, &leaf_end, args...);
     for (int a : sig_.consumed)  // consumed arguments are donated on every call
-      for (size_t l = a == 0 ? 0 : leaf_end[a - 1]; l < leaf_end[a]; ++l) nx::donate(flat.leaves[l]);
+      for (size_t l = a == 0 ? 0 : leaf_end[a - 1]; l < leaf_end[a]; ++l)
+        nx::donate(flat.leaves[l]);
     auto trace = [&](const std::vector<nx::Tensor>& stand_ins) {
       Unflat u{stand_ins, flat.tokens};
       std::tuple<std::decay_t<Args>...> a{Tree<std::decay_t<Args>>::build(u)...};
@@ -112,7 +116,8 @@ class Jitted<R(Args...)> {
   template <class... A>
   static void flatten_args(Flat& f, std::vector<size_t>* leaf_end, const A&... a) {
     int i = 0;
-    ((Tree<std::decay_t<A>>::flatten(a, f, std::to_string(i++)), leaf_end ? leaf_end->push_back(f.leaves.size()) : void()),
+    ((Tree<std::decay_t<A>>::flatten(a, f, std::to_string(i++)),
+      leaf_end ? leaf_end->push_back(f.leaves.size()) : void()),
      ...);
   }
   std::function<R(Args...)> f_;

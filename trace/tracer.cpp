@@ -34,8 +34,8 @@ ir::NodeRef Tracer::node_of(const nx::Tensor& t) {
   return n;
 }
 
-nx::Tensor Tracer::apply(ir::Op op, nx::DType out, const nx::Shape& shape, const std::vector<nx::Tensor>& srcs,
-                         const ir::Arg& arg) {
+nx::Tensor Tracer::apply(ir::Op op, nx::DType out, const nx::Shape& shape,
+                         const std::vector<nx::Tensor>& srcs, const ir::Arg& arg) {
   std::vector<ir::NodeRef> src;
   for (const auto& s : srcs) src.push_back(node_of(s));
   if (op == ir::Op::Copy) return wrap(ir::make(ir::Op::Copy, out, shape, src));
@@ -47,7 +47,8 @@ nx::Tensor Tracer::constant(const ir::Value& v) {
   return wrap(ir::make(ir::Op::Const, v.dtype, {}, {}, a));
 }
 
-void Tracer::record_check(const nx::Tensor& ok, const std::vector<nx::Tensor>& data, nx::CheckFail fail) {
+void Tracer::record_check(const nx::Tensor& ok, const std::vector<nx::Tensor>& data,
+                          nx::CheckFail fail) {
   // The check becomes an output of the program: the first failing index, computed by a
   // reduction fused with ok's producers. The data are evaluated only when a check fails.
   Check c;

@@ -21,11 +21,12 @@ class Tracer final : public nx::Interpreter {
   // The graph node of a value seen by this trace (lifting concrete tensors).
   ir::NodeRef node_of(const nx::Tensor& t);
 
-  nx::Tensor apply(ir::Op op, nx::DType out, const nx::Shape& shape, const std::vector<nx::Tensor>& srcs,
-                   const ir::Arg& arg) override;
+  nx::Tensor apply(ir::Op op, nx::DType out, const nx::Shape& shape,
+                   const std::vector<nx::Tensor>& srcs, const ir::Arg& arg) override;
   nx::Tensor constant(const ir::Value& v) override;
   void check_readable(const nx::Tensor& t, const char* api) override;
-  void record_check(const nx::Tensor& ok, const std::vector<nx::Tensor>& data, nx::CheckFail fail) override;
+  void record_check(const nx::Tensor& ok, const std::vector<nx::Tensor>& data,
+                    nx::CheckFail fail) override;
 
   // A check recorded while tracing: its first-failing-index output and what builds its error.
   struct Check {

@@ -29,10 +29,18 @@ NodeRef div(NodeRef a, NodeRef b) { return bin(Op::Div, a, b); }
 NodeRef un(Op op, NodeRef a) { return ir::make(op, a->dtype, a->shape, {a}); }
 NodeRef neg(NodeRef a) { return un(Op::Neg, a); }
 NodeRef cmp(Op op, NodeRef a, NodeRef b) { return ir::make(op, ir::DType::Bool, a->shape, {a, b}); }
-NodeRef where(NodeRef c, NodeRef a, NodeRef b) { return ir::make(Op::Where, a->dtype, a->shape, {c, a, b}); }
-NodeRef cast(NodeRef a, ir::DType t) { return a->dtype == t ? a : ir::make(Op::Cast, t, a->shape, {a}); }
-NodeRef expand(NodeRef g, const Shape& shape) { return g->shape == shape ? g : ir::make(Op::Expand, g->dtype, shape, {g}); }
-NodeRef reshape(NodeRef g, const Shape& shape) { return g->shape == shape ? g : ir::make(Op::Reshape, g->dtype, shape, {g}); }
+NodeRef where(NodeRef c, NodeRef a, NodeRef b) {
+  return ir::make(Op::Where, a->dtype, a->shape, {c, a, b});
+}
+NodeRef cast(NodeRef a, ir::DType t) {
+  return a->dtype == t ? a : ir::make(Op::Cast, t, a->shape, {a});
+}
+NodeRef expand(NodeRef g, const Shape& shape) {
+  return g->shape == shape ? g : ir::make(Op::Expand, g->dtype, shape, {g});
+}
+NodeRef reshape(NodeRef g, const Shape& shape) {
+  return g->shape == shape ? g : ir::make(Op::Reshape, g->dtype, shape, {g});
+}
 NodeRef reduce_sum(NodeRef g, const std::vector<int64_t>& axes) {
   if (axes.empty()) return g;
   Shape s = g->shape;
@@ -59,33 +67,56 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
   const auto& s = n->src;
   auto A = [&](int i) { return s[i]; };
   switch (n->op) {
-    case Op::Add: return {g, g};
-    case Op::Sub: return {g, neg(g)};
-    case Op::Mul: return {mul(g, A(1)), mul(g, A(0))};
-    case Op::Div: return {div(g, A(1)), neg(div(mul(g, n), A(1)))};
-    case Op::Neg: return {neg(g)};
+    case Op::Add:
+      return {g, g};
+    case Op::Sub:
+      return {g, neg(g)};
+    case Op::Mul:
+      return {mul(g, A(1)), mul(g, A(0))};
+    case Op::Div:
+      return {div(g, A(1)), neg(div(mul(g, n), A(1)))};
+    case Op::Neg:
+      return {neg(g)};
     case Op::Abs: {
       NodeRef x = A(0);
-      NodeRef sign = where(cmp(Op::CmpLt, like(x, 0), x), like(x, 1), where(cmp(Op::CmpLt, x, like(x, 0)), like(x, -1), like(x, 0)));
+      NodeRef sign = where(cmp(Op::CmpLt, like(x, 0), x), like(x, 1),
+                           where(cmp(Op::CmpLt, x, like(x, 0)), like(x, -1), like(x, 0)));
       return {mul(g, sign)};
     }
-    case Op::Sqrt: return {div(g, mul(n, like(n, 2)))};
-    case Op::Exp: return {mul(g, n)};
-    case Op::Log: return {div(g, A(0))};
-    case Op::Sin: return {mul(g, un(Op::Cos, A(0)))};
-    case Op::Cos: return {neg(mul(g, un(Op::Sin, A(0))))};
-    case Op::Tan: return {mul(g, add(like(n, 1), mul(n, n)))};
-    case Op::Tanh: return {mul(g, sub(like(n, 1), mul(n, n)))};
-    case Op::Atan: return {div(g, add(like(n, 1), mul(A(0), A(0))))};
-    case Op::Expm1: return {mul(g, add(n, like(n, 1)))};
-    case Op::Log1p: return {div(g, add(A(0), like(n, 1)))};
-    case Op::Exp2: return {mul(g, mul(n, like(n, 0.6931471805599453)))};
-    case Op::Log2: return {div(g, mul(A(0), like(n, 0.6931471805599453)))};
-    case Op::Sinh: return {mul(g, un(Op::Cosh, A(0)))};
-    case Op::Cosh: return {mul(g, un(Op::Sinh, A(0)))};
-    case Op::Asin: return {div(g, un(Op::Sqrt, sub(like(n, 1), mul(A(0), A(0)))))};
-    case Op::Acos: return {neg(div(g, un(Op::Sqrt, sub(like(n, 1), mul(A(0), A(0))))))};
-    case Op::Erf: return {mul(g, mul(like(n, 1.1283791670955126), un(Op::Exp, neg(mul(A(0), A(0))))))};
+    case Op::Sqrt:
+      return {div(g, mul(n, like(n, 2)))};
+    case Op::Exp:
+      return {mul(g, n)};
+    case Op::Log:
+      return {div(g, A(0))};
+    case Op::Sin:
+      return {mul(g, un(Op::Cos, A(0)))};
+    case Op::Cos:
+      return {neg(mul(g, un(Op::Sin, A(0))))};
+    case Op::Tan:
+      return {mul(g, add(like(n, 1), mul(n, n)))};
+    case Op::Tanh:
+      return {mul(g, sub(like(n, 1), mul(n, n)))};
+    case Op::Atan:
+      return {div(g, add(like(n, 1), mul(A(0), A(0))))};
+    case Op::Expm1:
+      return {mul(g, add(n, like(n, 1)))};
+    case Op::Log1p:
+      return {div(g, add(A(0), like(n, 1)))};
+    case Op::Exp2:
+      return {mul(g, mul(n, like(n, 0.6931471805599453)))};
+    case Op::Log2:
+      return {div(g, mul(A(0), like(n, 0.6931471805599453)))};
+    case Op::Sinh:
+      return {mul(g, un(Op::Cosh, A(0)))};
+    case Op::Cosh:
+      return {mul(g, un(Op::Sinh, A(0)))};
+    case Op::Asin:
+      return {div(g, un(Op::Sqrt, sub(like(n, 1), mul(A(0), A(0)))))};
+    case Op::Acos:
+      return {neg(div(g, un(Op::Sqrt, sub(like(n, 1), mul(A(0), A(0))))))};
+    case Op::Erf:
+      return {mul(g, mul(like(n, 1.1283791670955126), un(Op::Exp, neg(mul(A(0), A(0))))))};
     case Op::Pow: {
       NodeRef a = A(0), b = A(1);
       NodeRef da = mul(g, mul(b, bin(Op::Pow, a, sub(b, like(b, 1)))));
@@ -97,14 +128,22 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
       NodeRef den = add(mul(x, x), mul(y, y));
       return {div(mul(g, x), den), neg(div(mul(g, y), den))};
     }
-    case Op::Mod: return {g, neg(mul(g, un(Op::Floor, div(A(0), A(1)))))};
-    case Op::Max: return {mul(g, winner_weight(A(0), A(1), true)), mul(g, winner_weight(A(1), A(0), true))};
-    case Op::Min: return {mul(g, winner_weight(A(0), A(1), false)), mul(g, winner_weight(A(1), A(0), false))};
-    case Op::Where: return {nullptr, where(A(0), g, like(g, 0)), where(A(0), like(g, 0), g)};
-    case Op::Cast: return {ir::is_float(A(0)->dtype) ? cast(g, A(0)->dtype) : nullptr};
-    case Op::Copy: return {g};
-    case Op::ReduceSum: return {expand(g, A(0)->shape)};
-    case Op::ReduceProd: return {div(expand(mul(g, n), A(0)->shape), A(0))};
+    case Op::Mod:
+      return {g, neg(mul(g, un(Op::Floor, div(A(0), A(1)))))};
+    case Op::Max:
+      return {mul(g, winner_weight(A(0), A(1), true)), mul(g, winner_weight(A(1), A(0), true))};
+    case Op::Min:
+      return {mul(g, winner_weight(A(0), A(1), false)), mul(g, winner_weight(A(1), A(0), false))};
+    case Op::Where:
+      return {nullptr, where(A(0), g, like(g, 0)), where(A(0), like(g, 0), g)};
+    case Op::Cast:
+      return {ir::is_float(A(0)->dtype) ? cast(g, A(0)->dtype) : nullptr};
+    case Op::Copy:
+      return {g};
+    case Op::ReduceSum:
+      return {expand(g, A(0)->shape)};
+    case Op::ReduceProd:
+      return {div(expand(mul(g, n), A(0)->shape), A(0))};
     case Op::ReduceMax:
     case Op::ReduceMin: {
       // Ties share the gradient evenly.
@@ -113,14 +152,16 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
       NodeRef count = ir::make(Op::ReduceSum, x->dtype, n->shape, {hit}, n->arg);
       return {mul(expand(div(g, count), x->shape), hit)};
     }
-    case Op::Reshape: return {reshape(g, A(0)->shape)};
+    case Op::Reshape:
+      return {reshape(g, A(0)->shape)};
     case Op::Permute: {
       const auto& p = ir::arg_ints(n);
       std::vector<int64_t> inv(p.size());
       for (size_t i = 0; i < p.size(); ++i) inv[p[i]] = static_cast<int64_t>(i);
       return {ir::make(Op::Permute, g->dtype, A(0)->shape, {g}, inv)};
     }
-    case Op::Expand: return {sum_to(g, A(0)->shape)};
+    case Op::Expand:
+      return {sum_to(g, A(0)->shape)};
     case Op::Shrink: {
       ir::Pairs w;
       const auto& b = ir::arg_pairs(n);
@@ -133,7 +174,8 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
       for (size_t d = 0; d < w.size(); ++d) b.push_back({w[d].first, w[d].first + A(0)->shape[d]});
       return {ir::make(Op::Shrink, g->dtype, A(0)->shape, {g}, b)};
     }
-    case Op::Flip: return {ir::make(Op::Flip, g->dtype, g->shape, {g}, n->arg)};
+    case Op::Flip:
+      return {ir::make(Op::Flip, g->dtype, g->shape, {g}, n->arg)};
     default:
       // Piecewise-constant or non-float ops (floor, round, comparisons, bit ops): no gradient.
       return std::vector<NodeRef>(s.size(), nullptr);
@@ -142,13 +184,16 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
 
 }  // namespace
 
-std::vector<NodeRef> vjp_nodes(const std::vector<NodeRef>& roots, const std::vector<NodeRef>& cotangents,
+std::vector<NodeRef> vjp_nodes(const std::vector<NodeRef>& roots,
+                               const std::vector<NodeRef>& cotangents,
                                const std::vector<NodeRef>& wrt) {
   std::unordered_map<NodeRef, NodeRef> ct;
   auto accumulate = [&](NodeRef n, NodeRef g) {
     auto it = ct.find(n);
-    if (it == ct.end()) ct[n] = g;
-    else it->second = add(it->second, g);
+    if (it == ct.end())
+      ct[n] = g;
+    else
+      it->second = add(it->second, g);
   };
   for (size_t i = 0; i < roots.size(); ++i) accumulate(roots[i], cotangents[i]);
   auto order = ir::toposort(roots);

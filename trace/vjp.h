@@ -9,7 +9,8 @@ namespace rune {
 
 // Cotangents of `wrt` for roots[i] receiving cotangents[i] (same shape and dtype as the root).
 // A node of `wrt` that no root depends on gets zeros.
-std::vector<ir::NodeRef> vjp_nodes(const std::vector<ir::NodeRef>& roots, const std::vector<ir::NodeRef>& cotangents,
+std::vector<ir::NodeRef> vjp_nodes(const std::vector<ir::NodeRef>& roots,
+                                   const std::vector<ir::NodeRef>& cotangents,
                                    const std::vector<ir::NodeRef>& wrt);
 
 }  // namespace rune

@@ -2,9 +2,9 @@
 // text we render and the C++ API we call. LLVM 15 made pointers opaque (`ptr`) and changed
 // symbol lookups to ExecutorAddr; 17 moved Host.h; 18 renamed the codegen enums.
 #pragma once
-#include <string>
-
 #include <llvm/Config/llvm-config.h>
+
+#include <string>
 
 namespace codegen::cpu::dialect {
 

@@ -123,11 +123,14 @@ std::vector<void*> load_object(const std::string& object, const std::vector<std:
   std::lock_guard lock(h.mu);
   auto buf = llvm::MemoryBuffer::getMemBufferCopy(object, symbols.empty() ? "rune" : symbols[0]);
   if (auto err = h.jit->addObjectFile(std::move(buf)))
-    throw std::runtime_error("rune: cannot load compiled kernel: " + llvm::toString(std::move(err)));
+    throw std::runtime_error("rune: cannot load compiled kernel: " +
+                             llvm::toString(std::move(err)));
   std::vector<void*> out;
   for (const auto& s : symbols) {
     auto sym = h.jit->lookup(s);
-    if (!sym) throw std::runtime_error("rune: compiled kernel lacks " + s + ": " + llvm::toString(sym.takeError()));
+    if (!sym)
+      throw std::runtime_error("rune: compiled kernel lacks " + s + ": " +
+                               llvm::toString(sym.takeError()));
     out.push_back(compat::address(*sym));
   }
   return out;

@@ -21,14 +21,22 @@ namespace {
 // Type of a value in registers. Bool is i1; bfloat16 travels as its bit pattern.
 std::string reg_type(DType t) {
   switch (t) {
-    case DType::Bool: return "i1";
-    case DType::UInt8: return "i8";
-    case DType::Int32: return "i32";
-    case DType::Int64: return "i64";
-    case DType::Float16: return "half";
-    case DType::BFloat16: return "i16";
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
+    case DType::Bool:
+      return "i1";
+    case DType::UInt8:
+      return "i8";
+    case DType::Int32:
+      return "i32";
+    case DType::Int64:
+      return "i64";
+    case DType::Float16:
+      return "half";
+    case DType::BFloat16:
+      return "i16";
+    case DType::Float32:
+      return "float";
+    case DType::Float64:
+      return "double";
   }
   return "?";
 }
@@ -47,15 +55,20 @@ std::string hex64(uint64_t v) {
 std::string const_text(DType t, const Value& v) {
   switch (t) {
     case DType::Float64:
-    case DType::Float32: return hex64(std::bit_cast<uint64_t>(v.f));  // exact in double
+    case DType::Float32:
+      return hex64(std::bit_cast<uint64_t>(v.f));  // exact in double
     case DType::Float16: {
       char buf[16];
-      std::snprintf(buf, sizeof buf, "0xH%04X", static_cast<unsigned>(f32_to_f16_bits(static_cast<float>(v.f))));
+      std::snprintf(buf, sizeof buf, "0xH%04X",
+                    static_cast<unsigned>(f32_to_f16_bits(static_cast<float>(v.f))));
       return buf;
     }
-    case DType::BFloat16: return std::to_string(static_cast<int16_t>(f32_to_bf16_bits(static_cast<float>(v.f))));
-    case DType::Bool: return v.i ? "true" : "false";
-    default: return std::to_string(v.i);
+    case DType::BFloat16:
+      return std::to_string(static_cast<int16_t>(f32_to_bf16_bits(static_cast<float>(v.f))));
+    case DType::Bool:
+      return v.i ? "true" : "false";
+    default:
+      return std::to_string(v.i);
   }
 }
 
@@ -79,9 +92,9 @@ class Writer {
 };
 
 struct Env {
-  std::vector<std::string> ptrs;     // typed base pointer per kernel param
+  std::vector<std::string> ptrs;  // typed base pointer per kernel param
   std::vector<DType> param_dtypes;
-  std::vector<std::string> idx;      // index value per iteration dim (shape ++ rshape)
+  std::vector<std::string> idx;                  // index value per iteration dim (shape ++ rshape)
   std::unordered_map<int64_t, std::string> acc;  // Acc leaves by arg (default 0)
 };
 
@@ -101,9 +114,10 @@ class Emitter {
     std::string off = std::to_string(view.offset);
     for (size_t d = 0; d < view.shape.size(); ++d) {
       if (view.strides[d] == 0) continue;
-      std::string term = view.strides[d] == 1
-                             ? env_.idx.at(d)
-                             : w_.op("mul i64 " + env_.idx.at(d) + ", " + std::to_string(view.strides[d]));
+      std::string term =
+          view.strides[d] == 1
+              ? env_.idx.at(d)
+              : w_.op("mul i64 " + env_.idx.at(d) + ", " + std::to_string(view.strides[d]));
       off = w_.op("add i64 " + off + ", " + term);
     }
     return off;
@@ -120,7 +134,9 @@ class Emitter {
     }
     return ok;
   }
-  std::string zero(DType t) { return const_text(t, is_float(t) ? Value::of_float(t, 0) : Value::of_int(t, 0)); }
+  std::string zero(DType t) {
+    return const_text(t, is_float(t) ? Value::of_float(t, 0) : Value::of_int(t, 0));
+  }
 
   std::string load(NodeRef n) {
     const auto& la = arg_load(n);
@@ -128,16 +144,20 @@ class Emitter {
     std::string valid = valid_of(la.view);
     std::string off = offset_of(la.view);
     if (valid != "true") off = w_.op("select i1 " + valid + ", i64 " + off + ", i64 0");
-    auto p = w_.op("getelementptr inbounds " + mem_type(t) + ", " + P(t) + " " + env_.ptrs.at(la.param) + ", i64 " + off);
+    auto p = w_.op("getelementptr inbounds " + mem_type(t) + ", " + P(t) + " " +
+                   env_.ptrs.at(la.param) + ", i64 " + off);
     std::string x = w_.op("load " + mem_type(t) + ", " + P(t) + " " + p);
     if (t == DType::Bool) x = w_.op("icmp ne i8 " + x + ", 0");
-    if (valid != "true") x = w_.op("select i1 " + valid + ", " + reg_type(t) + " " + x + ", " + reg_type(t) + " " + zero(t));
+    if (valid != "true")
+      x = w_.op("select i1 " + valid + ", " + reg_type(t) + " " + x + ", " + reg_type(t) + " " +
+                zero(t));
     return x;
   }
 
   std::string call1(const std::string& fn, DType t, const std::string& a) {
     std::string ty = reg_type(t);
-    return w_.op("call " + ty + " @llvm." + fn + "." + intrinsic_suffix(t) + "(" + ty + " " + a + ")");
+    return w_.op("call " + ty + " @llvm." + fn + "." + intrinsic_suffix(t) + "(" + ty + " " + a +
+                 ")");
   }
   static std::string intrinsic_suffix(DType t) {
     return t == DType::Float64 ? "f64" : t == DType::Float32 ? "f32" : "f16";
@@ -155,7 +175,8 @@ class Emitter {
   std::string minmax(bool is_max, DType t, const std::string& a, const std::string& b) {
     std::string ty = reg_type(t);
     if (!fp(t)) {
-      std::string pred = t == DType::Bool || t == DType::UInt8 ? (is_max ? "ugt" : "ult") : (is_max ? "sgt" : "slt");
+      std::string pred = t == DType::Bool || t == DType::UInt8 ? (is_max ? "ugt" : "ult")
+                                                               : (is_max ? "sgt" : "slt");
       auto c = w_.op("icmp " + pred + " " + ty + " " + a + ", " + b);
       return sel(c, t, a, b);
     }
@@ -212,7 +233,8 @@ class Emitter {
     auto r1 = w_.op("fadd " + ty + " " + r + ", " + b);
     auto ra = sel(adj, t, r1, r);
     auto isz = w_.op("fcmp oeq " + ty + " " + ra + ", " + zero(t));
-    auto z = w_.op("call " + ty + " @llvm.copysign." + intrinsic_suffix(t) + "(" + ty + " " + zero(t) + ", " + ty + " " + b + ")");
+    auto z = w_.op("call " + ty + " @llvm.copysign." + intrinsic_suffix(t) + "(" + ty + " " +
+                   zero(t) + ", " + ty + " " + b + ")");
     return sel(isz, t, z, ra);
   }
 
@@ -255,7 +277,9 @@ class Emitter {
       return w_.op("trunc i32 " + res + " to i16");
     }
     bool ff = fp(from), tf = fp(to);
-    if (ff && tf) return w_.op(std::string(bits_of(to) > bits_of(from) ? "fpext " : "fptrunc ") + ft + " " + x + " to " + tt);
+    if (ff && tf)
+      return w_.op(std::string(bits_of(to) > bits_of(from) ? "fpext " : "fptrunc ") + ft + " " + x +
+                   " to " + tt);
     if (!ff && tf) {
       bool uns = from == DType::UInt8 || from == DType::Bool;
       return w_.op(std::string(uns ? "uitofp " : "sitofp ") + ft + " " + x + " to " + tt);
@@ -265,8 +289,10 @@ class Emitter {
       // selects rather than llvm.fpto*i.sat, which LLVM 14 does not vectorise.
       bool uns = to == DType::UInt8;
       int bits = bits_of(to);
-      double lo = uns ? 0.0 : -std::ldexp(1.0, bits - 1), hi = uns ? 256.0 : std::ldexp(1.0, bits - 1);
-      std::string los = hex64(std::bit_cast<uint64_t>(lo)), his = hex64(std::bit_cast<uint64_t>(hi));
+      double lo = uns ? 0.0 : -std::ldexp(1.0, bits - 1),
+             hi = uns ? 256.0 : std::ldexp(1.0, bits - 1);
+      std::string los = hex64(std::bit_cast<uint64_t>(lo)),
+                  his = hex64(std::bit_cast<uint64_t>(hi));
       auto below = w_.op("fcmp olt " + ft + " " + x + ", " + los);
       auto above = w_.op("fcmp oge " + ft + " " + x + ", " + his);
       auto nan = w_.op("fcmp uno " + ft + " " + x + ", " + x);
@@ -274,8 +300,10 @@ class Emitter {
       auto bad = w_.op("or i1 " + out + ", " + nan);
       auto safe = sel(bad, from, zero(from), x);
       auto r = w_.op(std::string(uns ? "fptoui " : "fptosi ") + ft + " " + safe + " to " + tt);
-      std::string minv = uns ? "0" : std::to_string(bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1)));
-      std::string maxv = uns ? "255" : std::to_string(bits == 64 ? INT64_MAX : (int64_t{1} << (bits - 1)) - 1);
+      std::string minv =
+          uns ? "0" : std::to_string(bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1)));
+      std::string maxv =
+          uns ? "255" : std::to_string(bits == 64 ? INT64_MAX : (int64_t{1} << (bits - 1)) - 1);
       if (bits == 64 && !uns) minv = "-9223372036854775808";
       r = sel(below, to, minv, r);
       r = sel(above, to, maxv, r);
@@ -296,23 +324,29 @@ class Emitter {
         Value c = is_float(t) ? Value::of_float(t, arg_float(n)) : Value::of_int(t, arg_int(n));
         // Constants are used as operands directly; materialise through a no-op select so
         // every node has an SSA name.
-        return w_.op("select i1 true, " + ty + " " + const_text(t, c) + ", " + ty + " " + const_text(t, c));
+        return w_.op("select i1 true, " + ty + " " + const_text(t, c) + ", " + ty + " " +
+                     const_text(t, c));
       }
-      case Op::Load: return load(n);
-      case Op::Valid: return w_.op("select i1 " + valid_of(arg_view(n)) + ", i1 true, i1 false");
-      case Op::Index: return w_.op("add i64 " + offset_of(arg_view(n)) + ", 0");
+      case Op::Load:
+        return load(n);
+      case Op::Valid:
+        return w_.op("select i1 " + valid_of(arg_view(n)) + ", i1 true, i1 false");
+      case Op::Index:
+        return w_.op("add i64 " + offset_of(arg_view(n)) + ", 0");
       case Op::Acc: {
         int64_t k = std::holds_alternative<int64_t>(n->arg) ? arg_int(n) : 0;
         return env_.acc.at(k);
       }
-      default: break;
+      default:
+        break;
     }
     DType st = n->src.empty() ? t : n->src[0]->dtype;
     std::string sty = reg_type(st);
     auto a = [&](int i) { return v(n->src[i]); };
     bool f = fp(st);
     switch (n->op) {
-      case Op::Neg: return f ? w_.op("fneg " + ty + " " + a(0)) : w_.op("sub " + ty + " 0, " + a(0));
+      case Op::Neg:
+        return f ? w_.op("fneg " + ty + " " + a(0)) : w_.op("sub " + ty + " 0, " + a(0));
       case Op::Abs:
         if (f) return call1("fabs", t, a(0));
         {
@@ -320,22 +354,40 @@ class Emitter {
           auto c = w_.op("icmp slt " + ty + " " + a(0) + ", 0");
           return t == DType::UInt8 || t == DType::Bool ? a(0) : sel(c, t, neg, a(0));
         }
-      case Op::Sqrt: return call1("sqrt", t, a(0));
-      case Op::Floor: return f ? call1("floor", t, a(0)) : a(0);
-      case Op::Ceil: return f ? call1("ceil", t, a(0)) : a(0);
-      case Op::Round: return f ? call1("roundeven", t, a(0)) : a(0);
-      case Op::Not: return w_.op("xor " + ty + " " + a(0) + ", " + (t == DType::Bool ? "true" : "-1"));
-      case Op::Cast: return cast(st, t, a(0));
-      case Op::Bitcast: return w_.op("bitcast " + sty + " " + a(0) + " to " + ty);
-      case Op::IsNan: return f ? w_.op("fcmp uno " + sty + " " + a(0) + ", " + a(0)) : "false";
+      case Op::Sqrt:
+        return call1("sqrt", t, a(0));
+      case Op::Floor:
+        return f ? call1("floor", t, a(0)) : a(0);
+      case Op::Ceil:
+        return f ? call1("ceil", t, a(0)) : a(0);
+      case Op::Round:
+        return f ? call1("roundeven", t, a(0)) : a(0);
+      case Op::Not:
+        return w_.op("xor " + ty + " " + a(0) + ", " + (t == DType::Bool ? "true" : "-1"));
+      case Op::Cast:
+        return cast(st, t, a(0));
+      case Op::Bitcast:
+        return w_.op("bitcast " + sty + " " + a(0) + " to " + ty);
+      case Op::IsNan:
+        return f ? w_.op("fcmp uno " + sty + " " + a(0) + ", " + a(0)) : "false";
       // For bool, + is logical or (numpy); - and * on i1 already are xor and and.
-      case Op::Add: return w_.op((f ? "fadd " : t == DType::Bool ? "or " : "add ") + ty + " " + a(0) + ", " + a(1));
-      case Op::Sub: return w_.op((f ? "fsub " : "sub ") + ty + " " + a(0) + ", " + a(1));
-      case Op::Mul: return w_.op((f ? "fmul " : "mul ") + ty + " " + a(0) + ", " + a(1));
-      case Op::Div: return f ? w_.op("fdiv " + ty + " " + a(0) + ", " + a(1)) : int_divmod(true, t, a(0), a(1));
-      case Op::Mod: return f ? float_mod(t, a(0), a(1)) : int_divmod(false, t, a(0), a(1));
-      case Op::Max: return minmax(true, t, a(0), a(1));
-      case Op::Min: return minmax(false, t, a(0), a(1));
+      case Op::Add:
+        return w_.op((f                  ? "fadd "
+                      : t == DType::Bool ? "or "
+                                         : "add ") +
+                     ty + " " + a(0) + ", " + a(1));
+      case Op::Sub:
+        return w_.op((f ? "fsub " : "sub ") + ty + " " + a(0) + ", " + a(1));
+      case Op::Mul:
+        return w_.op((f ? "fmul " : "mul ") + ty + " " + a(0) + ", " + a(1));
+      case Op::Div:
+        return f ? w_.op("fdiv " + ty + " " + a(0) + ", " + a(1)) : int_divmod(true, t, a(0), a(1));
+      case Op::Mod:
+        return f ? float_mod(t, a(0), a(1)) : int_divmod(false, t, a(0), a(1));
+      case Op::Max:
+        return minmax(true, t, a(0), a(1));
+      case Op::Min:
+        return minmax(false, t, a(0), a(1));
       case Op::CmpLt:
       case Op::CmpLe:
       case Op::CmpEq:
@@ -346,14 +398,21 @@ class Emitter {
         int k = static_cast<int>(n->op) - static_cast<int>(Op::CmpLt);
         bool uns = st == DType::UInt8 || st == DType::Bool;
         if (f) return w_.op(std::string("fcmp ") + fpred[k] + " " + sty + " " + a(0) + ", " + a(1));
-        return w_.op(std::string("icmp ") + (uns ? upred[k] : spred[k]) + " " + sty + " " + a(0) + ", " + a(1));
+        return w_.op(std::string("icmp ") + (uns ? upred[k] : spred[k]) + " " + sty + " " + a(0) +
+                     ", " + a(1));
       }
-      case Op::And: return w_.op("and " + ty + " " + a(0) + ", " + a(1));
-      case Op::Or: return w_.op("or " + ty + " " + a(0) + ", " + a(1));
-      case Op::Xor: return w_.op("xor " + ty + " " + a(0) + ", " + a(1));
-      case Op::Shl: return shift(true, t, a(0), a(1));
-      case Op::Shr: return shift(false, t, a(0), a(1));
-      case Op::Where: return sel(a(0), t, a(1), a(2));
+      case Op::And:
+        return w_.op("and " + ty + " " + a(0) + ", " + a(1));
+      case Op::Or:
+        return w_.op("or " + ty + " " + a(0) + ", " + a(1));
+      case Op::Xor:
+        return w_.op("xor " + ty + " " + a(0) + ", " + a(1));
+      case Op::Shl:
+        return shift(true, t, a(0), a(1));
+      case Op::Shr:
+        return shift(false, t, a(0), a(1));
+      case Op::Where:
+        return sel(a(0), t, a(1), a(2));
       default:
         throw std::logic_error("render_llvm: op " + std::string(op_name(n->op)) + " on " +
                                std::string(name(t)) + " must be decomposed first");
@@ -435,7 +494,8 @@ class KernelRenderer {
   // "T0* %p0, T1* %p1, ..." for internal function signatures.
   std::string ptr_params() const {
     std::string s;
-    for (size_t p = 0; p < nparams(); ++p) s += (p ? ", " : "") + P(dtypes_[p]) + " noalias %p" + std::to_string(p);
+    for (size_t p = 0; p < nparams(); ++p)
+      s += (p ? ", " : "") + P(dtypes_[p]) + " noalias %p" + std::to_string(p);
     return s;
   }
   std::string ptr_args(const std::vector<std::string>& ptrs) const {
@@ -457,8 +517,10 @@ class KernelRenderer {
   std::string render_combine() {
     DType t = acc_type();
     std::string ty = reg_type(t);
-    Op op = k_.reduce_op == Op::ReduceSum ? Op::Add : k_.reduce_op == Op::ReduceProd ? Op::Mul
-            : k_.reduce_op == Op::ReduceMax ? Op::Max : Op::Min;
+    Op op = k_.reduce_op == Op::ReduceSum    ? Op::Add
+            : k_.reduce_op == Op::ReduceProd ? Op::Mul
+            : k_.reduce_op == Op::ReduceMax  ? Op::Max
+                                             : Op::Min;
     if (t == DType::Bool && op == Op::Add) op = Op::Or;
     NodeRef A = make(Op::Acc, t, {}, {}, int64_t{0});
     NodeRef B = make(Op::Acc, t, {}, {}, int64_t{1});
@@ -468,8 +530,8 @@ class KernelRenderer {
     env.acc[0] = "%a";
     env.acc[1] = "%b";
     auto r = Emitter(w, env).emit(c);
-    return "define internal " + ty + " @" + name_ + "_combine(" + ty + " %a, " + ty + " %b) #0 {\nentry:\n" +
-           w.out.str() + "  ret " + ty + " " + r + "\n}\n";
+    return "define internal " + ty + " @" + name_ + "_combine(" + ty + " %a, " + ty +
+           " %b) #0 {\nentry:\n" + w.out.str() + "  ret " + ty + " " + r + "\n}\n";
   }
 
   // rbody(ptrs, i0..ik-1, r): the reduced expression at output index i and flat reduce index r.
@@ -517,21 +579,27 @@ class KernelRenderer {
     s << "  %n = sub i64 %rhi, %rlo\n  %nfull = udiv i64 %n, " << L << "\n";
     s << "  %has = icmp ugt i64 %nfull, 0\n  br i1 %has, label %main, label %main.done\n";
     s << "main:\n  %j = phi i64 [0, %entry], [%j.next, %main]\n";
-    for (int l = 0; l < L; ++l) s << "  %acc" << l << " = phi " << ty << " [" << id << ", %entry], [%acc" << l << ".next, %main]\n";
+    for (int l = 0; l < L; ++l)
+      s << "  %acc" << l << " = phi " << ty << " [" << id << ", %entry], [%acc" << l
+        << ".next, %main]\n";
     s << "  %j8 = mul i64 %j, " << L << "\n  %base = add i64 %rlo, %j8\n";
     for (int l = 0; l < L; ++l) {
       s << "  %r" << l << " = add i64 %base, " << l << "\n";
       s << "  %v" << l << " = call " << ty << " " << rb << "(" << args << ", i64 %r" << l << ")\n";
-      s << "  %acc" << l << ".next = call " << ty << " " << comb << "(" << ty << " %acc" << l << ", " << ty << " %v" << l << ")\n";
+      s << "  %acc" << l << ".next = call " << ty << " " << comb << "(" << ty << " %acc" << l
+        << ", " << ty << " %v" << l << ")\n";
     }
     s << "  %j.next = add i64 %j, 1\n  %jdone = icmp eq i64 %j.next, %nfull\n";
     s << "  br i1 %jdone, label %main.done, label %main\n";
     s << "main.done:\n";
     for (int l = 0; l < L; ++l) {
-      s << "  %f" << l << " = phi " << ty << " [" << id << ", %entry], [%acc" << l << ".next, %main]\n";
+      s << "  %f" << l << " = phi " << ty << " [" << id << ", %entry], [%acc" << l
+        << ".next, %main]\n";
     }
     for (int l = 0; l < L; ++l) {
-      s << "  %lp" << l << " = getelementptr inbounds [" << L << " x " << ty << "], " << dialect::ptr("[" + std::to_string(L) + " x " + ty + "]") << " %lanes, i64 0, i64 " << l << "\n";
+      s << "  %lp" << l << " = getelementptr inbounds [" << L << " x " << ty << "], "
+        << dialect::ptr("[" + std::to_string(L) + " x " + ty + "]") << " %lanes, i64 0, i64 " << l
+        << "\n";
       s << "  store " << ty << " %f" << l << ", " << dialect::ptr(ty) << " %lp" << l << "\n";
     }
     s << "  %tail0 = mul i64 %nfull, " << L << "\n  %tailbase = add i64 %rlo, %tail0\n";
@@ -540,7 +608,8 @@ class KernelRenderer {
     s << "tail:\n  %t = phi i64 [0, %main.done], [%t.next, %tail]\n";
     s << "  %rt = add i64 %tailbase, %t\n";
     s << "  %vt = call " << ty << " " << rb << "(" << args << ", i64 %rt)\n";
-    s << "  %lpt = getelementptr inbounds [" << L << " x " << ty << "], " << dialect::ptr("[" + std::to_string(L) + " x " + ty + "]") << " %lanes, i64 0, i64 %t\n";
+    s << "  %lpt = getelementptr inbounds [" << L << " x " << ty << "], "
+      << dialect::ptr("[" + std::to_string(L) + " x " + ty + "]") << " %lanes, i64 0, i64 %t\n";
     s << "  %old = load " << ty << ", " << dialect::ptr(ty) << " %lpt\n";
     s << "  %new = call " << ty << " " << comb << "(" << ty << " %old, " << ty << " %vt)\n";
     s << "  store " << ty << " %new, " << dialect::ptr(ty) << " %lpt\n";
@@ -588,23 +657,28 @@ class KernelRenderer {
     s << "main:\n  %j = phi i64 [0, %entry], [%j.next, %main]\n";
     for (int l = 0; l < L; ++l)
       for (int w = 0; w < W; ++w)
-        s << "  " << acc(l, w) << " = phi " << ty << " [" << id << ", %entry], [" << acc(l, w) << ".next, %main]\n";
+        s << "  " << acc(l, w) << " = phi " << ty << " [" << id << ", %entry], [" << acc(l, w)
+          << ".next, %main]\n";
     s << "  %j8 = mul i64 %j, " << L << "\n  %base = add i64 %rlo, %j8\n";
     for (int l = 0; l < L; ++l) {
       s << "  %r" << l << " = add i64 %base, " << l << "\n";
       for (int w = 0; w < W; ++w) {
         std::string v = "%v" + std::to_string(l) + "_" + std::to_string(w);
-        s << "  " << v << " = call " << ty << " " << rb << "(" << args_for(w) << ", i64 %r" << l << ")\n";
-        s << "  " << acc(l, w) << ".next = call " << ty << " " << comb << "(" << ty << " " << acc(l, w) << ", " << ty << " " << v << ")\n";
+        s << "  " << v << " = call " << ty << " " << rb << "(" << args_for(w) << ", i64 %r" << l
+          << ")\n";
+        s << "  " << acc(l, w) << ".next = call " << ty << " " << comb << "(" << ty << " "
+          << acc(l, w) << ", " << ty << " " << v << ")\n";
       }
     }
     s << "  %j.next = add i64 %j, 1\n  %jdone = icmp eq i64 %j.next, %nfull\n";
     s << "  br i1 %jdone, label %main.done, label %main\nmain.done:\n";
     for (int l = 0; l < L; ++l)
       for (int w = 0; w < W; ++w)
-        s << "  %f" << (l * W + w) << " = phi " << ty << " [" << id << ", %entry], [" << acc(l, w) << ".next, %main]\n";
+        s << "  %f" << (l * W + w) << " = phi " << ty << " [" << id << ", %entry], [" << acc(l, w)
+          << ".next, %main]\n";
     for (int slot = 0; slot < L * W; ++slot) {
-      s << "  %lp" << slot << " = getelementptr inbounds " << lanes_ty << ", " << dialect::ptr(lanes_ty) << " %lanes, i64 0, i64 " << slot << "\n";
+      s << "  %lp" << slot << " = getelementptr inbounds " << lanes_ty << ", "
+        << dialect::ptr(lanes_ty) << " %lanes, i64 0, i64 " << slot << "\n";
       s << "  store " << ty << " %f" << slot << ", " << pty << " %lp" << slot << "\n";
     }
     s << "  %tail0 = mul i64 %nfull, " << L << "\n  %tailbase = add i64 %rlo, %tail0\n";
@@ -615,18 +689,22 @@ class KernelRenderer {
     for (int w = 0; w < W; ++w) {
       s << "  %vt" << w << " = call " << ty << " " << rb << "(" << args_for(w) << ", i64 %rt)\n";
       s << "  %ti" << w << " = add i64 %tw, " << w << "\n";
-      s << "  %tp" << w << " = getelementptr inbounds " << lanes_ty << ", " << dialect::ptr(lanes_ty) << " %lanes, i64 0, i64 %ti" << w << "\n";
+      s << "  %tp" << w << " = getelementptr inbounds " << lanes_ty << ", "
+        << dialect::ptr(lanes_ty) << " %lanes, i64 0, i64 %ti" << w << "\n";
       s << "  %to" << w << " = load " << ty << ", " << pty << " %tp" << w << "\n";
-      s << "  %tn" << w << " = call " << ty << " " << comb << "(" << ty << " %to" << w << ", " << ty << " %vt" << w << ")\n";
+      s << "  %tn" << w << " = call " << ty << " " << comb << "(" << ty << " %to" << w << ", " << ty
+        << " %vt" << w << ")\n";
       s << "  store " << ty << " %tn" << w << ", " << pty << " %tp" << w << "\n";
     }
     s << "  %t.next = add i64 %t, 1\n  %tdone = icmp eq i64 %t.next, %ntail\n";
     s << "  br i1 %tdone, label %tail.done, label %tail\ntail.done:\n";
     for (int w = 0; w < W; ++w) {
       auto g = [&](int l) { return "%g" + std::to_string(w) + "_" + std::to_string(l); };
-      for (int l = 0; l < L; ++l) s << "  " << g(l) << " = load " << ty << ", " << pty << " %lp" << (l * W + w) << "\n";
+      for (int l = 0; l < L; ++l)
+        s << "  " << g(l) << " = load " << ty << ", " << pty << " %lp" << (l * W + w) << "\n";
       auto c = [&](const std::string& r, const std::string& a, const std::string& b) {
-        s << "  " << r << " = call " << ty << " " << comb << "(" << ty << " " << a << ", " << ty << " " << b << ")\n";
+        s << "  " << r << " = call " << ty << " " << comb << "(" << ty << " " << a << ", " << ty
+          << " " << b << ")\n";
       };
       std::string q = "%q" + std::to_string(w) + "_";
       // The same fixed tree as reduce(): (l, l+4), then (l, l+2), then (0, 1).
@@ -634,7 +712,8 @@ class KernelRenderer {
       c(q + "s0", q + "0", q + "2");
       c(q + "s1", q + "1", q + "3");
       c(q + "r", q + "s0", q + "s1");
-      s << "  %op" << w << " = getelementptr inbounds " << ty << ", " << pty << " %out, i64 " << w << "\n";
+      s << "  %op" << w << " = getelementptr inbounds " << ty << ", " << pty << " %out, i64 " << w
+        << "\n";
       s << "  store " << ty << " " << q << "r, " << pty << " %op" << w << "\n";
     }
     s << "  ret void\n}\n";
@@ -663,7 +742,8 @@ class KernelRenderer {
   std::string load_params(std::ostringstream& s) {
     std::string i8pp = dialect::ptr(dialect::ptr("i8"));
     for (size_t p = 0; p < nparams(); ++p) {
-      s << "  %pp" << p << " = getelementptr inbounds " << dialect::ptr("i8") << ", " << i8pp << " %bufs, i64 " << p << "\n";
+      s << "  %pp" << p << " = getelementptr inbounds " << dialect::ptr("i8") << ", " << i8pp
+        << " %bufs, i64 " << p << "\n";
       s << "  %raw" << p << " = load " << dialect::ptr("i8") << ", " << i8pp << " %pp" << p << "\n";
       if (dialect::kOpaquePointers)
         s << "  %p" << p << " = getelementptr i8, ptr %raw" << p << ", i64 0\n";
@@ -674,7 +754,8 @@ class KernelRenderer {
   }
 
   // Emits the decomposition of flat index %<var> over `dims` into %<prefix>0.. (C order).
-  static void decompose_index(std::ostringstream& s, const std::string& var, const Shape& dims, const std::string& prefix) {
+  static void decompose_index(std::ostringstream& s, const std::string& var, const Shape& dims,
+                              const std::string& prefix) {
     std::string rest = var;
     for (size_t d = dims.size(); d-- > 0;) {
       if (d == 0) {
@@ -699,7 +780,8 @@ class KernelRenderer {
       s << "  %ob = zext i1 " << val << " to i8\n";
       v = "%ob";
     }
-    s << "  %optr = getelementptr inbounds " << mem_type(t) << ", " << P(t) << " %p0, i64 " << index << "\n";
+    s << "  %optr = getelementptr inbounds " << mem_type(t) << ", " << P(t) << " %p0, i64 " << index
+      << "\n";
     s << "  store " << mem_type(t) << " " << v << ", " << P(t) << " %optr\n";
   }
 
@@ -709,7 +791,8 @@ class KernelRenderer {
     std::string ty = reg_type(t);
     size_t k = k_.shape.size();
     int64_t nb = k_.blocks(), R = k_.reduce_size();
-    s << "define void @" << name_ << "_p1(" << dialect::ptr(dialect::ptr("i8")) << " noalias %bufs, i64 %lo, i64 %hi) #1 {\nentry:\n";
+    s << "define void @" << name_ << "_p1(" << dialect::ptr(dialect::ptr("i8"))
+      << " noalias %bufs, i64 %lo, i64 %hi) #1 {\nentry:\n";
     load_params(s);
     s << "  %any = icmp slt i64 %lo, %hi\n  br i1 %any, label %loop, label %exit\nloop:\n";
     s << "  %w = phi i64 [%lo, %entry], [%w.next, %loop]\n";
@@ -719,7 +802,8 @@ class KernelRenderer {
     s << "  %rend = add i64 %rlo, " << kReduceBlock << "\n";
     s << "  %rbig = icmp ugt i64 %rend, " << R << "\n";
     s << "  %rhi = select i1 %rbig, i64 " << R << ", i64 %rend\n";
-    s << "  %part = call " << ty << " @" << name_ << "_reduce(" << ptr_args(ptr_names()) << idx_args(k) << ", i64 %rlo, i64 %rhi)\n";
+    s << "  %part = call " << ty << " @" << name_ << "_reduce(" << ptr_args(ptr_names())
+      << idx_args(k) << ", i64 %rlo, i64 %rhi)\n";
     size_t sp = nparams() - 1;
     std::string st = reg_type(t) == "i1" ? "i8" : ty;
     std::string pv = "%part";
@@ -737,7 +821,8 @@ class KernelRenderer {
   std::string render_main() {
     std::ostringstream s;
     size_t k = k_.shape.size();
-    s << "define void @" << name_ << "(" << dialect::ptr(dialect::ptr("i8")) << " noalias %bufs, i64 %lo, i64 %hi) #1 {\nentry:\n";
+    s << "define void @" << name_ << "(" << dialect::ptr(dialect::ptr("i8"))
+      << " noalias %bufs, i64 %lo, i64 %hi) #1 {\nentry:\n";
     load_params(s);
     if (grouped_) s << "  %gbuf = alloca [" << kGroup << " x " << reg_type(acc_type()) << "]\n";
     s << "  %any = icmp slt i64 %lo, %hi\n  br i1 %any, label %outer, label %exit\n";
@@ -754,11 +839,13 @@ class KernelRenderer {
       s << "  br label %inner\ninner:\n";
       s << "  %i" << (k == 0 ? 0 : k - 1) << " = phi i64 [%istart, %outer], [%inext, %inner]\n";
       std::string ty = reg_type(k_.out_dtype);
-      s << "  %val = call " << ty << " @" << name_ << "_body(" << ptr_args(ptr_names()) << idx_args(k) << ")\n";
+      s << "  %val = call " << ty << " @" << name_ << "_body(" << ptr_args(ptr_names())
+        << idx_args(k) << ")\n";
       s << "  %oidx = add i64 %rowbase, %i" << (k == 0 ? 0 : k - 1) << "\n";
       store_out(s, "%val", "%oidx");
       s << "  %inext = add i64 %i" << (k == 0 ? 0 : k - 1) << ", 1\n";
-      s << "  %idone = icmp eq i64 %inext, %iend\n  br i1 %idone, label %inner.exit, label %inner\n";
+      s << "  %idone = icmp eq i64 %inext, %iend\n  br i1 %idone, label %inner.exit, label "
+           "%inner\n";
       s << "inner.exit:\n  %flat.next = add i64 %flat, %cnt\n";
       s << "  %more = icmp slt i64 %flat.next, %hi\n  br i1 %more, label %outer, label %exit\n";
       s << "exit:\n  ret void\n}\n";
@@ -781,35 +868,41 @@ class KernelRenderer {
       s << "  %g = and i1 %g1, %g2\n  br i1 %g, label %group, label %single\n";
       std::string arr = "[" + std::to_string(W) + " x " + ty + "]";
       s << "group:\n";
-      s << "  %gb0 = getelementptr inbounds " << arr << ", " << dialect::ptr(arr) << " %gbuf, i64 0, i64 0\n";
+      s << "  %gb0 = getelementptr inbounds " << arr << ", " << dialect::ptr(arr)
+        << " %gbuf, i64 0, i64 0\n";
       s << "  call void @" << name_ << "_reduceW(" << ptr_args(ptr_names());
       for (size_t d = 0; d + 1 < k; ++d) s << ", i64 %i" << d;
-      s << ", i64 " << last << ", i64 0, i64 " << k_.reduce_size() << ", " << dialect::ptr(ty) << " %gb0)\n";
+      s << ", i64 " << last << ", i64 0, i64 " << k_.reduce_size() << ", " << dialect::ptr(ty)
+        << " %gb0)\n";
       std::string oty = reg_type(k_.out_dtype);
       DType ot = k_.out_dtype;
       for (int w = 0; w < W; ++w) {
         std::string ws = std::to_string(w);
-        s << "  %gp" << ws << " = getelementptr inbounds " << ty << ", " << dialect::ptr(ty) << " %gb0, i64 " << ws << "\n";
+        s << "  %gp" << ws << " = getelementptr inbounds " << ty << ", " << dialect::ptr(ty)
+          << " %gb0, i64 " << ws << "\n";
         s << "  %ga" << ws << " = load " << ty << ", " << dialect::ptr(ty) << " %gp" << ws << "\n";
         s << "  %gl" << ws << " = add i64 " << last << ", " << ws << "\n";
         std::string args = ptr_args(ptr_names());
         for (size_t d = 0; d + 1 < k; ++d) args += ", i64 %i" + std::to_string(d);
         args += ", i64 %gl" + ws;
-        s << "  %gv" << ws << " = call " << oty << " @" << name_ << "_body(" << args << ", " << ty << " %ga" << ws << ")\n";
+        s << "  %gv" << ws << " = call " << oty << " @" << name_ << "_body(" << args << ", " << ty
+          << " %ga" << ws << ")\n";
         s << "  %go" << ws << " = add i64 %o, " << ws << "\n";
         std::string v = "%gv" + ws;
         if (ot == DType::Bool) {
           s << "  %gz" << ws << " = zext i1 " << v << " to i8\n";
           v = "%gz" + ws;
         }
-        s << "  %gq" << ws << " = getelementptr inbounds " << mem_type(ot) << ", " << P(ot) << " %p0, i64 %go" << ws << "\n";
+        s << "  %gq" << ws << " = getelementptr inbounds " << mem_type(ot) << ", " << P(ot)
+          << " %p0, i64 %go" << ws << "\n";
         s << "  store " << mem_type(ot) << " " << v << ", " << P(ot) << " %gq" << ws << "\n";
       }
       s << "  %o.nextW = add i64 %o, " << W << "\n  %gdone = icmp eq i64 %o.nextW, %hi\n";
       s << "  br i1 %gdone, label %exit, label %outer\nsingle:\n";
     }
     if (!two_phase_) {
-      s << "  %acc = call " << ty << " @" << name_ << "_reduce(" << ptr_args(ptr_names()) << idx_args(k) << ", i64 0, i64 " << k_.reduce_size() << ")\n";
+      s << "  %acc = call " << ty << " @" << name_ << "_reduce(" << ptr_args(ptr_names())
+        << idx_args(k) << ", i64 0, i64 " << k_.reduce_size() << ")\n";
       s << "  br label %done\n";
     } else {
       // Combine the block partials left to right.
@@ -817,7 +910,8 @@ class KernelRenderer {
       size_t sp = nparams() - 1;
       std::string st = t == DType::Bool ? "i8" : ty;
       s << "  %sbase = mul i64 %o, " << nb << "\n";
-      s << "  %s0p = getelementptr inbounds " << st << ", " << P(t) << " %p" << sp << ", i64 %sbase\n";
+      s << "  %s0p = getelementptr inbounds " << st << ", " << P(t) << " %p" << sp
+        << ", i64 %sbase\n";
       s << "  %s0 = load " << st << ", " << P(t) << " %s0p\n";
       std::string first = "%s0";
       if (t == DType::Bool) {
@@ -835,14 +929,16 @@ class KernelRenderer {
         s << "  %bvb = icmp ne i8 %bv, 0\n";
         bv = "%bvb";
       }
-      s << "  %cacc.next = call " << ty << " @" << name_ << "_combine(" << ty << " %cacc, " << ty << " " << bv << ")\n";
+      s << "  %cacc.next = call " << ty << " @" << name_ << "_combine(" << ty << " %cacc, " << ty
+        << " " << bv << ")\n";
       s << "  %b.next = add i64 %b, 1\n  %bdone = icmp eq i64 %b.next, " << nb << "\n";
       s << "  br i1 %bdone, label %done, label %comb\n";
     }
     s << "done:\n";
     if (two_phase_) s << "  %acc = phi " << ty << " [%cacc.next, %comb]\n";
     std::string oty = reg_type(k_.out_dtype);
-    s << "  %val = call " << oty << " @" << name_ << "_body(" << ptr_args(ptr_names()) << idx_args(k) << ", " << ty << " %acc)\n";
+    s << "  %val = call " << oty << " @" << name_ << "_body(" << ptr_args(ptr_names())
+      << idx_args(k) << ", " << ty << " %acc)\n";
     store_out(s, "%val", "%o");
     s << "  %o.next = add i64 %o, 1\n  %odone = icmp eq i64 %o.next, %hi\n";
     s << "  br i1 %odone, label %exit, label %outer\nexit:\n  ret void\n}\n";

@@ -57,12 +57,14 @@ const Nvrtc& nvrtc() {
       n.error = "cannot load libnvrtc (the CUDA runtime compiler); tried:" + tried;
       return;
     }
-    bool ok = bind(n, n.GetErrorString, "nvrtcGetErrorString") && bind(n, n.Version, "nvrtcVersion") &&
-              bind(n, n.CreateProgram, "nvrtcCreateProgram") && bind(n, n.DestroyProgram, "nvrtcDestroyProgram") &&
+    bool ok = bind(n, n.GetErrorString, "nvrtcGetErrorString") &&
+              bind(n, n.Version, "nvrtcVersion") &&
+              bind(n, n.CreateProgram, "nvrtcCreateProgram") &&
+              bind(n, n.DestroyProgram, "nvrtcDestroyProgram") &&
               bind(n, n.CompileProgram, "nvrtcCompileProgram") &&
               bind(n, n.GetProgramLogSize, "nvrtcGetProgramLogSize") &&
-              bind(n, n.GetProgramLog, "nvrtcGetProgramLog") && bind(n, n.GetCUBINSize, "nvrtcGetCUBINSize") &&
-              bind(n, n.GetCUBIN, "nvrtcGetCUBIN");
+              bind(n, n.GetProgramLog, "nvrtcGetProgramLog") &&
+              bind(n, n.GetCUBINSize, "nvrtcGetCUBINSize") && bind(n, n.GetCUBIN, "nvrtcGetCUBIN");
     if (!ok) {
       dlclose(n.lib);
       n.lib = nullptr;
@@ -77,7 +79,8 @@ std::string numbered(const std::string& source) {
   std::ostringstream s;
   std::istringstream in(source);
   std::string line;
-  for (int i = 1; std::getline(in, line); ++i) s << (i < 10 ? "   " : i < 100 ? "  " : i < 1000 ? " " : "") << i << "  " << line << "\n";
+  for (int i = 1; std::getline(in, line); ++i)
+    s << (i < 10 ? "   " : i < 100 ? "  " : i < 1000 ? " " : "") << i << "  " << line << "\n";
   return s.str();
 }
 
@@ -95,7 +98,9 @@ std::string nvrtc_compile(const std::string& source, const std::string& arch) {
   if (!n.lib) throw std::runtime_error("nvrtc_compile: " + n.error);
   nvrtcProgram prog = nullptr;
   nvrtcResult r = n.CreateProgram(&prog, source.c_str(), "rune_kernel.cu", 0, nullptr, nullptr);
-  if (r != 0) throw std::runtime_error(std::string("nvrtc_compile: nvrtcCreateProgram: ") + n.GetErrorString(r));
+  if (r != 0)
+    throw std::runtime_error(std::string("nvrtc_compile: nvrtcCreateProgram: ") +
+                             n.GetErrorString(r));
   struct Guard {
     const Nvrtc& n;
     nvrtcProgram& p;
@@ -104,8 +109,8 @@ std::string nvrtc_compile(const std::string& source, const std::string& arch) {
   // No contraction into FMA, IEEE division / sqrt, denormals kept: the bits of every primitive
   // are those of the host backend.
   std::string arch_opt = "--gpu-architecture=" + arch;
-  const char* opts[] = {arch_opt.c_str(), "--fmad=false", "--prec-div=true", "--prec-sqrt=true",
-                        "--ftz=false", "--std=c++17"};
+  const char* opts[] = {arch_opt.c_str(),   "--fmad=false", "--prec-div=true",
+                        "--prec-sqrt=true", "--ftz=false",  "--std=c++17"};
   r = n.CompileProgram(prog, static_cast<int>(sizeof opts / sizeof opts[0]), opts);
   size_t log_size = 0;
   std::string log;
@@ -115,8 +120,9 @@ std::string nvrtc_compile(const std::string& source, const std::string& arch) {
     log.resize(log_size - 1);
   }
   if (r != 0) {
-    throw std::runtime_error("nvrtc_compile: compiling for " + arch + " failed (" + n.GetErrorString(r) +
-                             ")\n--- NVRTC log ---\n" + log + "\n--- source ---\n" + numbered(source));
+    throw std::runtime_error("nvrtc_compile: compiling for " + arch + " failed (" +
+                             n.GetErrorString(r) + ")\n--- NVRTC log ---\n" + log +
+                             "\n--- source ---\n" + numbered(source));
   }
   size_t size = 0;
   r = n.GetCUBINSize(prog, &size);
@@ -125,7 +131,8 @@ std::string nvrtc_compile(const std::string& source, const std::string& arch) {
                              "); a virtual compute_XX arch gives PTX only");
   std::string cubin(size, '\0');
   r = n.GetCUBIN(prog, cubin.data());
-  if (r != 0) throw std::runtime_error(std::string("nvrtc_compile: nvrtcGetCUBIN: ") + n.GetErrorString(r));
+  if (r != 0)
+    throw std::runtime_error(std::string("nvrtc_compile: nvrtcGetCUBIN: ") + n.GetErrorString(r));
   return cubin;
 }
 

@@ -39,9 +39,11 @@ void check_grad(const std::string& name, const Fn& f, const Tensor& x) {
   for (size_t i = 0; i < g.size(); ++i)
     EXPECT_NEAR(g[i], n[i], 1e-5 * std::max(1.0, std::fabs(n[i]))) << name << " element " << i;
   // Compiled gradients give eager's bits.
-  auto gj = nx::to_vector<double>(rune::jit([&](const Tensor& t) { return rune::grad(loss, t); })(x));
+  auto gj =
+      nx::to_vector<double>(rune::jit([&](const Tensor& t) { return rune::grad(loss, t); })(x));
   for (size_t i = 0; i < g.size(); ++i)
-    EXPECT_EQ(std::bit_cast<uint64_t>(g[i]), std::bit_cast<uint64_t>(gj[i])) << name << " compiled, element " << i;
+    EXPECT_EQ(std::bit_cast<uint64_t>(g[i]), std::bit_cast<uint64_t>(gj[i]))
+        << name << " compiled, element " << i;
 }
 
 Tensor input(const nx::Shape& s, double lo = -2, double hi = 2, uint64_t seed = 1) {
@@ -52,58 +54,97 @@ TEST(Grad, Elementwise) {
   auto x = input({2, 3});
   auto pos = input({2, 3}, 0.5, 2.0);
   auto other = input({2, 3}, -2, 2, 9);
-  check_grad("neg", [](const Tensor& t) { return -t; }, x);
-  check_grad("abs", [](const Tensor& t) { return nx::abs(t); }, x);
-  check_grad("mul", [&](const Tensor& t) { return t * other; }, x);
-  check_grad("div", [&](const Tensor& t) { return other / (t * t + 1.0); }, x);
-  check_grad("sub", [&](const Tensor& t) { return other - t; }, x);
-  check_grad("sqrt", [](const Tensor& t) { return nx::sqrt(t); }, pos);
-  check_grad("exp", [](const Tensor& t) { return nx::exp(t); }, x);
-  check_grad("log", [](const Tensor& t) { return nx::log(t); }, pos);
-  check_grad("sin", [](const Tensor& t) { return nx::sin(t); }, x);
-  check_grad("cos", [](const Tensor& t) { return nx::cos(t); }, x);
-  check_grad("tan", [](const Tensor& t) { return nx::tan(t * 0.5); }, x);
-  check_grad("tanh", [](const Tensor& t) { return nx::tanh(t); }, x);
-  check_grad("sigmoid", [](const Tensor& t) { return nx::sigmoid(t); }, x);
-  check_grad("pow", [](const Tensor& t) { return nx::pow(t, 2.5); }, pos);
-  check_grad("pow exponent", [&](const Tensor& t) { return nx::pow(pos, t); }, x);
-  check_grad("atan2", [&](const Tensor& t) { return nx::atan2(t, other); }, x);
-  check_grad("maximum", [&](const Tensor& t) { return nx::maximum(t, other); }, x);
-  check_grad("minimum", [&](const Tensor& t) { return nx::minimum(t, other); }, x);
-  check_grad("relu", [](const Tensor& t) { return nx::relu(t); }, x);
-  check_grad("where", [&](const Tensor& t) { return nx::where(t > 0.0, t * t, t * 3.0); }, x);
+  check_grad(
+      "neg", [](const Tensor& t) { return -t; }, x);
+  check_grad(
+      "abs", [](const Tensor& t) { return nx::abs(t); }, x);
+  check_grad(
+      "mul", [&](const Tensor& t) { return t * other; }, x);
+  check_grad(
+      "div", [&](const Tensor& t) { return other / (t * t + 1.0); }, x);
+  check_grad(
+      "sub", [&](const Tensor& t) { return other - t; }, x);
+  check_grad(
+      "sqrt", [](const Tensor& t) { return nx::sqrt(t); }, pos);
+  check_grad(
+      "exp", [](const Tensor& t) { return nx::exp(t); }, x);
+  check_grad(
+      "log", [](const Tensor& t) { return nx::log(t); }, pos);
+  check_grad(
+      "sin", [](const Tensor& t) { return nx::sin(t); }, x);
+  check_grad(
+      "cos", [](const Tensor& t) { return nx::cos(t); }, x);
+  check_grad(
+      "tan", [](const Tensor& t) { return nx::tan(t * 0.5); }, x);
+  check_grad(
+      "tanh", [](const Tensor& t) { return nx::tanh(t); }, x);
+  check_grad(
+      "sigmoid", [](const Tensor& t) { return nx::sigmoid(t); }, x);
+  check_grad(
+      "pow", [](const Tensor& t) { return nx::pow(t, 2.5); }, pos);
+  check_grad(
+      "pow exponent", [&](const Tensor& t) { return nx::pow(pos, t); }, x);
+  check_grad(
+      "atan2", [&](const Tensor& t) { return nx::atan2(t, other); }, x);
+  check_grad(
+      "maximum", [&](const Tensor& t) { return nx::maximum(t, other); }, x);
+  check_grad(
+      "minimum", [&](const Tensor& t) { return nx::minimum(t, other); }, x);
+  check_grad(
+      "relu", [](const Tensor& t) { return nx::relu(t); }, x);
+  check_grad(
+      "where", [&](const Tensor& t) { return nx::where(t > 0.0, t * t, t * 3.0); }, x);
 }
 
 TEST(Grad, CastPassesTheGradientThrough) {
   // Finite differences cannot see through float32 rounding, so check the rule exactly.
   auto x = input({4});
-  auto g = rune::grad([](const Tensor& t) { return nx::sum(nx::cast(nx::cast(t, nx::float32) * 3.0, nx::float64)); }, x);
+  auto g = rune::grad(
+      [](const Tensor& t) {
+        return nx::sum(nx::cast(nx::cast(t, nx::float32) * 3.0, nx::float64));
+      },
+      x);
   EXPECT_EQ(nx::to_vector<double>(g), (std::vector<double>{3, 3, 3, 3}));
-  auto gi = rune::grad([](const Tensor& t) { return nx::sum(nx::cast(nx::cast(t, nx::int32), nx::float64)); }, x);
-  EXPECT_EQ(nx::to_vector<double>(gi), (std::vector<double>{0, 0, 0, 0}));  // no gradient through integers
+  auto gi = rune::grad(
+      [](const Tensor& t) { return nx::sum(nx::cast(nx::cast(t, nx::int32), nx::float64)); }, x);
+  EXPECT_EQ(nx::to_vector<double>(gi),
+            (std::vector<double>{0, 0, 0, 0}));  // no gradient through integers
 }
 
 TEST(Grad, BroadcastAndNonContiguous) {
   auto x = input({3, 1});
   auto y = input({1, 4}, -1, 1, 3);
-  check_grad("broadcast lhs", [&](const Tensor& t) { return t * y + t; }, x);
-  check_grad("broadcast rhs", [&](const Tensor& t) { return x / (t * t + 1.0); }, y);
+  check_grad(
+      "broadcast lhs", [&](const Tensor& t) { return t * y + t; }, x);
+  check_grad(
+      "broadcast rhs", [&](const Tensor& t) { return x / (t * t + 1.0); }, y);
   auto m = nx::transpose(input({4, 3}));
-  check_grad("transposed input", [](const Tensor& t) { return t * t; }, m);
-  check_grad("scalar param", [&](const Tensor& t) { return x * t; }, nx::scalar(nx::float64, 1.5));
+  check_grad(
+      "transposed input", [](const Tensor& t) { return t * t; }, m);
+  check_grad(
+      "scalar param", [&](const Tensor& t) { return x * t; }, nx::scalar(nx::float64, 1.5));
 }
 
 TEST(Grad, Reductions) {
   auto x = input({3, 4});
-  check_grad("sum", [](const Tensor& t) { return nx::sum(t, {1}); }, x);
-  check_grad("sum all", [](const Tensor& t) { return nx::sum(t); }, x);
-  check_grad("mean keepdims", [](const Tensor& t) { return nx::mean(t, {0}, true) * t; }, x);
-  check_grad("max", [](const Tensor& t) { return nx::max(t, {1}); }, x);
-  check_grad("min", [](const Tensor& t) { return nx::min(t, {0}); }, x);
-  check_grad("prod", [](const Tensor& t) { return nx::prod(t, {1}); }, input({3, 4}, 0.5, 1.5));
-  check_grad("softmax", [](const Tensor& t) { return nx::softmax(t, 1); }, x);
-  check_grad("log_softmax", [](const Tensor& t) { return nx::log_softmax(t, 0); }, x);
-  check_grad("logsumexp", [](const Tensor& t) { return nx::logsumexp(t, {1}); }, x);
+  check_grad(
+      "sum", [](const Tensor& t) { return nx::sum(t, {1}); }, x);
+  check_grad(
+      "sum all", [](const Tensor& t) { return nx::sum(t); }, x);
+  check_grad(
+      "mean keepdims", [](const Tensor& t) { return nx::mean(t, {0}, true) * t; }, x);
+  check_grad(
+      "max", [](const Tensor& t) { return nx::max(t, {1}); }, x);
+  check_grad(
+      "min", [](const Tensor& t) { return nx::min(t, {0}); }, x);
+  check_grad(
+      "prod", [](const Tensor& t) { return nx::prod(t, {1}); }, input({3, 4}, 0.5, 1.5));
+  check_grad(
+      "softmax", [](const Tensor& t) { return nx::softmax(t, 1); }, x);
+  check_grad(
+      "log_softmax", [](const Tensor& t) { return nx::log_softmax(t, 0); }, x);
+  check_grad(
+      "logsumexp", [](const Tensor& t) { return nx::logsumexp(t, {1}); }, x);
 }
 
 TEST(Grad, MaxTiesShareTheGradient) {
@@ -115,35 +156,81 @@ TEST(Grad, MaxTiesShareTheGradient) {
 TEST(Grad, MovementAndMatmul) {
   auto x = input({2, 3});
   auto w = input({3, 4}, -1, 1, 5);
-  check_grad("reshape", [](const Tensor& t) { return nx::reshape(t, {3, 2}) * 2.0; }, x);
-  check_grad("transpose", [](const Tensor& t) { return nx::transpose(t) * 2.0; }, x);
-  check_grad("slice", [](const Tensor& t) { return nx::slice(t, {{}, {0, 3, 2}}); }, x);
-  check_grad("flip", [](const Tensor& t) { return nx::flip(t, {1}); }, x);
-  check_grad("pad", [](const Tensor& t) { return nx::pad(t, {{1, 0}, {0, 2}}, 3.0); }, x);
-  check_grad("concatenate", [](const Tensor& t) { return nx::concatenate({t, t * 2.0}, 1); }, x);
-  check_grad("stack", [](const Tensor& t) { return nx::stack({t, -t}, 0); }, x);
-  check_grad("broadcast_to", [](const Tensor& t) { return nx::broadcast_to(t, {4, 2, 3}); }, x);
-  check_grad("matmul lhs", [&](const Tensor& t) { return nx::matmul(t, w); }, x);
-  check_grad("matmul rhs", [&](const Tensor& t) { return nx::matmul(x, t); }, w);
+  check_grad(
+      "reshape",
+      [](const Tensor& t) {
+        return nx::reshape(t, {3, 2}) * 2.0;
+      },
+      x);
+  check_grad(
+      "transpose", [](const Tensor& t) { return nx::transpose(t) * 2.0; }, x);
+  check_grad(
+      "slice",
+      [](const Tensor& t) {
+        return nx::slice(t, {{}, {0, 3, 2}});
+      },
+      x);
+  check_grad(
+      "flip", [](const Tensor& t) { return nx::flip(t, {1}); }, x);
+  check_grad(
+      "pad",
+      [](const Tensor& t) {
+        return nx::pad(t, {{1, 0}, {0, 2}}, 3.0);
+      },
+      x);
+  check_grad(
+      "concatenate",
+      [](const Tensor& t) {
+        return nx::concatenate({t, t * 2.0}, 1);
+      },
+      x);
+  check_grad(
+      "stack",
+      [](const Tensor& t) {
+        return nx::stack({t, -t}, 0);
+      },
+      x);
+  check_grad(
+      "broadcast_to",
+      [](const Tensor& t) {
+        return nx::broadcast_to(t, {4, 2, 3});
+      },
+      x);
+  check_grad(
+      "matmul lhs", [&](const Tensor& t) { return nx::matmul(t, w); }, x);
+  check_grad(
+      "matmul rhs", [&](const Tensor& t) { return nx::matmul(x, t); }, w);
 }
 
 TEST(Grad, SecondDerivatives) {
   auto x = input({5});
   auto d2 = [](auto f) {
     return [f](const Tensor& t) {
-      return rune::grad([f](const Tensor& u) { return nx::sum(rune::grad([f](const Tensor& v) { return nx::sum(f(v)); }, u)); }, t);
+      return rune::grad(
+          [f](const Tensor& u) {
+            return nx::sum(rune::grad([f](const Tensor& v) { return nx::sum(f(v)); }, u));
+          },
+          t);
     };
   };
   auto check = [&](const char* name, auto f, auto exact) {
     auto got = nx::to_vector<double>(d2(f)(x));
     auto xs = nx::to_vector<double>(x);
-    for (size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(got[i], exact(xs[i]), 1e-9) << name << " at " << xs[i];
+    for (size_t i = 0; i < xs.size(); ++i)
+      EXPECT_NEAR(got[i], exact(xs[i]), 1e-9) << name << " at " << xs[i];
   };
-  check("x^3", [](const Tensor& t) { return t * t * t; }, [](double v) { return 6 * v; });
-  check("sin", [](const Tensor& t) { return nx::sin(t); }, [](double v) { return -std::sin(v); });
-  check("exp", [](const Tensor& t) { return nx::exp(t); }, [](double v) { return std::exp(v); });
-  check("tanh", [](const Tensor& t) { return nx::tanh(t); },
-        [](double v) { double th = std::tanh(v); return -2 * th * (1 - th * th); });
+  check(
+      "x^3", [](const Tensor& t) { return t * t * t; }, [](double v) { return 6 * v; });
+  check(
+      "sin", [](const Tensor& t) { return nx::sin(t); }, [](double v) { return -std::sin(v); });
+  check(
+      "exp", [](const Tensor& t) { return nx::exp(t); }, [](double v) { return std::exp(v); });
+  check(
+      "tanh", [](const Tensor& t) { return nx::tanh(t); },
+      [](double v) {
+        double th = std::tanh(v);
+        return -2 * th * (1 - th * th);
+      });
 }
 
 TEST(Grad, VjpAndJvp) {
@@ -184,13 +271,15 @@ TEST(Grad, Errors) {
     rune::grad([](const Model& m) { return nx::sum(m.w); }, Model{x, nx::ones(nx::int32, {2})});
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "rune::grad: parameter b is int32 [2]; only float tensors have gradients");
+    EXPECT_EQ(std::string(e.what()),
+              "rune::grad: parameter b is int32 [2]; only float tensors have gradients");
   }
   try {
     rune::vjp([](const Tensor& t) { return t * 2.0; }, x, nx::ones(nx::float64, {2}));
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "rune::vjp: cotangent 0 is float64 [2] but output 0 is float64 [3]");
+    EXPECT_EQ(std::string(e.what()),
+              "rune::vjp: cotangent 0 is float64 [2] but output 0 is float64 [3]");
   }
 }
 
@@ -228,17 +317,29 @@ TEST(Grad, TrainingStepTracesOnce) {
 namespace {
 TEST(Grad, MoreTranscendentals) {
   auto x = nx::rand(nx::key(4), nx::float64, {5}) * 4.0 - 2.0;
-  check_grad("atan", [](const Tensor& t) { return nx::atan(t); }, x);
-  check_grad("expm1", [](const Tensor& t) { return nx::expm1(t); }, x);
-  check_grad("log1p", [](const Tensor& t) { return nx::log1p(nx::abs(t)); }, x);
-  check_grad("softplus", [](const Tensor& t) { return nx::softplus(t * 3.0); }, x);
-  check_grad("gelu", [](const Tensor& t) { return nx::gelu(t); }, x);
-  check_grad("exp2", [](const Tensor& t) { return nx::exp2(t); }, x);
-  check_grad("log2", [](const Tensor& t) { return nx::log2(nx::abs(t) + 0.5); }, x);
-  check_grad("sinh", [](const Tensor& t) { return nx::sinh(t); }, x);
-  check_grad("cosh", [](const Tensor& t) { return nx::cosh(t); }, x);
-  check_grad("asin", [](const Tensor& t) { return nx::asin(t * 0.4); }, x);
-  check_grad("acos", [](const Tensor& t) { return nx::acos(t * 0.4); }, x);
-  check_grad("erf", [](const Tensor& t) { return nx::erf(t); }, x);
+  check_grad(
+      "atan", [](const Tensor& t) { return nx::atan(t); }, x);
+  check_grad(
+      "expm1", [](const Tensor& t) { return nx::expm1(t); }, x);
+  check_grad(
+      "log1p", [](const Tensor& t) { return nx::log1p(nx::abs(t)); }, x);
+  check_grad(
+      "softplus", [](const Tensor& t) { return nx::softplus(t * 3.0); }, x);
+  check_grad(
+      "gelu", [](const Tensor& t) { return nx::gelu(t); }, x);
+  check_grad(
+      "exp2", [](const Tensor& t) { return nx::exp2(t); }, x);
+  check_grad(
+      "log2", [](const Tensor& t) { return nx::log2(nx::abs(t) + 0.5); }, x);
+  check_grad(
+      "sinh", [](const Tensor& t) { return nx::sinh(t); }, x);
+  check_grad(
+      "cosh", [](const Tensor& t) { return nx::cosh(t); }, x);
+  check_grad(
+      "asin", [](const Tensor& t) { return nx::asin(t * 0.4); }, x);
+  check_grad(
+      "acos", [](const Tensor& t) { return nx::acos(t * 0.4); }, x);
+  check_grad(
+      "erf", [](const Tensor& t) { return nx::erf(t); }, x);
 }
 }  // namespace

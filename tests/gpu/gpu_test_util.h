@@ -18,9 +18,10 @@ using ir::Op;
 using nx::Tensor;
 using Shape = std::vector<int64_t>;
 
-inline constexpr DType kAll[] = {DType::Bool,     DType::UInt8,   DType::Int32,  DType::Int64,
-                      DType::Float16,  DType::BFloat16, DType::Float32, DType::Float64};
-inline constexpr DType kFloats[] = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
+inline constexpr DType kAll[] = {DType::Bool,    DType::UInt8,    DType::Int32,   DType::Int64,
+                                 DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
+inline constexpr DType kFloats[] = {DType::Float16, DType::BFloat16, DType::Float32,
+                                    DType::Float64};
 
 struct Arg {
   DType t;
@@ -34,14 +35,16 @@ struct Labelled {
   codegen::KernelSpec k;
 };
 
-inline void add_program(std::vector<Labelled>& out, const std::string& label, const std::vector<Arg>& args, const Fn& fn) {
+inline void add_program(std::vector<Labelled>& out, const std::string& label,
+                        const std::vector<Arg>& args, const Fn& fn) {
   rune::Tracer tr(nx::Device::cpu(), static_cast<int>(args.size()));
   std::vector<ir::NodeRef> roots;
   {
     nx::InterpreterScope scope(&tr);
     std::vector<Tensor> ins;
     for (size_t i = 0; i < args.size(); ++i)
-      ins.push_back(tr.stand_in(static_cast<int>(i), args[i].t, ir::View::contiguous(args[i].shape)));
+      ins.push_back(
+          tr.stand_in(static_cast<int>(i), args[i].t, ir::View::contiguous(args[i].shape)));
     for (const auto& r : fn(ins)) roots.push_back(tr.node_of(r));
   }
   auto s = codegen::schedule(roots, static_cast<int>(args.size() + tr.captured().size()));

@@ -30,7 +30,8 @@ const codegen::CDialect& host_dialect() {
         "#include <math.h>\n#include <string.h>\n"
         "static inline unsigned h_f32_u32(float x) { unsigned u; memcpy(&u, &x, 4); return u; }\n"
         "static inline float h_u32_f32(unsigned u) { float x; memcpy(&x, &u, 4); return x; }\n"
-        "static inline long long h_f64_i64(double x) { long long u; memcpy(&u, &x, 8); return u; }\n"
+        "static inline long long h_f64_i64(double x) { long long u; memcpy(&u, &x, 8); return u; "
+        "}\n"
         "static inline double h_i64_f64(long long u) { double x; memcpy(&x, &u, 8); return x; }\n";
     c.kernel_qualifier = "extern \"C\"";
     c.device_fn = "static inline";
@@ -53,20 +54,23 @@ std::vector<uint64_t> specials(DType t) {
   std::vector<uint64_t> v;
   auto f32 = [&](float x) { v.push_back(std::bit_cast<uint32_t>(x)); };
   auto f64 = [&](double x) { v.push_back(std::bit_cast<uint64_t>(x)); };
-  const double base[] = {0.0, -0.0, 1.0, -1.0, 0.5, -1.5, 2.5, 3.0, -7.25, 100.0, 0.1, 1e-3,
-                         65504.0, 70000.0, 1e10, -3e9, 2147483647.0, 3e38};
+  const double base[] = {0.0,   -0.0, 1.0,  -1.0,    0.5,     -1.5, 2.5,  3.0,          -7.25,
+                         100.0, 0.1,  1e-3, 65504.0, 70000.0, 1e10, -3e9, 2147483647.0, 3e38};
   const float inf = std::numeric_limits<float>::infinity();
   switch (t) {
-    case DType::Bool: return {0, 1};
-    case DType::UInt8: return {0, 1, 2, 3, 7, 8, 31, 127, 128, 200, 255};
+    case DType::Bool:
+      return {0, 1};
+    case DType::UInt8:
+      return {0, 1, 2, 3, 7, 8, 31, 127, 128, 200, 255};
     case DType::Int32:
       for (int64_t x : {0LL, 1LL, -1LL, 2LL, -3LL, 7LL, -7LL, 31LL, 32LL, 33LL, 255LL, 100000LL,
                         (long long)INT32_MAX, (long long)INT32_MIN})
         v.push_back(static_cast<uint32_t>(x));
       return v;
     case DType::Int64:
-      for (int64_t x : {(int64_t)0, (int64_t)1, (int64_t)-1, (int64_t)2, (int64_t)-3, (int64_t)7, (int64_t)-7,
-                        (int64_t)63, (int64_t)64, (int64_t)65, (int64_t)1 << 40, INT64_MAX, INT64_MIN})
+      for (int64_t x :
+           {(int64_t)0, (int64_t)1, (int64_t)-1, (int64_t)2, (int64_t)-3, (int64_t)7, (int64_t)-7,
+            (int64_t)63, (int64_t)64, (int64_t)65, (int64_t)1 << 40, INT64_MAX, INT64_MIN})
         v.push_back(static_cast<uint64_t>(x));
       return v;
     case DType::Float32:
@@ -83,8 +87,10 @@ std::vector<uint64_t> specials(DType t) {
         ir::Value val = ir::Value::of_float(t, x);
         v.push_back(val.bits());
       }
-      uint64_t q = t == DType::Float16 ? 0x7e00 : 0x7fc0, in = t == DType::Float16 ? 0x7c00 : 0x7f80;
-      v.push_back(q), v.push_back(in), v.push_back(in | 0x8000), v.push_back(0x0001), v.push_back(0x8003);
+      uint64_t q = t == DType::Float16 ? 0x7e00 : 0x7fc0,
+               in = t == DType::Float16 ? 0x7c00 : 0x7f80;
+      v.push_back(q), v.push_back(in), v.push_back(in | 0x8000), v.push_back(0x0001),
+          v.push_back(0x8003);
       return v;
     }
   }
@@ -120,7 +126,8 @@ std::vector<Bytes> make_inputs(const Case& c) {
     Bytes bytes{t, std::vector<char>(n * isz)};
     for (int64_t i = 0; i < n; ++i) {
       // Arg 0 walks slowly and arg 1 quickly, so a square grid sees all pairs.
-      size_t j = a == 0 && c.args.size() >= 2 ? (i / 17) % sp.size() : (i * (a + 1) + a) % sp.size();
+      size_t j =
+          a == 0 && c.args.size() >= 2 ? (i / 17) % sp.size() : (i * (a + 1) + a) % sp.size();
       if (a == 1) j = i % sp.size();
       std::memcpy(bytes.b.data() + i * isz, &sp[j], isz);
     }
@@ -158,7 +165,8 @@ Traced trace(const Case& c) {
     nx::InterpreterScope scope(&tr);
     std::vector<Tensor> ins;
     for (size_t i = 0; i < c.args.size(); ++i)
-      ins.push_back(tr.stand_in(static_cast<int>(i), c.args[i].t, ir::View::contiguous(c.args[i].shape)));
+      ins.push_back(
+          tr.stand_in(static_cast<int>(i), c.args[i].t, ir::View::contiguous(c.args[i].shape)));
     for (const auto& r : c.fn(ins)) roots.push_back(tr.node_of(r));
   }
   if (!tr.captured().empty()) throw std::logic_error(c.label + ": captures a tensor");
@@ -174,13 +182,22 @@ Traced trace(const Case& c) {
 using P = void*;
 void call(void* fn, std::vector<P> p, long long n) {
   switch (p.size()) {
-    case 1: return reinterpret_cast<void (*)(P, long long)>(fn)(p[0], n);
-    case 2: return reinterpret_cast<void (*)(P, P, long long)>(fn)(p[0], p[1], n);
-    case 3: return reinterpret_cast<void (*)(P, P, P, long long)>(fn)(p[0], p[1], p[2], n);
-    case 4: return reinterpret_cast<void (*)(P, P, P, P, long long)>(fn)(p[0], p[1], p[2], p[3], n);
-    case 5: return reinterpret_cast<void (*)(P, P, P, P, P, long long)>(fn)(p[0], p[1], p[2], p[3], p[4], n);
-    case 6: return reinterpret_cast<void (*)(P, P, P, P, P, P, long long)>(fn)(p[0], p[1], p[2], p[3], p[4], p[5], n);
-    default: throw std::logic_error("too many params");
+    case 1:
+      return reinterpret_cast<void (*)(P, long long)>(fn)(p[0], n);
+    case 2:
+      return reinterpret_cast<void (*)(P, P, long long)>(fn)(p[0], p[1], n);
+    case 3:
+      return reinterpret_cast<void (*)(P, P, P, long long)>(fn)(p[0], p[1], p[2], n);
+    case 4:
+      return reinterpret_cast<void (*)(P, P, P, P, long long)>(fn)(p[0], p[1], p[2], p[3], n);
+    case 5:
+      return reinterpret_cast<void (*)(P, P, P, P, P, long long)>(fn)(p[0], p[1], p[2], p[3], p[4],
+                                                                      n);
+    case 6:
+      return reinterpret_cast<void (*)(P, P, P, P, P, P, long long)>(fn)(p[0], p[1], p[2], p[3],
+                                                                         p[4], p[5], n);
+    default:
+      throw std::logic_error("too many params");
   }
 }
 
@@ -188,7 +205,8 @@ std::string hex(const char* p, int64_t isz) {
   uint64_t v = 0;
   std::memcpy(&v, p, isz);
   char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%0*llx", static_cast<int>(isz * 2), static_cast<unsigned long long>(v));
+  std::snprintf(buf, sizeof buf, "0x%0*llx", static_cast<int>(isz * 2),
+                static_cast<unsigned long long>(v));
   return buf;
 }
 
@@ -213,14 +231,16 @@ void run_cases(const std::vector<Case>& cases) {
   int nk = 0;
   for (const auto& c : cases) {
     traced.push_back(trace(c));
-    for (const auto& k : traced.back().s.kernels) src += codegen::render_c_kernel(k, "rk" + std::to_string(nk++), host_dialect());
+    for (const auto& k : traced.back().s.kernels)
+      src += codegen::render_c_kernel(k, "rk" + std::to_string(nk++), host_dialect());
   }
   char dir[] = "/tmp/rune_c_host_XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   std::string base = std::string(dir) + "/k";
   std::ofstream(base + ".cpp") << src;
   // Contraction off and no fast math: the host's IEEE operations are the reference's.
-  std::string cmd = compiler + " -std=c++17 -O1 -ffp-contract=off -fno-fast-math -fPIC -shared -w -o " + base +
+  std::string cmd = compiler +
+                    " -std=c++17 -O1 -ffp-contract=off -fno-fast-math -fPIC -shared -w -o " + base +
                     ".so " + base + ".cpp 2>" + base + ".log";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << "host compile failed; see " << base << ".cpp and .log";
   void* lib = dlopen((base + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -234,13 +254,16 @@ void run_cases(const std::vector<Case>& cases) {
     // Rendered: every slot a host buffer; kernels in order.
     std::vector<std::vector<char>> slots(s.slots.size());
     for (size_t i = 0; i < s.slots.size(); ++i)
-      slots[i] = static_cast<int>(i) < s.n_inputs ? ins[i].b : std::vector<char>(s.slots[i].numel * ir::itemsize(s.slots[i].dtype) + 1);
+      slots[i] = static_cast<int>(i) < s.n_inputs
+                     ? ins[i].b
+                     : std::vector<char>(s.slots[i].numel * ir::itemsize(s.slots[i].dtype) + 1);
     for (const auto& k : s.kernels) {
       std::string name = "rk" + std::to_string(nk++);
       std::vector<P> ptrs;
       for (int sl : k.slots) ptrs.push_back(slots[sl].data());
       auto dts = codegen::c_param_dtypes(k);
-      while (ptrs.size() + (k.rbody && k.blocks() > 1 ? 1 : 0) < dts.size()) ptrs.push_back(nullptr);
+      while (ptrs.size() + (k.rbody && k.blocks() > 1 ? 1 : 0) < dts.size())
+        ptrs.push_back(nullptr);
       int64_t outs = ir::numel(k.shape);
       if (k.rbody && k.blocks() > 1) {
         std::vector<char> scratch(outs * k.blocks() * ir::itemsize(k.rbody->dtype) + 1);
@@ -253,7 +276,8 @@ void run_cases(const std::vector<Case>& cases) {
     }
     // Eager (the LLVM backend).
     std::vector<Tensor> eins;
-    for (size_t a = 0; a < c.args.size(); ++a) eins.push_back(nx::from_bytes(c.args[a].t, c.args[a].shape, ins[a].b.data()));
+    for (size_t a = 0; a < c.args.size(); ++a)
+      eins.push_back(nx::from_bytes(c.args[a].t, c.args[a].shape, ins[a].b.data()));
     auto eouts = c.fn(eins);
     for (size_t o = 0; o < eouts.size(); ++o) {
       auto want = read_bits(eouts[o]);
@@ -265,8 +289,8 @@ void run_cases(const std::vector<Case>& cases) {
         if (std::memcmp(want.data() + i * isz, got.data() + i * isz, isz) != 0 &&
             !both_nan(eouts[o].dtype(), want.data() + i * isz, got.data() + i * isz)) {
           if (!bad++) {
-            first = "element " + std::to_string(i) + ": eager " + hex(want.data() + i * isz, isz) + ", C " +
-                    hex(got.data() + i * isz, isz) + "; inputs";
+            first = "element " + std::to_string(i) + ": eager " + hex(want.data() + i * isz, isz) +
+                    ", C " + hex(got.data() + i * isz, isz) + "; inputs";
             for (size_t a = 0; a < ins.size(); ++a) {
               int64_t ai = std::min<int64_t>(i, ir::numel(c.args[a].shape) - 1);
               int64_t asz = ir::itemsize(ins[a].t);
@@ -276,7 +300,8 @@ void run_cases(const std::vector<Case>& cases) {
         }
       if (bad) {
         ++mismatched_cases;
-        ADD_FAILURE() << c.label << " output " << o << ": " << bad << " of " << n << " differ; first at " << first;
+        ADD_FAILURE() << c.label << " output " << o << ": " << bad << " of " << n
+                      << " differ; first at " << first;
       }
     }
   }
@@ -287,24 +312,27 @@ void run_cases(const std::vector<Case>& cases) {
 }
 
 bool float_only(Op op) {
-  return op == Op::Sqrt || op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Cos || op == Op::Tan ||
-         op == Op::Tanh || op == Op::Pow || op == Op::Atan2;
+  return op == Op::Sqrt || op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Cos ||
+         op == Op::Tan || op == Op::Tanh || op == Op::Pow || op == Op::Atan2;
 }
 bool bits_only(Op op) {
-  return op == Op::Not || op == Op::And || op == Op::Or || op == Op::Xor || op == Op::Shl || op == Op::Shr;
+  return op == Op::Not || op == Op::And || op == Op::Or || op == Op::Xor || op == Op::Shl ||
+         op == Op::Shr;
 }
 
 TEST(CRendererHost, ElementwiseAndCastsMatchEagerBits) {
   std::vector<Case> cases;
-  const Op unary[] = {Op::Neg, Op::Abs, Op::Sqrt, Op::Floor, Op::Ceil, Op::Round, Op::Not, Op::IsNan,
-                      Op::Exp, Op::Log, Op::Sin, Op::Cos, Op::Tan, Op::Tanh};
-  const Op binary[] = {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Mod, Op::Max, Op::Min, Op::CmpLt, Op::CmpLe,
-                       Op::CmpEq, Op::CmpNe, Op::And, Op::Or, Op::Xor, Op::Shl, Op::Shr, Op::Pow, Op::Atan2};
+  const Op unary[] = {Op::Neg,   Op::Abs, Op::Sqrt, Op::Floor, Op::Ceil, Op::Round, Op::Not,
+                      Op::IsNan, Op::Exp, Op::Log,  Op::Sin,   Op::Cos,  Op::Tan,   Op::Tanh};
+  const Op binary[] = {Op::Add, Op::Sub,   Op::Mul,   Op::Div,   Op::Mod,   Op::Max,
+                       Op::Min, Op::CmpLt, Op::CmpLe, Op::CmpEq, Op::CmpNe, Op::And,
+                       Op::Or,  Op::Xor,   Op::Shl,   Op::Shr,   Op::Pow,   Op::Atan2};
   for (DType t : kAll) {
     for (Op op : unary) {
       if (float_only(op) ? !ir::is_float(t) : bits_only(op) && ir::is_float(t)) continue;
       DType out = op == Op::IsNan ? DType::Bool : t;
-      cases.push_back({std::string(ir::op_name(op)) + " " + dname(t), {{t, {40}}},
+      cases.push_back({std::string(ir::op_name(op)) + " " + dname(t),
+                       {{t, {40}}},
                        [op, out](auto& a) { return std::vector<Tensor>{prim(op, out, {a[0]})}; }});
     }
     for (Op op : binary) {
@@ -312,22 +340,29 @@ TEST(CRendererHost, ElementwiseAndCastsMatchEagerBits) {
       bool cmp = op == Op::CmpLt || op == Op::CmpLe || op == Op::CmpEq || op == Op::CmpNe;
       DType out = cmp ? DType::Bool : t;
       int64_t n = 17 * 24;
-      cases.push_back({std::string(ir::op_name(op)) + " " + dname(t), {{t, {n}}, {t, {n}}},
-                       [op, out](auto& a) { return std::vector<Tensor>{prim(op, out, {a[0], a[1]})}; }});
+      cases.push_back(
+          {std::string(ir::op_name(op)) + " " + dname(t), {{t, {n}}, {t, {n}}}, [op, out](auto& a) {
+             return std::vector<Tensor>{prim(op, out, {a[0], a[1]})};
+           }});
     }
-    cases.push_back({"where " + dname(t), {{DType::Bool, {6, 7}}, {t, {6, 7}}, {t, {7}}}, [](auto& a) {
-                       return std::vector<Tensor>{nx::where(a[0], a[1], nx::broadcast_to(a[2], {6, 7}))};
-                     }});
+    cases.push_back(
+        {"where " + dname(t), {{DType::Bool, {6, 7}}, {t, {6, 7}}, {t, {7}}}, [](auto& a) {
+           return std::vector<Tensor>{nx::where(a[0], a[1], nx::broadcast_to(a[2], {6, 7}))};
+         }});
     for (DType to : kAll)
-      cases.push_back({"cast " + dname(t) + "->" + dname(to), {{t, {40}}},
-                       [to](auto& a) { return std::vector<Tensor>{nx::cast(a[0], to)}; }});
+      cases.push_back({"cast " + dname(t) + "->" + dname(to), {{t, {40}}}, [to](auto& a) {
+                         return std::vector<Tensor>{nx::cast(a[0], to)};
+                       }});
   }
-  const std::pair<DType, DType> bitcasts[] = {{DType::Float32, DType::Int32}, {DType::Int32, DType::Float32},
-                                              {DType::Float64, DType::Int64}, {DType::Int64, DType::Float64},
+  const std::pair<DType, DType> bitcasts[] = {{DType::Float32, DType::Int32},
+                                              {DType::Int32, DType::Float32},
+                                              {DType::Float64, DType::Int64},
+                                              {DType::Int64, DType::Float64},
                                               {DType::Float16, DType::BFloat16}};
   for (auto [from, to] : bitcasts)
-    cases.push_back({"bitcast " + dname(from) + "->" + dname(to), {{from, {20}}},
-                     [to](auto& a) { return std::vector<Tensor>{prim(Op::Bitcast, to, {a[0]})}; }});
+    cases.push_back({"bitcast " + dname(from) + "->" + dname(to), {{from, {20}}}, [to](auto& a) {
+                       return std::vector<Tensor>{prim(Op::Bitcast, to, {a[0]})};
+                     }});
   run_cases(cases);
 }
 
@@ -338,12 +373,16 @@ TEST(CRendererHost, ReductionsAndMovementMatchEagerBits) {
   for (DType t : kAll)
     for (Op op : reduce_ops)
       for (const Shape& s : shapes) {
-        if (s[1] > 100 && t != DType::Float32 && t != DType::Float16 && t != DType::Int64 && t != DType::Bool) continue;
+        if (s[1] > 100 && t != DType::Float32 && t != DType::Float16 && t != DType::Int64 &&
+            t != DType::Bool)
+          continue;
         Shape kept = s;
         kept[1] = 1;
-        cases.push_back({std::string(ir::op_name(op)) + " " + dname(t) + " " + ir::to_string(s), {{t, s}},
+        cases.push_back({std::string(ir::op_name(op)) + " " + dname(t) + " " + ir::to_string(s),
+                         {{t, s}},
                          [op, t, kept](auto& a) {
-                           return std::vector<Tensor>{nx::apply(op, t, kept, {a[0]}, std::vector<int64_t>{1})};
+                           return std::vector<Tensor>{
+                               nx::apply(op, t, kept, {a[0]}, std::vector<int64_t>{1})};
                          }});
       }
   // Finite data: the association order shows in the bits.
@@ -351,26 +390,43 @@ TEST(CRendererHost, ReductionsAndMovementMatchEagerBits) {
     for (const Shape& s : shapes) {
       Shape kept = s;
       kept[1] = 1;
-      cases.push_back({"finite sum " + dname(t) + " " + ir::to_string(s), {{t, s}}, [t, kept](auto& a) {
-                         return std::vector<Tensor>{nx::apply(Op::ReduceSum, t, kept, {a[0]}, std::vector<int64_t>{1})};
-                       }, true});
-      cases.push_back({"finite sum of squares " + dname(t) + " " + ir::to_string(s), {{t, s}}, [](auto& a) {
-                         return std::vector<Tensor>{nx::sum(nx::square(a[0]), {1})};
-                       }, true});
+      cases.push_back({"finite sum " + dname(t) + " " + ir::to_string(s),
+                       {{t, s}},
+                       [t, kept](auto& a) {
+                         return std::vector<Tensor>{
+                             nx::apply(Op::ReduceSum, t, kept, {a[0]}, std::vector<int64_t>{1})};
+                       },
+                       true});
+      cases.push_back({"finite sum of squares " + dname(t) + " " + ir::to_string(s),
+                       {{t, s}},
+                       [](auto& a) { return std::vector<Tensor>{nx::sum(nx::square(a[0]), {1})}; },
+                       true});
     }
   for (DType t : {DType::Float32, DType::Float64, DType::BFloat16}) {
-    cases.push_back({"softmax " + dname(t), {{t, {6, 33}}}, [](auto& a) { return std::vector<Tensor>{nx::softmax(a[0])}; }});
-    cases.push_back({"sum axes 0,2 " + dname(t), {{t, {4, 5, 6}}}, [](auto& a) { return std::vector<Tensor>{nx::sum(a[0], {0, 2})}; }});
-    cases.push_back({"argmax " + dname(t), {{t, {6, 33}}}, [](auto& a) { return std::vector<Tensor>{nx::argmax(a[0], 1)}; }});
+    cases.push_back({"softmax " + dname(t), {{t, {6, 33}}}, [](auto& a) {
+                       return std::vector<Tensor>{nx::softmax(a[0])};
+                     }});
+    cases.push_back({"sum axes 0,2 " + dname(t), {{t, {4, 5, 6}}}, [](auto& a) {
+                       return std::vector<Tensor>{nx::sum(a[0], {0, 2})};
+                     }});
+    cases.push_back({"argmax " + dname(t), {{t, {6, 33}}}, [](auto& a) {
+                       return std::vector<Tensor>{nx::argmax(a[0], 1)};
+                     }});
   }
   for (DType t : kAll) {
-    cases.push_back({"transpose " + dname(t), {{t, {3, 4, 5}}},
-                     [](auto& a) { return std::vector<Tensor>{nx::contiguous(nx::permute(a[0], {2, 0, 1}))}; }});
-    cases.push_back({"slice " + dname(t), {{t, {10, 12}}}, [](auto& a) {
-                       return std::vector<Tensor>{nx::contiguous(nx::slice(a[0], {{1, 9, 2}, {std::nullopt, std::nullopt, -3}}))};
+    cases.push_back({"transpose " + dname(t), {{t, {3, 4, 5}}}, [](auto& a) {
+                       return std::vector<Tensor>{nx::contiguous(nx::permute(a[0], {2, 0, 1}))};
                      }});
-    cases.push_back({"pad " + dname(t), {{t, {4, 5}}}, [](auto& a) { return std::vector<Tensor>{nx::pad(a[0], {{1, 2}, {0, 3}}, 1)}; }});
-    cases.push_back({"flip " + dname(t), {{t, {4, 5}}}, [](auto& a) { return std::vector<Tensor>{nx::contiguous(nx::flip(a[0], {0, 1}))}; }});
+    cases.push_back({"slice " + dname(t), {{t, {10, 12}}}, [](auto& a) {
+                       return std::vector<Tensor>{nx::contiguous(
+                           nx::slice(a[0], {{1, 9, 2}, {std::nullopt, std::nullopt, -3}}))};
+                     }});
+    cases.push_back({"pad " + dname(t), {{t, {4, 5}}}, [](auto& a) {
+                       return std::vector<Tensor>{nx::pad(a[0], {{1, 2}, {0, 3}}, 1)};
+                     }});
+    cases.push_back({"flip " + dname(t), {{t, {4, 5}}}, [](auto& a) {
+                       return std::vector<Tensor>{nx::contiguous(nx::flip(a[0], {0, 1}))};
+                     }});
   }
   run_cases(cases);
 }

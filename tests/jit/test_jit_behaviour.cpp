@@ -2,10 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cmath>
-#include <functional>
 #include <bit>
+#include <cmath>
 #include <cstdio>
+#include <functional>
 #include <thread>
 
 #include "trace/rune.h"
@@ -128,7 +128,8 @@ TEST(Jit, EagerAndCompiledAgreeBitForBit) {
   auto a = nx::to_vector<float>(fn(x));
   auto b = nx::to_vector<float>(rune::jit(fn)(x));
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << i;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << i;
 }
 
 TEST(Jit, KeysSampleReportsItsRetrace) {
@@ -139,7 +140,8 @@ TEST(Jit, KeysSampleReportsItsRetrace) {
   char buf[256];
   while (fgets(buf, sizeof buf, p)) out += buf;
   EXPECT_EQ(pclose(p), 0);
-  EXPECT_NE(out.find("rune.jit: retrace: 0: shape [5] here, shape [3] in the previous key\n"), std::string::npos)
+  EXPECT_NE(out.find("rune.jit: retrace: 0: shape [5] here, shape [3] in the previous key\n"),
+            std::string::npos)
       << out;
   EXPECT_NE(out.find("2 traces\n"), std::string::npos) << out;
 }
@@ -156,25 +158,34 @@ TEST(Jit, MoreFunctionsAgreeWithEagerAndLibm) {
   };
   std::vector<Case> cases = {
       {"atan", [](const Tensor& t) { return nx::atan(t); }, [](double v) { return std::atan(v); }},
-      {"expm1", [](const Tensor& t) { return nx::expm1(t); }, [](double v) { return std::expm1(v); }},
-      {"log1p", [](const Tensor& t) { return nx::log1p(nx::abs(t)); }, [](double v) { return std::log1p(std::fabs(v)); }},
+      {"expm1", [](const Tensor& t) { return nx::expm1(t); },
+       [](double v) { return std::expm1(v); }},
+      {"log1p", [](const Tensor& t) { return nx::log1p(nx::abs(t)); },
+       [](double v) { return std::log1p(std::fabs(v)); }},
       {"exp2", [](const Tensor& t) { return nx::exp2(t); }, [](double v) { return std::exp2(v); }},
-      {"log2", [](const Tensor& t) { return nx::log2(nx::abs(t)); }, [](double v) { return std::log2(std::fabs(v)); }},
+      {"log2", [](const Tensor& t) { return nx::log2(nx::abs(t)); },
+       [](double v) { return std::log2(std::fabs(v)); }},
       {"sinh", [](const Tensor& t) { return nx::sinh(t); }, [](double v) { return std::sinh(v); }},
       {"cosh", [](const Tensor& t) { return nx::cosh(t); }, [](double v) { return std::cosh(v); }},
-      {"asin", [](const Tensor& t) { return nx::asin(t * 0.1); }, [](double v) { return std::asin(v * 0.1); }},
-      {"acos", [](const Tensor& t) { return nx::acos(t * 0.1); }, [](double v) { return std::acos(v * 0.1); }},
-      {"erf", [](const Tensor& t) { return nx::erf(t * 0.3); }, [](double v) { return std::erf(v * 0.3); }},
-      {"softplus", [](const Tensor& t) { return nx::softplus(t); }, [](double v) { return std::log1p(std::exp(-std::fabs(v))) + std::max(v, 0.0); }},
+      {"asin", [](const Tensor& t) { return nx::asin(t * 0.1); },
+       [](double v) { return std::asin(v * 0.1); }},
+      {"acos", [](const Tensor& t) { return nx::acos(t * 0.1); },
+       [](double v) { return std::acos(v * 0.1); }},
+      {"erf", [](const Tensor& t) { return nx::erf(t * 0.3); },
+       [](double v) { return std::erf(v * 0.3); }},
+      {"softplus", [](const Tensor& t) { return nx::softplus(t); },
+       [](double v) { return std::log1p(std::exp(-std::fabs(v))) + std::max(v, 0.0); }},
   };
   auto xs = nx::to_vector<double>(x);
   for (const auto& c : cases) {
     auto eager = nx::to_vector<double>(c.f(x));
     auto compiled = nx::to_vector<double>(rune::jit(c.f)(x));
     for (size_t i = 0; i < xs.size(); ++i) {
-      ASSERT_EQ(std::bit_cast<uint64_t>(eager[i]), std::bit_cast<uint64_t>(compiled[i])) << c.name << " at " << xs[i];
+      ASSERT_EQ(std::bit_cast<uint64_t>(eager[i]), std::bit_cast<uint64_t>(compiled[i]))
+          << c.name << " at " << xs[i];
       double r = c.ref(xs[i]);
-      EXPECT_LE(std::fabs(eager[i] - r), 4 * std::nextafter(std::fabs(r), INFINITY) - 4 * std::fabs(r) + 1e-300)
+      EXPECT_LE(std::fabs(eager[i] - r),
+                4 * std::nextafter(std::fabs(r), INFINITY) - 4 * std::fabs(r) + 1e-300)
           << c.name << " at " << xs[i];
     }
   }

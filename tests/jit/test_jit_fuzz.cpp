@@ -39,7 +39,8 @@ Program random_program(uint64_t seed) {
   int n = 1 + pick(30);
   int pool = p.n_inputs;
   for (int i = 0; i < n; ++i) {
-    p.code.push_back({pick(kOps), pick(pool), pick(pool), pick(pool), pick(static_cast<int>(p.shape.size()))});
+    p.code.push_back(
+        {pick(kOps), pick(pool), pick(pool), pick(pool), pick(static_cast<int>(p.shape.size()))});
     ++pool;
   }
   p.extra_output = pick(pool);
@@ -53,25 +54,63 @@ std::vector<Tensor> run(const Program& p, const std::vector<Tensor>& inputs) {
     const Tensor &a = v[in.a], &b = v[in.b], &c = v[in.c];
     Tensor r;
     switch (in.op) {
-      case 0: r = a + b; break;
-      case 1: r = a - b; break;
-      case 2: r = a * b; break;
-      case 3: r = a / b; break;
-      case 4: r = nx::maximum(a, b); break;
-      case 5: r = nx::minimum(a, b); break;
-      case 6: r = -a; break;
-      case 7: r = nx::abs(a); break;
-      case 8: r = nx::sqrt(nx::abs(a)); break;
-      case 9: r = nx::where(a < b, a, c); break;
-      case 10: r = nx::sum(a, {in.axis}, true); break;
-      case 11: r = nx::max(a, {in.axis}, true); break;
-      case 12: r = nx::flip(nx::broadcast_to(a, p.shape), {in.axis}); break;
-      case 13: r = nx::cast(nx::cast(a, p.dtype == nx::float32 ? nx::float64 : nx::float32), p.dtype); break;
-      case 14: r = a * 0.75 + 2.5; break;
-      case 15: r = nx::mean(a, {in.axis}, true) - a; break;
-      case 16: r = nx::exp(nx::minimum(a, nx::scalar_like(a, 30))); break;
-      case 17: r = nx::tanh(a) * nx::log(nx::abs(b) + 1.0); break;
-      case 18: r = nx::sin(a) + nx::cos(b); break;
+      case 0:
+        r = a + b;
+        break;
+      case 1:
+        r = a - b;
+        break;
+      case 2:
+        r = a * b;
+        break;
+      case 3:
+        r = a / b;
+        break;
+      case 4:
+        r = nx::maximum(a, b);
+        break;
+      case 5:
+        r = nx::minimum(a, b);
+        break;
+      case 6:
+        r = -a;
+        break;
+      case 7:
+        r = nx::abs(a);
+        break;
+      case 8:
+        r = nx::sqrt(nx::abs(a));
+        break;
+      case 9:
+        r = nx::where(a < b, a, c);
+        break;
+      case 10:
+        r = nx::sum(a, {in.axis}, true);
+        break;
+      case 11:
+        r = nx::max(a, {in.axis}, true);
+        break;
+      case 12:
+        r = nx::flip(nx::broadcast_to(a, p.shape), {in.axis});
+        break;
+      case 13:
+        r = nx::cast(nx::cast(a, p.dtype == nx::float32 ? nx::float64 : nx::float32), p.dtype);
+        break;
+      case 14:
+        r = a * 0.75 + 2.5;
+        break;
+      case 15:
+        r = nx::mean(a, {in.axis}, true) - a;
+        break;
+      case 16:
+        r = nx::exp(nx::minimum(a, nx::scalar_like(a, 30)));
+        break;
+      case 17:
+        r = nx::tanh(a) * nx::log(nx::abs(b) + 1.0);
+        break;
+      case 18:
+        r = nx::sin(a) + nx::cos(b);
+        break;
     }
     v.push_back(r);
   }
@@ -90,18 +129,21 @@ bool same_bits(const Tensor& x, const Tensor& y) {
 
 TEST(JitFuzz, EagerAndCompiledGiveTheSameBits) {
   int count = std::getenv("RUNE_FUZZ_COUNT") ? std::atoi(std::getenv("RUNE_FUZZ_COUNT")) : 200;
-  uint64_t seed0 = std::getenv("RUNE_FUZZ_SEED") ? std::strtoull(std::getenv("RUNE_FUZZ_SEED"), nullptr, 10) : 1;
+  uint64_t seed0 =
+      std::getenv("RUNE_FUZZ_SEED") ? std::strtoull(std::getenv("RUNE_FUZZ_SEED"), nullptr, 10) : 1;
   for (int k = 0; k < count; ++k) {
     uint64_t seed = seed0 + static_cast<uint64_t>(k);
     Program p = random_program(seed);
     std::vector<Tensor> inputs;
-    for (int i = 0; i < p.n_inputs; ++i) inputs.push_back(nx::randn(nx::key(seed * 10 + i), p.dtype, p.shape) * 3.0);
+    for (int i = 0; i < p.n_inputs; ++i)
+      inputs.push_back(nx::randn(nx::key(seed * 10 + i), p.dtype, p.shape) * 3.0);
     auto eager = run(p, inputs);
     auto compiled = rune::jit([&](const std::vector<Tensor>& xs) { return run(p, xs); })(inputs);
     for (int o = 0; o < 2; ++o)
       ASSERT_TRUE(same_bits(eager[o], compiled[o]))
-          << "seed " << seed << " output " << o << " (" << p.code.size() << " ops)\neager:    "
-          << nx::to_string(eager[o]) << "\ncompiled: " << nx::to_string(compiled[o]);
+          << "seed " << seed << " output " << o << " (" << p.code.size()
+          << " ops)\neager:    " << nx::to_string(eager[o])
+          << "\ncompiled: " << nx::to_string(compiled[o]);
   }
 }
 

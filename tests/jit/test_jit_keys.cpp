@@ -86,7 +86,8 @@ TEST(JitKeys, UnalignedOffset) {
   f(nx::slice(base, {{0, 4}}));
   auto out = stderr_of([&] { f(nx::slice(base, {{1, 5}})); });
   EXPECT_EQ(traces, 2);
-  EXPECT_EQ(out, "rune.jit: retrace: 0: data offset 4 (mod 16 bytes) here, 0 in the previous key\n");
+  EXPECT_EQ(out,
+            "rune.jit: retrace: 0: data offset 4 (mod 16 bytes) here, 0 in the previous key\n");
   // An offset of 16 bytes has the same key as offset 0: no retrace.
   EXPECT_EQ(nx::to_vector<float>(f(nx::slice(base, {{4, 8}}))), (std::vector<float>{5, 6, 7, 8}));
   EXPECT_EQ(traces, 2);
@@ -115,7 +116,9 @@ TEST(JitKeys, OptionPresence) {
   });
   auto x = nx::ones(nx::float64, {2});
   f(x, std::nullopt);
-  auto out = stderr_of([&] { EXPECT_EQ(nx::to_vector<double>(f(x, x)), (std::vector<double>{2, 2})); });
+  auto out = stderr_of([&] {
+    EXPECT_EQ(nx::to_vector<double>(f(x, x)), (std::vector<double>{2, 2}));
+  });
   EXPECT_EQ(traces, 2);
   EXPECT_EQ(out, "rune.jit: retrace: 1: option present here, option absent in the previous key\n");
 }
@@ -129,7 +132,9 @@ TEST(JitKeys, StaticInteger) {
   auto x = nx::ones(nx::float64, {2});
   f(x, 3);
   f(x, 3);
-  auto out = stderr_of([&] { EXPECT_EQ(nx::to_vector<double>(f(x, 4)), (std::vector<double>{4, 4})); });
+  auto out = stderr_of([&] {
+    EXPECT_EQ(nx::to_vector<double>(f(x, 4)), (std::vector<double>{4, 4}));
+  });
   EXPECT_EQ(traces, 2);
   EXPECT_EQ(out, "rune.jit: retrace: 1: static 4 here, static 3 in the previous key\n");
 }
@@ -168,7 +173,8 @@ TEST(JitKeys, Placement) {
 
 TEST(JitKeys, DonationFatesAreReported) {
   auto f = rune::jit([](const Tensor& a, const Tensor& b) { return nx::sum(a) + b; });
-  auto out = stderr_of([&] { f(nx::donate(nx::ones(nx::float64, {3})), nx::donate(nx::ones(nx::float64, {}))); });
+  auto out = stderr_of(
+      [&] { f(nx::donate(nx::ones(nx::float64, {3})), nx::donate(nx::ones(nx::float64, {}))); });
   EXPECT_EQ(out,
             "rune.jit: donation: 0: consumed and lent to no result\n"
             "rune.jit: donation: 1: reused by result 0\n");
@@ -187,7 +193,8 @@ TEST(JitKeys, EvictionIsReported) {
   f(nx::zeros(nx::float64, {1}));
   f(nx::zeros(nx::float64, {2}));
   auto out = stderr_of([&] { f(nx::zeros(nx::float64, {3})); });
-  EXPECT_NE(out.find("rune.jit: evicted the program for (float64 [1] on CPU)"), std::string::npos) << out;
+  EXPECT_NE(out.find("rune.jit: evicted the program for (float64 [1] on CPU)"), std::string::npos)
+      << out;
   EXPECT_EQ(f.cached_programs(), 2u);
   f(nx::zeros(nx::float64, {1}));  // evicted: traced again
   EXPECT_EQ(traces, 4);

@@ -36,8 +36,10 @@ TEST_P(OnDevice, DonatedValueDiesAndNamesItsConsumer) {
   auto kept = decay(w);
   auto w2 = decay(nx::donate(w));
   EXPECT_EQ(nx::to_array(w2), nx::to_array(kept));
-  EXPECT_EQ(error_of([&] { nx::to_array(w); }), "nx::to_array: float64 [3] was donated to rune::jit");
-  EXPECT_EQ(error_of([&] { nx::to_vector<double>(w); }), "nx::to_vector: float64 [3] was donated to rune::jit");
+  EXPECT_EQ(error_of([&] { nx::to_array(w); }),
+            "nx::to_array: float64 [3] was donated to rune::jit");
+  EXPECT_EQ(error_of([&] { nx::to_vector<double>(w); }),
+            "nx::to_vector: float64 [3] was donated to rune::jit");
   EXPECT_EQ(w.describe(), "float64 [3]");  // dtype and shape stay readable
   EXPECT_EQ(nx::to_string(w), "float64 [3] <donated to rune::jit>");
   EXPECT_EQ(error_of([&] { w + 1.0; }), "nx::add: float64 [3] was donated to rune::jit");
@@ -79,14 +81,18 @@ TEST_P(OnDevice, EagerOpsConsumeDonations) {
   auto y = nx::exp(nx::donate(x));
   EXPECT_EQ(y.impl().buffer->data, xs);  // written into the donated memory
   EXPECT_EQ(nx::to_vector<double>(y), nx::to_vector<double>(nx::exp(make({2}, {1, 2}))));
-  auto z = nx::sigmoid(nx::donate(y));   // a composite op: computes into fresh memory
+  auto z = nx::sigmoid(nx::donate(y));  // a composite op: computes into fresh memory
   EXPECT_NE(z.impl().buffer->data, xs);
-  EXPECT_EQ(error_of([&] { nx::item<double>(nx::sum(x)); }), "nx::sum: float64 [2] was donated to nx::exp");
+  EXPECT_EQ(error_of([&] { nx::item<double>(nx::sum(x)); }),
+            "nx::sum: float64 [2] was donated to nx::exp");
   auto a = make({2}, {1, 2});
-  EXPECT_EQ(error_of([&] { nx::add(nx::donate(a), a); }), "nx::donate: nx::add reads one donation twice");
+  EXPECT_EQ(error_of([&] { nx::add(nx::donate(a), a); }),
+            "nx::donate: nx::add reads one donation twice");
   // A failing op consumes nothing.
   auto b = make({2}, {1, 2});
-  EXPECT_NE(error_of([&] { nx::add(nx::donate(b), make({3}, {1, 2, 3})); }).find("nx::add: cannot broadcast"),
+  EXPECT_NE(error_of([&] {
+              nx::add(nx::donate(b), make({3}, {1, 2, 3}));
+            }).find("nx::add: cannot broadcast"),
             std::string::npos);
   EXPECT_EQ(nx::to_vector<double>(b), (std::vector<double>{1, 2}));
 }
@@ -96,7 +102,8 @@ TEST_P(OnDevice, DonationMisuseRaisesBeforeConsuming) {
   auto base = make({4}, {1, 2, 3, 4});
   auto part = nx::slice(base, {{0, 2}});
   EXPECT_EQ(error_of([&] { f(nx::donate(part), part * 1.0); }),
-            "nx::donate: the donated float64 [2] passed to rune::jit is a view that does not cover its storage");
+            "nx::donate: the donated float64 [2] passed to rune::jit is a view that does not cover "
+            "its storage");
   EXPECT_EQ(nx::to_vector<double>(part), (std::vector<double>{1, 2}));  // still alive
   auto whole = make({2}, {1, 2});
   auto alias = nx::reshape(whole, {2});
@@ -129,8 +136,8 @@ TEST_P(OnDevice, ConcurrentDonorsExactlyOneWins) {
 
 TEST_P(OnDevice, CheckRaisesTheFirstFailingIndexWithItsData) {
   auto fail = [](const std::vector<int64_t>& i, const Tensor& v) {
-    return std::runtime_error("bad at (" + std::to_string(i[0]) + ", " + std::to_string(i[1]) + "): " +
-                              nx::to_string(v));
+    return std::runtime_error("bad at (" + std::to_string(i[0]) + ", " + std::to_string(i[1]) +
+                              "): " + nx::to_string(v));
   };
   auto x = make({2, 3}, {1, 2, 3, 4, -5, -6});
   auto run = [&] {
@@ -148,15 +155,17 @@ TEST_P(OnDevice, CheckRaisesTheFirstFailingIndexWithItsData) {
   EXPECT_EQ(nx::to_vector<double>(f(make({2, 1}, {1, 1}))), (std::vector<double>{0, 0}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, testing::Values("CPU", "CPU:1"),
-                         [](const auto& info) { return std::string(info.param[3] == ':' ? "async" : "host"); });
+INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, testing::Values("CPU", "CPU:1"), [](const auto& info) {
+  return std::string(info.param[3] == ':' ? "async" : "host");
+});
 
 TEST(Async, FailingCheckInALoopRaisesAtTheFirstWaitAndPoisons) {
   nx::Device dev = nx::Device::parse("CPU:1", "test");
   auto step = rune::jit([](const Tensor& x) {
-    nx::check(nx::less(x, nx::scalar_like(x, 5)), x, [](const std::vector<int64_t>& i, const Tensor&) {
-      return std::out_of_range("too big at " + std::to_string(i[0]));
-    });
+    nx::check(nx::less(x, nx::scalar_like(x, 5)), x,
+              [](const std::vector<int64_t>& i, const Tensor&) {
+                return std::out_of_range("too big at " + std::to_string(i[0]));
+              });
     return x + 1.0;
   });
   auto x = nx::place(nx::create(nx::float64, {3}, {0, 2, 1}), dev);
@@ -166,7 +175,7 @@ TEST(Async, FailingCheckInALoopRaisesAtTheFirstWaitAndPoisons) {
     history.push_back(x);
   }
   EXPECT_EQ(error_of([&] { nx::wait(dev); }), "too big at 1");  // raised at the first wait
-  EXPECT_NO_THROW(nx::wait(dev));                                 // ... and only once
+  EXPECT_NO_THROW(nx::wait(dev));                               // ... and only once
   // The failing call's results and everything computed from them are poisoned.
   EXPECT_EQ(error_of([&] { nx::to_vector<double>(history[3]); }), "too big at 1");
   EXPECT_EQ(error_of([&] { nx::to_vector<double>(history[5]); }), "too big at 1");
@@ -183,20 +192,30 @@ TEST(Async, WorkIsQueuedAndReadsWait) {
   auto host = nx::place(y, "CPU");
   EXPECT_EQ(host.device().name(), "CPU");
   EXPECT_NEAR(nx::item<float>(nx::mean(host)), 2.0f, 1e-3);
-  EXPECT_EQ(error_of([&] { x + nx::ones(nx::float32, {1 << 20}); }).rfind("nx::Add: operands on two devices, CPU:1", 0), 0u);
-  EXPECT_EQ(error_of([&] { nx::place(x, "CUDA:0"); }).find("runtime: device CUDA:0 is not available"), 0u);
+  EXPECT_EQ(error_of([&] {
+              x + nx::ones(nx::float32, {1 << 20});
+            }).rfind("nx::Add: operands on two devices, CPU:1", 0),
+            0u);
+  EXPECT_EQ(
+      error_of([&] { nx::place(x, "CUDA:0"); }).find("runtime: device CUDA:0 is not available"),
+      0u);
 }
 
 TEST(Donation, ExplicitSignatureConsumesEveryCall) {
-  auto step = rune::jit(rune::Signature().consume(0).static_int(1), [](const Tensor& w, int k) { return w * static_cast<double>(k); });
+  auto step = rune::jit(rune::Signature().consume(0).static_int(1),
+                        [](const Tensor& w, int k) { return w * static_cast<double>(k); });
   auto w = nx::create(nx::float64, {2}, {1, 2});
   auto r = step(w, 3);
   EXPECT_EQ(nx::to_vector<double>(r), (std::vector<double>{3, 6}));
-  EXPECT_EQ(error_of([&] { nx::to_vector<double>(w); }), "nx::to_vector: float64 [2] was donated to rune::jit");
-  EXPECT_EQ(error_of([&] { rune::jit(rune::Signature().static_int(0), [](const Tensor& t) { return t; }); }),
+  EXPECT_EQ(error_of([&] { nx::to_vector<double>(w); }),
+            "nx::to_vector: float64 [2] was donated to rune::jit");
+  EXPECT_EQ(error_of([&] {
+              rune::jit(rune::Signature().static_int(0), [](const Tensor& t) { return t; });
+            }),
             "rune::jit: argument 0 is declared static but is not an integer");
-  EXPECT_EQ(error_of([&] { rune::jit(rune::Signature().consume(2), [](const Tensor& t) { return t; }); }),
-            "rune::jit: consumed argument 2 out of range for 1 arguments");
+  EXPECT_EQ(
+      error_of([&] { rune::jit(rune::Signature().consume(2), [](const Tensor& t) { return t; }); }),
+      "rune::jit: consumed argument 2 out of range for 1 arguments");
 }
 
 TEST(Donation, LoopHoldsOneGenerationOf64MiB) {

@@ -59,10 +59,12 @@ namespace nx {
 
 namespace {
 thread_local int g_op_depth = 0;
+thread_local const char* g_outer_api = nullptr;
 }
 
 bool OpScope::active() { return g_op_depth > 0; }
 int OpScope::depth() { return g_op_depth; }
+const char* OpScope::current_api() { return g_op_depth > 0 ? g_outer_api : nullptr; }
 
 OpScope::OpScope(const char* api, std::initializer_list<const Tensor*> args) {
   if (g_op_depth == 0)
@@ -79,6 +81,7 @@ OpScope::OpScope(const char* api, const std::vector<Tensor>& args) {
 }
 
 void OpScope::enter(const char* api) {
+  if (g_op_depth == 0) g_outer_api = api;
   api_ = api;
   outer_ = g_op_depth == 0;
   if (outer_) {

@@ -42,6 +42,8 @@ class OpScope {
   // the public op itself; composite ops reach primitives only through nested public ops, so a
   // depth-1 primitive is the op's only compute step and may write into a donated operand.
   static int depth();
+  // The public op being applied on this thread (the outermost scope), or nullptr.
+  static const char* current_api();
 
  private:
   void enter(const char* api);

@@ -140,7 +140,8 @@ class Eager final : public Interpreter {
       if (!first) {
         first = &s;
       } else if (!(s.device() == first->device())) {
-        throw std::invalid_argument("nx::" + std::string(ir::op_name(op)) +
+        const char* api = OpScope::current_api();
+        throw std::invalid_argument((api ? std::string(api) : "nx::" + std::string(ir::op_name(op))) +
                                     ": operands on two devices, " + first->device().name() + " (" +
                                     first->describe() + ") and " + s.device().name() + " (" +
                                     s.describe() + "); move one with nx::place");

@@ -194,7 +194,7 @@ TEST(Async, WorkIsQueuedAndReadsWait) {
   EXPECT_NEAR(nx::item<float>(nx::mean(host)), 2.0f, 1e-3);
   EXPECT_EQ(error_of([&] {
               x + nx::ones(nx::float32, {1 << 20});
-            }).rfind("nx::Add: operands on two devices, CPU:1", 0),
+            }).rfind("nx::add: operands on two devices, CPU:1", 0),
             0u);
   EXPECT_EQ(
       error_of([&] { nx::place(x, "CUDA:0"); }).find("runtime: device CUDA:0 is not available"),

@@ -39,28 +39,30 @@ P rebuild(const std::vector<nx::Tensor>& leaves, const std::vector<int64_t>& tok
 }
 }  // namespace detail
 
+namespace detail {
+// value_and_grad under the entry point name `api` (named in its errors).
+template <class F, class P>
+std::pair<nx::Tensor, P> value_and_grad_as(const char* api, F&& f, const P& p) {
+  std::vector<std::string> paths;
+  Flat flat = flat_with_paths(p, paths);
+  auto fn = [&](const std::vector<nx::Tensor>& xs) {
+    return std::vector<nx::Tensor>{f(rebuild<P>(xs, flat.tokens))};
+  };
+  auto [outs, grads] = vjp_flat(api, flat.leaves, paths, fn, nullptr);
+  return {outs[0], rebuild<P>(grads, flat.tokens)};
+}
+}  // namespace detail
+
 // The value of f at p (a float scalar) and its gradient, with p's structure.
 template <class F, class P>
 std::pair<nx::Tensor, P> value_and_grad(F&& f, const P& p) {
-  std::vector<std::string> paths;
-  Flat flat = detail::flat_with_paths(p, paths);
-  auto fn = [&](const std::vector<nx::Tensor>& xs) {
-    return std::vector<nx::Tensor>{f(detail::rebuild<P>(xs, flat.tokens))};
-  };
-  auto [outs, grads] = detail::vjp_flat("rune::value_and_grad", flat.leaves, paths, fn, nullptr);
-  return {outs[0], detail::rebuild<P>(grads, flat.tokens)};
+  return detail::value_and_grad_as("rune::value_and_grad", std::forward<F>(f), p);
 }
 
 // The gradient of f (returning a float scalar) at p, with p's structure.
 template <class F, class P>
 P grad(F&& f, const P& p) {
-  std::vector<std::string> paths;
-  Flat flat = detail::flat_with_paths(p, paths);
-  auto fn = [&](const std::vector<nx::Tensor>& xs) {
-    return std::vector<nx::Tensor>{f(detail::rebuild<P>(xs, flat.tokens))};
-  };
-  return detail::rebuild<P>(detail::vjp_flat("rune::grad", flat.leaves, paths, fn, nullptr).second,
-                            flat.tokens);
+  return detail::value_and_grad_as("rune::grad", std::forward<F>(f), p).second;
 }
 
 // grad(f) as a function of p.

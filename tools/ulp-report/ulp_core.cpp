@@ -37,6 +37,11 @@ const std::vector<Function>& functions() {
       {Fn::Tan, "tan", 1, 4, 2, false},       {Fn::Tanh, "tanh", 1, 2, 2, false},
       {Fn::Pow, "pow", 2, 4, 2, false},       {Fn::Atan2, "atan2", 2, 3, 2, false},
       {Fn::Sigmoid, "sigmoid", 1, -1, -1, true},
+      {Fn::Exp2, "exp2", 1, 2, 2, false},     {Fn::Log2, "log2", 1, 1, 2, false},
+      {Fn::Expm1, "expm1", 1, 1, 2, false},   {Fn::Log1p, "log1p", 1, 1, 2, false},
+      {Fn::Sinh, "sinh", 1, 3, 2, false},     {Fn::Cosh, "cosh", 1, 2, 2, false},
+      {Fn::Asin, "asin", 1, 2, 2, false},     {Fn::Acos, "acos", 1, 2, 2, false},
+      {Fn::Atan, "atan", 1, 2, 2, false},     {Fn::Erf, "erf", 1, 2, 2, false},
   };
   return fs;
 }
@@ -283,6 +288,107 @@ std::vector<Region> regions_for(const Function& f, const Format& F) {
            }},
       };
     }
+    case Fn::Exp2:
+      return {
+          {"bits", 0.20, bits},
+          {"main range", 0.30,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(F.emin_sub - 2, F.emax + 2)); }},
+          {"overflow edge", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(F.emax + 1 + g.uni(-0.02, 0.02)); }},
+          {"subnormal results", 0.15,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(F.emin_sub - 1, F.emin_sub + p)); }},
+          {"near 0", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 12, 0)); }},
+          {"near integers", 0.10,
+           [=](Gen& g, double& x, double&) {
+             x = g.rnd(static_cast<double>(g.ri(-60, 60)) + g.sgn() * g.logu(-p - 4, -4));
+           }},
+      };
+    case Fn::Log2:
+      return {
+          {"bits", 0.15, bits},
+          {"positive bits", 0.20, [](Gen& g, double& x, double&) { x = std::fabs(g.bits()); }},
+          {"near 1", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(1 + g.sgn() * g.logu(-p - 1, -1)); }},
+          {"1 +- k ulp", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.step(1.0, static_cast<int>(g.ri(-65536, 65536))); }},
+          {"near powers of 2", 0.15,
+           [=](Gen& g, double& x, double&) {
+             int e = static_cast<int>(g.ri(F.emin_sub + p, F.emax - 1));
+             x = g.rnd(std::ldexp(1 + g.sgn() * g.logu(-p - 1, -4), e));
+           }},
+          {"subnormal", 0.10, [](Gen& g, double& x, double&) { x = std::fabs(g.subnormal()); }},
+          {"[0.5, 2]", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(0.5, 2)); }},
+      };
+    case Fn::Log1p:
+      return {
+          {"bits", 0.15, bits},
+          {"positive bits", 0.15, [](Gen& g, double& x, double&) { x = std::fabs(g.bits()); }},
+          {"near 0", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, -1)); }},
+          {"near -1", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(-1 + g.logu(-p, -1)); }},
+          {"(-1, 1)", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-1, 1)); }},
+          {"1 + x near powers of 2", 0.15,
+           [=](Gen& g, double& x, double&) {
+             int e = static_cast<int>(g.ri(-8, std::min(F.emax - 1, 200)));
+             x = g.rnd(std::ldexp(1 + g.sgn() * g.logu(-p - 1, -4), e) - 1);
+           }},
+          {"subnormal", 0.10, [](Gen& g, double& x, double&) { x = g.subnormal(); }},
+      };
+    case Fn::Expm1:
+      return {
+          {"bits", 0.20, bits},
+          {"main range", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-(p + 8), lnmax + 2)); }},
+          {"near 0", 0.25, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, 0)); }},
+          {"[-1, 1]", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-1, 1)); }},
+          {"overflow edge", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(lnmax + g.uni(-0.01, 0.01)); }},
+          {"large negative", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(-g.uni(10, 3 * p)); }},
+      };
+    case Fn::Sinh:
+    case Fn::Cosh: {
+      const double edge = lnmax + std::log(2.0);  // sinh/cosh overflow at ln(2 max)
+      return {
+          {"bits", 0.20, bits},
+          {"[-10, 10]", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-10, 10)); }},
+          {"near 0", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, 0)); }},
+          {"|x| in [0.25, 2]", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(0.25, 2)); }},
+          {"large", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(10, edge + 1)); }},
+          {"overflow edge", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * (edge + g.uni(-0.02, 0.02))); }},
+      };
+    }
+    case Fn::Asin:
+    case Fn::Acos:
+      return {
+          {"bits", 0.15, bits},
+          {"[-1, 1]", 0.25, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-1, 1)); }},
+          {"near +-1", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * (1 - g.logu(-p - 1, -1))); }},
+          {"+-1 - k ulp", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.sgn() * g.step(1.0, -static_cast<int>(g.ri(0, 65536))); }},
+          {"near 0", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, -1)); }},
+          {"|x| in [0.4, 0.6]", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(0.4, 0.6)); }},
+          {"|x| > 1", 0.05, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(0, 4)); }},
+      };
+    case Fn::Atan:
+      return {
+          {"bits", 0.20, bits},
+          {"[-4, 4]", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-4, 4)); }},
+          {"small", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, -2)); }},
+          {"large", 0.20,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(2, F.emax + 0.999)); }},
+          {"near +-1", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * (1 + g.sgn() * g.logu(-p, -2))); }},
+          {"|x| in [0.3, 3]", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(0.3, 3)); }},
+      };
+    case Fn::Erf: {
+      const double one = d ? 5.93 : 3.92;  // erf rounds to 1 above about this
+      return {
+          {"bits", 0.20, bits},
+          {"near 0", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, -1)); }},
+          {"[-1, 1]", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-1, 1)); }},
+          {"|x| in [1, 6]", 0.25, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(1, 6)); }},
+          {"tail (near rounding to 1)", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(one - 1, one + 0.5)); }},
+          {"|x| >= 6", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(2.585, F.emax)); }},
+      };
+    }
   }
   return {};
 }
@@ -388,6 +494,47 @@ Inputs special_inputs(const Function& f, const Format& F) {
     case Fn::Log:
       add_unique(v, g.rnd(2.718281828459045235360287L));
       break;
+    case Fn::Exp2:
+      for (long double e : {F.emax + 1.0L, F.emin_sub - 1.0L, F.emin_sub + 0.0L, F.emin_sub + F.p - 1.0L})
+        around(e, 3);
+      around(std::ldexp(1.0L, -F.p - 1), 2), around(-std::ldexp(1.0L, -F.p - 1), 2);
+      for (int k = -10; k <= 10; ++k) add_unique(v, k), add_unique(v, k + 0.5);
+      break;
+    case Fn::Log2:
+      for (int e : {F.emin_sub, F.emin_sub + F.p - 1, -10, -1, 1, 3, 10, F.emax}) around(std::ldexp(1.0L, e), 2);
+      break;
+    case Fn::Expm1:
+      around((F.emax + 1) * ln2, 3);                       // overflow threshold
+      around(-(F.p + 1) * ln2, 3);                          // rounds to -1 below
+      around(std::ldexp(1.0L, -F.p), 2), around(-std::ldexp(1.0L, -F.p), 2);
+      around(ln2 / 2, 1), around(-ln2 / 2, 1), around(ln2, 1), around(-ln2, 1);
+      break;
+    case Fn::Log1p:
+      around(-1, 3);                                        // -inf at -1, NaN below
+      around(std::ldexp(1.0L, -F.p), 2), around(-std::ldexp(1.0L, -F.p), 2);
+      around(-0.5L, 2), around(1, 2), around(std::sqrt(2.0L) - 1, 1), around(std::sqrt(0.5L) - 1, 1);
+      break;
+    case Fn::Sinh:
+    case Fn::Cosh: {
+      long double edge = (F.emax + 1) * ln2 + ln2;  // overflow at ln(2 max)
+      around(edge, 3), around(-edge, 3);
+      around(std::ldexp(1.0L, -F.p / 2), 2), around(-std::ldexp(1.0L, -F.p / 2), 2);
+      for (double a : {0.5, 1.0, 10.0, 20.0, 40.0}) around(a, 1), around(-a, 1);
+      break;
+    }
+    case Fn::Asin:
+    case Fn::Acos:
+      for (long double a : {1.0L, 0.5L, std::ldexp(1.0L, -F.p / 2)}) around(a, 3), around(-a, 3);
+      break;
+    case Fn::Atan:
+      for (long double a : {1.0L, std::ldexp(1.0L, -F.p / 2), std::ldexp(1.0L, F.p + 1), 2.414213562373095L,
+                            0.414213562373095L})
+        around(a, 2), around(-a, 2);
+      break;
+    case Fn::Erf:
+      for (long double a : {0.5L, 0.84375L, 1.25L, 2.857L, 3.92L, 5.92L, 6.0L, std::ldexp(1.0L, -F.p / 2)})
+        around(a, 2), around(-a, 2);
+      break;
     default:
       break;
   }
@@ -471,6 +618,16 @@ nx::Tensor apply(const Function& f, const nx::Tensor& a, const nx::Tensor& b) {
     case Fn::Sigmoid: return nx::sigmoid(a);
     case Fn::Pow: return nx::pow(a, b);
     case Fn::Atan2: return nx::atan2(a, b);
+    case Fn::Exp2: return nx::exp2(a);
+    case Fn::Log2: return nx::log2(a);
+    case Fn::Expm1: return nx::expm1(a);
+    case Fn::Log1p: return nx::log1p(a);
+    case Fn::Sinh: return nx::sinh(a);
+    case Fn::Cosh: return nx::cosh(a);
+    case Fn::Asin: return nx::asin(a);
+    case Fn::Acos: return nx::acos(a);
+    case Fn::Atan: return nx::atan(a);
+    case Fn::Erf: return nx::erf(a);
   }
   throw std::logic_error("ulp::apply: unknown function");
 }
@@ -545,6 +702,16 @@ int eval_mpfr(Fn id, Ctx& c) {
       t |= mpfr_ui_div(c.y, 1, c.t, R) != 0;
       return t;
     }
+    case Fn::Exp2: return mpfr_exp2(c.y, c.a, R);
+    case Fn::Log2: return mpfr_log2(c.y, c.a, R);
+    case Fn::Expm1: return mpfr_expm1(c.y, c.a, R);
+    case Fn::Log1p: return mpfr_log1p(c.y, c.a, R);
+    case Fn::Sinh: return mpfr_sinh(c.y, c.a, R);
+    case Fn::Cosh: return mpfr_cosh(c.y, c.a, R);
+    case Fn::Asin: return mpfr_asin(c.y, c.a, R);
+    case Fn::Acos: return mpfr_acos(c.y, c.a, R);
+    case Fn::Atan: return mpfr_atan(c.y, c.a, R);
+    case Fn::Erf: return mpfr_erf(c.y, c.a, R);
   }
   return 1;
 }
@@ -622,10 +789,13 @@ void measure_range(const Function& f, const Format& F, const Inputs& in, const s
       err = std::isinf(exact) && same_bits(g, exact) ? 0 : ulp_error(F, g, c.y, c.d);
       bool exact_special = tern == 0 && (mpfr_zero_p(c.y) || mpfr_cmpabs_ui(c.y, 1) == 0);
       bool atan2_axis = f.id == Fn::Atan2 && (x == 0 || std::isinf(x) || y == 0 || std::isinf(y));
-      if (exact_special || atan2_axis) {
+      // Annex F: asin(+-1) and atan(+-inf) are +-pi/2, correctly rounded.
+      bool half_pi = (f.id == Fn::Asin && std::fabs(x) == 1) || (f.id == Fn::Atan && std::isinf(x));
+      if (exact_special || atan2_axis || half_pi) {
         checked = true;
         ok = same_bits(g, exact);
         why = exact_special ? "expected an exact 0 or 1 (sign included)"
+              : half_pi     ? "asin(+-1) / atan(+-inf): expected the correctly rounded +-pi/2"
                             : "atan2 on an axis: expected the correctly rounded result";
       } else if (exact == 0 && g == 0 && std::signbit(exact) != std::signbit(g)) {
         ++s.zero_sign;

@@ -10,8 +10,9 @@
 //    +-2^(emax+1), the value IEEE rounding treats it as, so a correct overflow costs < 1 ulp;
 //  * special values (C99 Annex F): where the exact result is NaN, +-inf, +-0 or +-1 exactly, rune
 //    must return exactly it (any NaN for NaN, the sign of a zero included); atan2 with a zero or
-//    infinite operand must return the correctly rounded multiple of pi/4 (or the exact zero); rune
-//    returning NaN where the result is a number is a failure too.
+//    infinite operand must return the correctly rounded multiple of pi/4 (or the exact zero), and
+//    asin(+-1) and atan(+-inf) the correctly rounded +-pi/2; rune returning NaN where the result is
+//    a number is a failure too.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -34,7 +35,10 @@ struct Format {
 const Format& format_of(nx::DType t);
 extern const Format kFloat16, kBFloat16, kFloat32, kFloat64;
 
-enum class Fn { Exp, Log, Sin, Cos, Tan, Tanh, Pow, Atan2, Sigmoid };
+enum class Fn {
+  Exp, Log, Sin, Cos, Tan, Tanh, Pow, Atan2, Sigmoid,
+  Exp2, Log2, Expm1, Log1p, Sinh, Cosh, Asin, Acos, Atan, Erf
+};
 
 struct Function {
   Fn id;

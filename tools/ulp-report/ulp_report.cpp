@@ -1,5 +1,5 @@
-// ulp-report: measures rune's transcendentals (exp log sin cos tan tanh pow atan2, and sigmoid for
-// information) against MPFR, eagerly on large arrays as users call them, for float32, float64
+// ulp-report: measures rune's transcendentals (exp log sin cos tan tanh pow atan2 exp2 log2 expm1
+// log1p sinh cosh asin acos atan erf, and sigmoid for information) against MPFR, eagerly on large arrays as users call them, for float32, float64
 // (random bit patterns plus dense draws in each function's hard regions, and every special value)
 // and float16 / bfloat16 (every bit pattern; pow and atan2 on a 2-D grid plus sweeps). Prints one
 // row per function and dtype and exits 1 where a bound of SEMANTICS.md §5 is broken or a special
@@ -47,7 +47,8 @@ const char* kUsage =
     "  --threads T  threads for MPFR (default: every core)\n"
     "  --regions    the error per input region for every row (always shown for a broken row)\n"
     "  --markdown   the summary again as a markdown table\n"
-    "functions: exp log sin cos tan tanh pow atan2 sigmoid (sigmoid has no bound: reported only)\n"
+    "functions: exp log sin cos tan tanh pow atan2 sigmoid exp2 log2 expm1 log1p sinh cosh asin acos\n"
+    "           atan erf (sigmoid has no bound: reported only)\n"
     "exit status: 0 all bounds hold, 1 a bound is broken or a special value is not exact, 2 usage\n";
 
 [[noreturn]] void usage(const char* msg) {

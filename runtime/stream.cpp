@@ -64,6 +64,27 @@ void Stream::synchronize() {
   if (e) std::rethrow_exception(e);
 }
 
+void Event::record(Stream* stream) {
+  state_ = std::make_shared<State>();
+  if (!stream) return;
+  state_->done = false;
+  stream->enqueue([s = state_] {
+    std::lock_guard l(s->mu);
+    s->done = true;
+    s->cv.notify_all();
+  });
+}
+
+void Event::wait() {
+  std::unique_lock l(state_->mu);
+  state_->cv.wait(l, [&] { return state_->done; });
+}
+
+bool Event::done() {
+  std::lock_guard l(state_->mu);
+  return state_->done;
+}
+
 bool is_async(Device d) { return d.kind != DeviceKind::CPU || d.index != 0; }
 
 Stream* stream_for(Device d) {

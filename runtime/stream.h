@@ -41,6 +41,24 @@ class Stream {
   std::thread worker_;
 };
 
+// A point in a stream's work: record() marks everything queued so far; wait() blocks until that
+// work ran (without raising the stream's failures: those belong to the stream's next wait).
+// On the synchronous host an event is complete as soon as it is recorded.
+class Event {
+ public:
+  void record(Stream* stream);
+  void wait();
+  bool done();
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = true;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
 // The stream of an asynchronous device, or nullptr for the synchronous host. Throws
 // std::invalid_argument naming the device when it does not exist here.
 Stream* stream_for(Device d);

@@ -183,6 +183,26 @@ TEST(Async, FailingCheckInALoopRaisesAtTheFirstWaitAndPoisons) {
   EXPECT_EQ(nx::to_vector<double>(history[2]), (std::vector<double>{3, 5, 4}));
 }
 
+TEST(Async, EventsMarkQueuedWork) {
+  nx::Device dev = nx::Device::parse("CPU:2", "test");
+  runtime::Stream* s = runtime::stream_for(dev);
+  std::atomic<bool> release{false}, ran{false};
+  s->enqueue([&] {
+    while (!release) std::this_thread::yield();
+    ran = true;
+  });
+  runtime::Event e;
+  e.record(s);
+  EXPECT_FALSE(e.done());
+  release = true;
+  e.wait();
+  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(e.done());
+  runtime::Event host;
+  host.record(runtime::stream_for(nx::Device::cpu()));  // the synchronous host: done at once
+  EXPECT_TRUE(host.done());
+}
+
 TEST(Async, WorkIsQueuedAndReadsWait) {
   nx::Device dev = nx::Device::parse("CPU:1", "test");
   auto x = nx::place(nx::rand(nx::key(1), nx::float32, {1 << 20}), dev);

@@ -178,6 +178,7 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
     }
   }
   p->inplace_inputs = inplace_inputs(s);
+  p->finalize();
   ++c.stats.programs;
   return p;
 }

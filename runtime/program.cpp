@@ -9,6 +9,18 @@
 
 namespace runtime {
 
+void HostProgram::finalize() {
+  temp_offset.assign(slot_bytes.size(), -1);
+  temp_bytes = 0;
+  std::vector<bool> is_output(slot_bytes.size(), false);
+  for (int s : output_slots) is_output[s] = true;
+  for (size_t s = n_inputs; s < slot_bytes.size(); ++s) {
+    if (is_output[s]) continue;
+    temp_offset[s] = temp_bytes;
+    temp_bytes += (std::max<int64_t>(slot_bytes[s], 1) + 63) / 64 * 64;  // keep 64-byte alignment
+  }
+}
+
 std::vector<BufferRef> HostProgram::run(char* const* inputs, size_t n,
                                         const BufferRef* reuse) const {
   if (n != static_cast<size_t>(n_inputs))
@@ -31,7 +43,14 @@ std::vector<BufferRef> HostProgram::run(char* const* inputs, size_t n,
   if (reuse)
     for (size_t o = 0; o < output_slots.size(); ++o)
       if (reuse[o]) owned[output_slots[o]] = reuse[o];
+  // One block holds every temporary; it lives until the run returns.
+  BufferRef temps =
+      temp_bytes > 0 ? allocate(Device::cpu(), static_cast<size_t>(temp_bytes)) : nullptr;
   for (size_t s = n_inputs; s < slot_bytes.size(); ++s) {
+    if (!temp_offset.empty() && temp_offset[s] >= 0) {
+      ptr[s] = static_cast<char*>(temps->data) + temp_offset[s];
+      continue;
+    }
     if (!owned[s]) owned[s] = allocate(Device::cpu(), static_cast<size_t>(slot_bytes[s]));
     ptr[s] = static_cast<char*>(owned[s]->data);
   }
@@ -45,7 +64,7 @@ std::vector<BufferRef> HostProgram::run(char* const* inputs, size_t n,
       b = big.data();
     }
     for (size_t p = 0; p < st.slots.size(); ++p) b[p] = ptr[st.slots[p]];
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (st.items * st.cost < (1 << 15))
       st.fn(b, 0, st.items);  // tiny: no pool, no std::function
     else

@@ -30,6 +30,13 @@ struct HostProgram {
   // when every kernel reading it runs before the output's kernel, or is that kernel and reads
   // it only at each element's own index (so writing element k never clobbers a later read).
   std::vector<std::vector<int>> inplace_inputs;
+  // Temporaries (slots that are neither inputs nor outputs) share one block per run: byte
+  // offset of each slot in it (-1 for other slots), and the block's size. Set by finalize().
+  std::vector<int64_t> temp_offset;
+  int64_t temp_bytes = 0;
+
+  // Computes temp_offset and temp_bytes; call once the slots and outputs are set.
+  void finalize();
 
   // Runs the program on input base pointers; returns one buffer per output: `reuse[o]` when
   // given (a donated input's buffer, see inplace_inputs), else a fresh one.

@@ -141,10 +141,10 @@ class Eager final : public Interpreter {
         first = &s;
       } else if (!(s.device() == first->device())) {
         const char* api = OpScope::current_api();
-        throw std::invalid_argument((api ? std::string(api) : "nx::" + std::string(ir::op_name(op))) +
-                                    ": operands on two devices, " + first->device().name() + " (" +
-                                    first->describe() + ") and " + s.device().name() + " (" +
-                                    s.describe() + "); move one with nx::place");
+        throw std::invalid_argument(
+            (api ? std::string(api) : "nx::" + std::string(ir::op_name(op))) +
+            ": operands on two devices, " + first->device().name() + " (" + first->describe() +
+            ") and " + s.device().name() + " (" + s.describe() + "); move one with nx::place");
       }
     }
     if (!first) return Device::cpu();
@@ -314,7 +314,7 @@ bool is_active(const Interpreter* i) {
   return false;
 }
 
-InterpreterScope::InterpreterScope(Interpreter* i) : prev_(nullptr) { g_stack.push_back(i); }
+InterpreterScope::InterpreterScope(Interpreter* i) { g_stack.push_back(i); }
 InterpreterScope::~InterpreterScope() { g_stack.pop_back(); }
 
 Tensor apply(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,

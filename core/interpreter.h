@@ -39,9 +39,6 @@ class InterpreterScope {
   ~InterpreterScope();
   InterpreterScope(const InterpreterScope&) = delete;
   InterpreterScope& operator=(const InterpreterScope&) = delete;
-
- private:
-  Interpreter* prev_;
 };
 
 // Primitive entry point used by every nx op: dispatches to the interpreter that owns the

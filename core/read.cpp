@@ -17,10 +17,10 @@ namespace {
 // Calls fn(value) for every element of x in C order.
 template <class F>
 void for_each_value(const Tensor& x, const char* api, F&& fn) {
-  current_interpreter().check_readable(x, api);
-  if (x.is_traced())
-    throw rune::jit_error(std::string(api) + ": cannot read traced value " + x.describe());
-  check_alive(x, api);
+  // A traced value: its tracer raises (naming nx::where). A concrete value is read the same
+  // way inside or outside a trace: a wait on its device, then the donation and poison checks.
+  if (x.is_traced()) current_interpreter().check_readable(x, api);
+  eager_interpreter().check_readable(x, api);
   const auto& im = x.impl();
   const char* base = static_cast<const char*>(im.buffer->data);
   int64_t isz = ir::itemsize(im.dtype);

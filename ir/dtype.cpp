@@ -110,14 +110,8 @@ static float f64_to_f32_round_odd(double d) {
   if (std::isnan(d) || std::isinf(f) || static_cast<double>(f) == d) return f;
   uint32_t bits = std::bit_cast<uint32_t>(f);
   if (!(bits & 1u)) {
-    // Move one step towards d so the result is odd (inexact results must be odd).
-    float toward = std::nextafter(f, static_cast<float>(d > f ? INFINITY : -INFINITY));
-    if (static_cast<double>(f) > d)
-      toward = std::nextafter(f, -INFINITY);
-    else
-      toward = std::nextafter(f, INFINITY);
-    // Pick whichever neighbour brackets d with f.
-    f = toward;
+    // Move one step towards d: that neighbour brackets d with f and is odd.
+    f = std::nextafter(f, static_cast<double>(f) > d ? -INFINITY : INFINITY);
   }
   return f;
 }

@@ -203,6 +203,15 @@ TEST(Async, EventsMarkQueuedWork) {
   EXPECT_TRUE(host.done());
 }
 
+TEST(Async, ReadingAConcreteValueWhileTracingStillWaits) {
+  nx::Device dev = nx::Device::parse("CPU:1", "test");
+  auto big = nx::place(nx::rand(nx::key(2), nx::float64, {1 << 20}), dev);
+  Tensor total = nx::sum(big * 2.0);  // queued on CPU:1
+  auto f = rune::jit([&](const Tensor& x) { return x * nx::item<double>(total); });
+  double expected = nx::item<double>(nx::sum(nx::place(big, "CPU") * 2.0));
+  EXPECT_EQ(nx::item<double>(f(nx::scalar(nx::float64, 1))), expected);
+}
+
 TEST(Async, WorkIsQueuedAndReadsWait) {
   nx::Device dev = nx::Device::parse("CPU:1", "test");
   auto x = nx::place(nx::rand(nx::key(1), nx::float32, {1 << 20}), dev);

@@ -1,4 +1,4 @@
-// The shared C-like renderer: a decomposed kernel as CUDA C (and later HIP C) source. Backends
+// The shared C-like renderer: a decomposed kernel as CUDA C or HIP C source. Backends
 // differ only by a CDialect; op semantics mirror codegen/cpu/render_llvm.cpp exactly (the
 // reference renderer), and reductions follow docs/numerics.md "Reduction order".
 //
@@ -40,6 +40,8 @@ struct CDialect {
 };
 
 const CDialect& cuda_dialect();
+// HIP C for hiprtc (codegen/hip/hip_dialect.cpp).
+const CDialect& hip_dialect();
 
 // The param dtypes of the rendered entry points in order (scratch last when two-phase).
 std::vector<ir::DType> c_param_dtypes(const KernelSpec& k);

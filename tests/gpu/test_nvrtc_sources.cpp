@@ -15,7 +15,7 @@
 #include "codegen/c_renderer.h"
 #include "codegen/cuda/gpu_source_check.h"
 #include "codegen/cuda/nvrtc.h"
-#include "gpu_test_util.h"
+#include "gpu_corpus.h"
 
 namespace {
 
@@ -109,188 +109,16 @@ class Nvrtc : public ::testing::Test {
   }
 };
 
-bool float_only(Op op) {
-  return op == Op::Sqrt || op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Cos ||
-         op == Op::Tan || op == Op::Tanh || op == Op::Pow || op == Op::Atan2;
-}
-bool bits_only(Op op) {
-  return op == Op::Not || op == Op::And || op == Op::Or || op == Op::Xor || op == Op::Shl ||
-         op == Op::Shr;
-}
-bool valid_for(Op op, DType t) {
-  if (float_only(op)) return ir::is_float(t);
-  if (bits_only(op)) return !ir::is_float(t);
-  return true;
-}
+// Each corpus (tests/gpu/gpu_corpus.h) compiles for every checked arch.
+TEST_F(Nvrtc, EveryElementwisePrimitiveAndDtype) { expect_all_compile(corpus_elementwise()); }
 
-// ---------------------------------------------------------------------------------------------
+TEST_F(Nvrtc, CastsBetweenAllDtypePairs) { expect_all_compile(corpus_casts()); }
 
-TEST_F(Nvrtc, EveryElementwisePrimitiveAndDtype) {
-  std::vector<Labelled> ks;
-  const Op unary[] = {Op::Neg,  Op::Abs,   Op::Sqrt, Op::Floor,
-                      Op::Ceil, Op::Round, Op::Not,  Op::IsNan};
-  const Op binary[] = {Op::Add, Op::Sub,   Op::Mul,   Op::Div,   Op::Mod,   Op::Max,
-                       Op::Min, Op::CmpLt, Op::CmpLe, Op::CmpEq, Op::CmpNe, Op::And,
-                       Op::Or,  Op::Xor,   Op::Shl,   Op::Shr};
-  for (DType t : kAll) {
-    for (Op op : unary) {
-      if (!valid_for(op, t)) continue;
-      DType out = op == Op::IsNan ? DType::Bool : t;
-      add_program(ks, std::string(ir::op_name(op)) + " " + dname(t), {{t, {5, 7}}},
-                  [&](auto& a) { return std::vector<Tensor>{prim(op, out, {a[0]})}; });
-    }
-    for (Op op : binary) {
-      if (!valid_for(op, t)) continue;
-      bool cmp = op == Op::CmpLt || op == Op::CmpLe || op == Op::CmpEq || op == Op::CmpNe;
-      DType out = cmp ? DType::Bool : t;
-      add_program(ks, std::string(ir::op_name(op)) + " " + dname(t), {{t, {5, 7}}, {t, {5, 7}}},
-                  [&](auto& a) {
-                    return std::vector<Tensor>{prim(op, out, {a[0], a[1]})};
-                  });
-    }
-    // where, with a broadcast operand and a constant.
-    add_program(ks, "Where " + dname(t), {{DType::Bool, {4, 6}}, {t, {4, 6}}, {t, {6}}},
-                [&](auto& a) {
-                  return std::vector<Tensor>{nx::where(a[0], a[1], nx::broadcast_to(a[2], {4, 6}))};
-                });
-  }
-  // Bitcasts between same-size types.
-  const std::pair<DType, DType> bitcasts[] = {
-      {DType::Float32, DType::Int32},    {DType::Int32, DType::Float32},
-      {DType::Float64, DType::Int64},    {DType::Int64, DType::Float64},
-      {DType::Float16, DType::BFloat16}, {DType::BFloat16, DType::Float16}};
-  for (auto [from, to] : bitcasts)
-    add_program(ks, "Bitcast " + dname(from) + "->" + dname(to), {{from, {9}}},
-                [&](auto& a) { return std::vector<Tensor>{prim(Op::Bitcast, to, {a[0]})}; });
-  // 0-d and empty shapes.
-  add_program(ks, "add 0-d", {{DType::Float32, {}}, {DType::Float32, {}}},
-              [](auto& a) { return std::vector<Tensor>{nx::add(a[0], a[1])}; });
-  add_program(ks, "mul empty", {{DType::Int32, {0, 3}}, {DType::Int32, {0, 3}}},
-              [](auto& a) { return std::vector<Tensor>{nx::mul(a[0], a[1])}; });
-  // User ops composed of several primitives, fused.
-  for (DType t : kFloats) {
-    add_program(ks, "composite " + dname(t), {{t, {3, 4}}, {t, {4}}}, [](auto& a) {
-      Tensor b = nx::broadcast_to(a[1], {3, 4});
-      return std::vector<Tensor>{
-          nx::clip(nx::sign(a[0]) * nx::square(b) - nx::reciprocal(a[0]), -2, 2),
-          nx::relu(a[0] / b + 1.5), nx::isnan(a[0] - b)};
-    });
-  }
-  expect_all_compile(ks);
-}
+TEST_F(Nvrtc, Reductions) { expect_all_compile(corpus_reductions()); }
 
-TEST_F(Nvrtc, CastsBetweenAllDtypePairs) {
-  std::vector<Labelled> ks;
-  for (DType from : kAll)
-    for (DType to : kAll)
-      add_program(ks, "cast " + dname(from) + "->" + dname(to), {{from, {3, 5}}},
-                  [&](auto& a) { return std::vector<Tensor>{nx::cast(a[0], to)}; });
-  expect_all_compile(ks);
-}
+TEST_F(Nvrtc, Movement) { expect_all_compile(corpus_movement()); }
 
-TEST_F(Nvrtc, Reductions) {
-  std::vector<Labelled> ks;
-  const Op reduce_ops[] = {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin, Op::ReduceProd};
-  // Raw reduction primitives on every dtype: small, one block, several blocks (> 65536).
-  const Shape shapes[] = {{3, 7}, {2, 65536}, {2, 200000}};
-  for (DType t : kAll)
-    for (Op op : reduce_ops)
-      for (const Shape& s : shapes) {
-        Shape kept = s;
-        kept[1] = 1;
-        add_program(
-            ks, std::string(ir::op_name(op)) + " " + dname(t) + " " + ir::to_string(s), {{t, s}},
-            [&](auto& a) {
-              return std::vector<Tensor>{nx::apply(op, t, kept, {a[0]}, std::vector<int64_t>{1})};
-            });
-      }
-  // User reductions: all axes, multi-axis, keepdims, fused producers and consumers.
-  for (DType t : {DType::Float32, DType::Float16, DType::Int32, DType::Bool}) {
-    add_program(ks, "sum all " + dname(t), {{t, {300, 500}}},
-                [](auto& a) { return std::vector<Tensor>{nx::sum(a[0])}; });
-    add_program(ks, "max axes 0,2 " + dname(t), {{t, {4, 5, 6}}}, [](auto& a) {
-      return std::vector<Tensor>{nx::max(a[0], {0, 2})};
-    });
-    add_program(ks, "prod axis 1 keepdims " + dname(t), {{t, {4, 5, 6}}},
-                [](auto& a) { return std::vector<Tensor>{nx::prod(a[0], {1}, true)}; });
-    add_program(ks, "min transposed " + dname(t), {{t, {70, 1100}}},
-                [](auto& a) { return std::vector<Tensor>{nx::min(nx::transpose(a[0]), {1})}; });
-  }
-  for (DType t : kFloats) {
-    add_program(ks, "mean big " + dname(t), {{t, {3, 100000}}},
-                [](auto& a) { return std::vector<Tensor>{nx::mean(a[0], {1})}; });
-    add_program(ks, "softmax " + dname(t), {{t, {8, 33}}},
-                [](auto& a) { return std::vector<Tensor>{nx::softmax(a[0])}; });
-    add_program(ks, "logsumexp " + dname(t), {{t, {8, 33}}},
-                [](auto& a) { return std::vector<Tensor>{nx::logsumexp(a[0], {1})}; });
-    add_program(ks, "argmax " + dname(t), {{t, {8, 33}}},
-                [](auto& a) { return std::vector<Tensor>{nx::argmax(a[0], 1)}; });
-    add_program(ks, "sum of squares multi-axis " + dname(t), {{t, {6, 300, 400}}}, [](auto& a) {
-      return std::vector<Tensor>{nx::sum(nx::square(a[0]), {1, 2})};
-    });
-  }
-  add_program(ks, "matmul", {{DType::Float32, {16, 32}}, {DType::Float32, {32, 8}}},
-              [](auto& a) { return std::vector<Tensor>{nx::matmul(a[0], a[1])}; });
-  add_program(ks, "empty sum", {{DType::Float32, {4, 0}}},
-              [](auto& a) { return std::vector<Tensor>{nx::sum(a[0], {1})}; });
-  expect_all_compile(ks);
-}
-
-TEST_F(Nvrtc, Movement) {
-  std::vector<Labelled> ks;
-  for (DType t : kAll) {
-    add_program(ks, "transpose " + dname(t), {{t, {3, 4, 5}}}, [](auto& a) {
-      return std::vector<Tensor>{nx::contiguous(nx::permute(a[0], {2, 0, 1}))};
-    });
-    add_program(ks, "slice " + dname(t), {{t, {10, 12}}}, [](auto& a) {
-      return std::vector<Tensor>{
-          nx::contiguous(nx::slice(a[0], {{1, 9, 2}, {std::nullopt, std::nullopt, -3}}))};
-    });
-    add_program(ks, "pad " + dname(t), {{t, {4, 5}}}, [](auto& a) {
-      return std::vector<Tensor>{nx::pad(a[0], {{1, 2}, {0, 3}}, 0)};
-    });
-    add_program(ks, "pad value " + dname(t), {{t, {4, 5}}}, [](auto& a) {
-      return std::vector<Tensor>{nx::pad(a[0], {{2, 0}, {1, 1}}, 1)};
-    });
-    add_program(ks, "flip " + dname(t), {{t, {4, 5}}},
-                [](auto& a) { return std::vector<Tensor>{nx::contiguous(nx::flip(a[0], {1}))}; });
-    add_program(ks, "broadcast " + dname(t), {{t, {1, 5}}}, [](auto& a) {
-      return std::vector<Tensor>{nx::contiguous(nx::broadcast_to(a[0], {4, 3, 5}))};
-    });
-  }
-  add_program(ks, "concatenate", {{DType::Float32, {2, 3}}, {DType::Float32, {4, 3}}}, [](auto& a) {
-    return std::vector<Tensor>{nx::concatenate({a[0], a[1]}, 0)};
-  });
-  add_program(ks, "stack", {{DType::Int64, {2, 3}}, {DType::Int64, {2, 3}}}, [](auto& a) {
-    return std::vector<Tensor>{nx::stack({a[0], a[1]}, 1)};
-  });
-  add_program(ks, "reshape of transpose", {{DType::Float32, {6, 4}}}, [](auto& a) {
-    return std::vector<Tensor>{nx::reshape(nx::transpose(a[0]), {3, 8}) * 2.0};
-  });
-  add_program(ks, "iota", {{DType::Float32, {4, 6}}}, [](auto& a) {
-    return std::vector<Tensor>{a[0] + nx::cast(nx::iota({4, 6}, 1), DType::Float32)};
-  });
-  expect_all_compile(ks);
-}
-
-TEST_F(Nvrtc, TranscendentalsDecomposed) {
-  std::vector<Labelled> ks;
-  for (DType t : kFloats) {
-    for (Op op : {Op::Exp, Op::Log, Op::Sin, Op::Cos, Op::Tan, Op::Tanh})
-      add_program(ks, std::string(ir::op_name(op)) + " " + dname(t), {{t, {33}}},
-                  [&](auto& a) { return std::vector<Tensor>{prim(op, t, {a[0]})}; });
-    for (Op op : {Op::Pow, Op::Atan2})
-      add_program(ks, std::string(ir::op_name(op)) + " " + dname(t), {{t, {33}}, {t, {33}}},
-                  [&](auto& a) {
-                    return std::vector<Tensor>{prim(op, t, {a[0], a[1]})};
-                  });
-    add_program(ks, "sigmoid " + dname(t), {{t, {33}}},
-                [](auto& a) { return std::vector<Tensor>{nx::sigmoid(a[0])}; });
-    add_program(ks, "sum exp " + dname(t), {{t, {4, 70000}}},
-                [](auto& a) { return std::vector<Tensor>{nx::sum(nx::exp(a[0]), {1})}; });
-  }
-  expect_all_compile(ks);
-}
+TEST_F(Nvrtc, TranscendentalsDecomposed) { expect_all_compile(corpus_transcendentals()); }
 
 // ---------------------------------------------------------------------------------------------
 

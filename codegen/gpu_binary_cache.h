@@ -1,0 +1,22 @@
+// The on-disk cache of GPU binaries (cubins, AMDGPU code objects), shared by the NVRTC and
+// hiprtc paths: a kernel compiled once is loaded from disk by every later process. Entries live
+// in the kernel disk cache (codegen/disk_cache.h: checksummed, written by rename, RUNE_CACHE_DIR),
+// so a corrupt entry is a miss that is rebuilt, and with the disk cache off every call compiles.
+#pragma once
+#include <functional>
+#include <string>
+
+namespace codegen {
+
+// The cache key: every input that decides the binary's bytes. `compiler` is "nvrtc" or
+// "hiprtc"; `compiler_version` must change whenever the compiler or its options do.
+std::string gpu_binary_key(const std::string& compiler, const std::string& compiler_version,
+                           const std::string& arch, const std::string& source);
+
+// The binary for (compiler, version, arch, source): read from the disk cache, else compile()
+// and stored. Exceptions from compile() propagate and store nothing.
+std::string cached_gpu_binary(const std::string& compiler, const std::string& compiler_version,
+                              const std::string& arch, const std::string& source,
+                              const std::function<std::string()>& compile);
+
+}  // namespace codegen

@@ -1,0 +1,11 @@
+// hiprtc behind the GPU binary disk cache (codegen/gpu_binary_cache.h).
+#pragma once
+#include <string>
+
+namespace codegen::hip {
+
+// hiprtc_compile(source, arch), read from the disk cache when this hiprtc build compiled the
+// same source for the same arch before. Throws as hiprtc_compile does.
+std::string code_object_for(const std::string& source, const std::string& arch);
+
+}  // namespace codegen::hip

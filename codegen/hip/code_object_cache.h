@@ -8,4 +8,8 @@ namespace codegen::hip {
 // same source for the same arch before. Throws as hiprtc_compile does.
 std::string code_object_for(const std::string& source, const std::string& arch);
 
+// The compiler version code_object_for keys its entries on: hiprtc_version() and a tag of
+// hiprtc_compile's options ("" without hiprtc).
+std::string code_object_cache_version();
+
 }  // namespace codegen::hip

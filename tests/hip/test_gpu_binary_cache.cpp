@@ -1,10 +1,11 @@
 // The GPU binary disk cache (codegen/gpu_binary_cache.h) and its two users, cubin_for and
 // code_object_for. Every source carries a nonce, so each run (and each test) has keys of its
-// own in the shared RUNE_CACHE_DIR.
+// own in the shared RUNE_CACHE_DIR, and removes the entries it made.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <random>
 
@@ -22,11 +23,26 @@ std::string nonce() {
   return std::to_string(rng());
 }
 
+// Removes the entry of `key` at scope exit.
+struct Forget {
+  std::string path;
+  explicit Forget(const std::string& key) : path(codegen::DiskCache::instance().path_for(key)) {}
+  ~Forget() { std::remove(path.c_str()); }
+};
+
 class GpuBinaryCache : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!codegen::DiskCache::instance().enabled()) GTEST_SKIP() << "disk cache disabled";
     source_ = "// " + nonce() + "\nkernel source\n";
+  }
+  void TearDown() override {
+    for (const char* compiler : {"hiprtc", "nvrtc"})
+      for (const char* version : {"1.0", "1.1"})
+        for (const char* arch : {"gfx90a", "gfx1030"})
+          std::remove(codegen::DiskCache::instance()
+                          .path_for(codegen::gpu_binary_key(compiler, version, arch, source_))
+                          .c_str());
   }
   // A cached binary through a counting fake compiler.
   std::string get(const std::string& arch, const std::string& version = "1.0",
@@ -100,9 +116,12 @@ TEST(GpuBinaryCacheCompilers, CodeObjectForIsCached) {
   std::string src =
       "// " + nonce() + "\nextern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 2.0f; }\n";
   std::string first, second;
+  Forget entry(
+      codegen::gpu_binary_key("hiprtc", codegen::hip::code_object_cache_version(), "gfx90a", src));
   double t1 = seconds_of([&] { first = codegen::hip::code_object_for(src, "gfx90a"); });
   double t2 = seconds_of([&] { second = codegen::hip::code_object_for(src, "gfx90a"); });
   std::printf("  hiprtc compile %.1f ms, from disk %.2f ms\n", t1 * 1e3, t2 * 1e3);
+  EXPECT_TRUE(std::ifstream(entry.path).good());
   EXPECT_EQ(first, second);
   EXPECT_EQ(first.substr(0, 4),
             "\x7f"
@@ -119,9 +138,14 @@ TEST(GpuBinaryCacheCompilers, CubinForIsCached) {
   std::string src =
       "// " + nonce() + "\nextern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 2.0f; }\n";
   std::string first, second;
+  Forget entry(
+      codegen::gpu_binary_key("nvrtc", codegen::cuda::cubin_cache_version(), "sm_90", src));
+  Forget other(
+      codegen::gpu_binary_key("nvrtc", codegen::cuda::cubin_cache_version(), "sm_80", src));
   double t1 = seconds_of([&] { first = codegen::cuda::cubin_for(src, "sm_90"); });
   double t2 = seconds_of([&] { second = codegen::cuda::cubin_for(src, "sm_90"); });
   std::printf("  NVRTC compile %.1f ms, from disk %.2f ms\n", t1 * 1e3, t2 * 1e3);
+  EXPECT_TRUE(std::ifstream(entry.path).good());
   EXPECT_EQ(first, second);
   EXPECT_LT(t2 * 10, t1);
   EXPECT_NE(codegen::cuda::cubin_for(src, "sm_80"), first);  // another arch, another binary

@@ -7,11 +7,13 @@
 #include <unordered_map>
 
 #include "codegen/compile.h"
+#include "codegen/gpu_compile.h"
 #include "core/check.h"
 #include "core/donation.h"
 #include "core/interpreter.h"
 #include "core/ops.h"
 #include "ir/scalar.h"
+#include "runtime/gpu/transfer.h"
 
 namespace nx {
 
@@ -148,8 +150,11 @@ class Eager final : public Interpreter {
       }
     }
     if (!first) return Device::cpu();
-    if (first->device().kind != runtime::DeviceKind::CPU)
-      runtime::stream_for(first->device());  // raises: unavailable
+    if (first->device().kind != runtime::DeviceKind::CPU) {
+      const char* api = OpScope::current_api();
+      runtime::stream_for(first->device(),  // raises: unavailable
+                          (api ? std::string(api) : "nx::" + std::string(ir::op_name(op))).c_str());
+    }
     return first->device();
   }
 
@@ -178,8 +183,7 @@ class Eager final : public Interpreter {
       if (auto e = first.impl().poison ? first.impl().poison->get() : nullptr)
         std::rethrow_exception(e);
       int64_t f;
-      std::memcpy(&f, static_cast<char*>(first.impl().buffer->data) + first.impl().view.offset * 8,
-                  sizeof f);
+      read_memory(first, first.impl().view.offset, &f, sizeof f);
       if (f >= n) return;
       std::vector<Tensor> at;
       for (const auto& d : data) at.push_back(element_on_host(d, shape, f));
@@ -205,6 +209,7 @@ class Eager final : public Interpreter {
  private:
   Tensor run_program(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
                      const ir::Arg& arg, Device device) {
+    if (device.kind != runtime::DeviceKind::CPU) return run_gpu(op, out, shape, srcs, arg, device);
     // Programs by fingerprint, per thread (no lock); misses go to the shared compile cache.
     thread_local std::unordered_map<Fingerprint, std::shared_ptr<const runtime::HostProgram>,
                                     FingerprintHash>
@@ -258,6 +263,82 @@ class Eager final : public Interpreter {
     return make_concrete(out, result, ir::View::contiguous(shape), device, poison);
   }
 
+  // A one-op program on a GPU: compiled for the device (codegen/gpu_compile.h), queued on its
+  // stream from this thread. Host scalar operands (device_of lets them through) are uploaded
+  // first: one element, keeping their broadcast view.
+  Tensor run_gpu(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
+                 const ir::Arg& arg, Device device) {
+    thread_local std::unordered_map<Fingerprint, std::shared_ptr<const runtime::gpu::GpuProgram>,
+                                    FingerprintHash>
+        programs;
+    thread_local Fingerprint fp;
+    fingerprint(fp, op, out, shape, srcs, arg);
+    int64_t dev = static_cast<int64_t>(device.kind) * 1024 + device.index;
+    fp.v.push_back(dev);
+    fp.hash = (fp.hash ^ static_cast<size_t>(dev)) * 1099511628211ull;
+    auto it = programs.find(fp);
+    if (it == programs.end()) {
+      std::vector<ir::NodeRef> params;
+      for (size_t i = 0; i < srcs.size(); ++i) {
+        const auto& im = srcs[i].impl();
+        params.push_back(ir::make(ir::Op::Param, im.dtype, im.shape, {},
+                                  ir::LoadArg{static_cast<int>(i), key_view(im.view)}));
+      }
+      ir::NodeRef root = op == ir::Op::Copy ? params[0] : ir::make(op, out, shape, params, arg);
+      it = programs.emplace(fp, codegen::compile_gpu({root}, static_cast<int>(srcs.size()), device))
+               .first;
+    }
+    std::vector<Tensor> bound;  // uploaded host scalars, alive until the launch is queued
+    std::vector<char*> ptrs(srcs.size());
+    std::shared_ptr<runtime::Poison> poison;
+    for (size_t i = 0; i < srcs.size(); ++i) {
+      const Tensor* s = &srcs[i];
+      if (!(s->device() == device)) {
+        bound.push_back(upload_scalar(*s, device));
+        s = &bound.back();
+      }
+      const auto& im = s->impl();
+      ptrs[i] = static_cast<char*>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype);
+      // A result shares its first operand's failure state: a check recorded for an operand
+      // (raised at the next wait) poisons it too.
+      if (!poison && im.poison) poison = im.poison;
+    }
+    if (poison && poison->get()) {
+      auto buf =
+          runtime::allocate(device, static_cast<size_t>(ir::numel(shape) * ir::itemsize(out)));
+      return make_concrete(out, std::move(buf), ir::View::contiguous(shape), device, poison);
+    }
+    runtime::BufferRef lent = donated_buffer(op, out, shape, srcs);
+    auto outs = it->second->run(ptrs.data(), ptrs.size(), lent ? &lent : nullptr);
+    return make_concrete(out, std::move(outs[0]), ir::View::contiguous(shape), device, poison);
+  }
+
+  // A host scalar (0-d, or broadcast with all strides 0) as a one-element tensor on `device`
+  // with the same view (offset 0: every stride is 0 or spans an extent-1 axis).
+  static Tensor upload_scalar(const Tensor& s, Device device) {
+    const auto& im = s.impl();
+    size_t isz = static_cast<size_t>(ir::itemsize(im.dtype));
+    auto buf = runtime::allocate(device, isz);
+    auto& ctx = runtime::gpu::context(device, "nx");
+    runtime::gpu::copy_to_device(
+        ctx, buf->data, static_cast<const char*>(im.buffer->data) + im.view.offset * isz, isz);
+    ir::View v = im.view;
+    v.offset = 0;
+    return make_concrete(im.dtype, std::move(buf), std::move(v), device);
+  }
+
+  // Reads n bytes of t's buffer at element offset `elem` (a device copy on a GPU: the caller is
+  // a stream task, run at a wait, so the device work before it is done).
+  static void read_memory(const Tensor& t, int64_t elem, void* dst, size_t n) {
+    const auto& im = t.impl();
+    const char* src = static_cast<const char*>(im.buffer->data) + elem * ir::itemsize(im.dtype);
+    if (t.device().kind == runtime::DeviceKind::CPU) {
+      std::memcpy(dst, src, n);
+      return;
+    }
+    runtime::gpu::copy_to_host(runtime::gpu::context(t.device(), "nx::check"), dst, src, n);
+  }
+
   // The buffer of a donated operand this one-op program may write its result into: an
   // elementwise op applied by the public op itself (OpScope::depth() == 1), whose operand has
   // the result's dtype and shape, is contiguous and covers its whole buffer (so it is read at
@@ -283,8 +364,9 @@ class Eager final : public Interpreter {
     size_t lead = shape.size() - im.shape.size();
     for (size_t k = 0; k < im.shape.size(); ++k)
       if (im.shape[k] != 1) off += idx[lead + k] * im.view.strides[k];
-    return from_bytes(im.dtype, {},
-                      static_cast<char*>(im.buffer->data) + off * ir::itemsize(im.dtype));
+    uint64_t bits = 0;
+    read_memory(d, off, &bits, static_cast<size_t>(ir::itemsize(im.dtype)));
+    return from_bytes(im.dtype, {}, &bits);
   }
   static std::vector<int64_t> unravel(const Shape& shape, int64_t flat) {
     std::vector<int64_t> idx(shape.size());

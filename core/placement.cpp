@@ -1,14 +1,46 @@
 // Moving data between devices, and waiting for asynchronous work (SEMANTICS.md §6).
+// Every CPU device (CPU, CPU:n) uses host memory; a GPU (CUDA:n, HIP:n) has its own, reached
+// through runtime/gpu/transfer.h. A transfer waits for the source's work (and raises its
+// failures) and makes strided data contiguous on the source's side first.
 #include <cstring>
 
 #include "core/donation.h"
 #include "core/interpreter.h"
 #include "core/prim.h"
+#include "runtime/gpu/transfer.h"
 
 namespace nx {
 
+namespace {
+
+bool on_gpu(Device d) { return d.kind != runtime::DeviceKind::CPU; }
+
+// Host data of x as one contiguous block: x's own memory when its view already is, else a
+// gathered copy in `scratch`.
+const char* contiguous_host_bytes(const Tensor& x, std::vector<char>& scratch) {
+  const auto& im = x.impl();
+  int64_t isz = ir::itemsize(im.dtype);
+  const char* src = static_cast<const char*>(im.buffer->data);
+  if (im.view.is_contiguous()) return src;
+  scratch.resize(static_cast<size_t>(x.size() * isz));
+  int nd = x.ndim();
+  std::vector<int64_t> idx(nd, 0);
+  for (int64_t k = 0; k < x.size(); ++k) {
+    int64_t off = im.view.offset;
+    for (int a = 0; a < nd; ++a) off += idx[a] * im.view.strides[a];
+    std::memcpy(scratch.data() + k * isz, src + off * isz, isz);
+    for (int a = nd - 1; a >= 0; --a) {
+      if (++idx[a] < im.shape[a]) break;
+      idx[a] = 0;
+    }
+  }
+  return scratch.data();
+}
+
+}  // namespace
+
 void wait(Device d) {
-  if (runtime::Stream* s = runtime::stream_for(d)) s->synchronize();
+  if (runtime::Stream* s = runtime::stream_for(d, "nx::wait")) s->synchronize();
 }
 
 void wait(const Tensor& x) { current_interpreter().check_readable(x, "nx::wait"); }
@@ -17,24 +49,38 @@ Tensor place(const Tensor& x, Device d) {
   OpScope scope_("nx::place", {&x});
   if (x.is_traced())
     throw rune::jit_error("nx::place: cannot move traced value " + x.describe() + " while tracing");
-  runtime::stream_for(d);  // raises for a device that does not exist here
+  runtime::stream_for(d, "nx::place");  // raises for a device that does not exist here
   if (x.device() == d) return x;
   // A transfer is a wait on the source's device.
   current_interpreter().check_readable(x, "nx::place");
-  const auto& im = x.impl();
-  int64_t isz = ir::itemsize(im.dtype);
-  auto buf = runtime::allocate(d, static_cast<size_t>(x.size() * isz));
-  char* dst = static_cast<char*>(buf->data);
-  const char* src = static_cast<const char*>(im.buffer->data);
-  int nd = x.ndim();
-  std::vector<int64_t> idx(nd, 0);
-  for (int64_t k = 0; k < x.size(); ++k) {
-    int64_t off = im.view.offset;
-    for (int a = 0; a < nd; ++a) off += idx[a] * im.view.strides[a];
-    std::memcpy(dst + k * isz, src + off * isz, isz);
-    for (int a = nd - 1; a >= 0; --a) {
-      if (++idx[a] < im.shape[a]) break;
-      idx[a] = 0;
+  Tensor src = x;
+  // A strided GPU value is made contiguous on its device first (a copy kernel).
+  if (on_gpu(x.device()) && !x.impl().view.is_contiguous()) {
+    src = eager_interpreter().apply(ir::Op::Copy, x.dtype(), x.shape(), {x}, {});
+    eager_interpreter().check_readable(src, "nx::place");
+  }
+  const auto& im = src.impl();
+  size_t bytes = static_cast<size_t>(src.size() * ir::itemsize(im.dtype));
+  auto buf = runtime::allocate(d, bytes);
+  if (!on_gpu(src.device())) {
+    std::vector<char> scratch;
+    const char* host = contiguous_host_bytes(src, scratch);
+    if (on_gpu(d))
+      runtime::gpu::copy_to_device(runtime::gpu::context(d, "nx::place"), buf->data, host, bytes);
+    else if (bytes)
+      std::memcpy(buf->data, host, bytes);
+  } else {
+    auto& from = runtime::gpu::context(src.device(), "nx::place");
+    const char* dev =
+        static_cast<const char*>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype);
+    if (!on_gpu(d)) {
+      runtime::gpu::copy_to_host(from, buf->data, dev, bytes);
+    } else {
+      // GPU to another GPU: through host memory (devices of two drivers, or two contexts).
+      std::vector<char> host(bytes);
+      runtime::gpu::copy_to_host(from, host.data(), dev, bytes);
+      runtime::gpu::copy_to_device(runtime::gpu::context(d, "nx::place"), buf->data, host.data(),
+                                   bytes);
     }
   }
   return make_concrete(im.dtype, std::move(buf), ir::View::contiguous(im.shape), d);

@@ -21,6 +21,12 @@ void for_each_value(const Tensor& x, const char* api, F&& fn) {
   // way inside or outside a trace: a wait on its device, then the donation and poison checks.
   if (x.is_traced()) current_interpreter().check_readable(x, api);
   eager_interpreter().check_readable(x, api);
+  // A GPU value is read from a host copy (the wait above already raised any failure).
+  if (x.device().kind != runtime::DeviceKind::CPU) {
+    Tensor host = place(x, Device::cpu());
+    for_each_value(host, api, std::forward<F>(fn));
+    return;
+  }
   const auto& im = x.impl();
   const char* base = static_cast<const char*>(im.buffer->data);
   int64_t isz = ir::itemsize(im.dtype);

@@ -4,6 +4,8 @@
 #include <new>
 #include <stdexcept>
 
+#include "runtime/gpu/context.h"
+
 namespace runtime {
 
 // Sizes round up to 64 bytes below 4 KiB, then to 1/8 steps of the power of two, so reuse
@@ -90,9 +92,21 @@ Buffer::~Buffer() { alloc->release(data, nbytes); }
 
 BufferRef allocate(Device d, size_t nbytes) {
   // Every CPU device (the synchronous host and the asynchronous CPU:n) uses host memory.
-  if (d.kind != DeviceKind::CPU)
-    throw std::invalid_argument("runtime::allocate: device " + d.name() + " is not available");
-  return std::make_shared<Buffer>(d, nbytes, &host_allocator());
+  if (d.kind == DeviceKind::CPU) return std::make_shared<Buffer>(d, nbytes, &host_allocator());
+  Allocator& a = gpu::context(d, "runtime::allocate").allocator();
+  try {
+    return std::make_shared<Buffer>(d, nbytes, &a);
+  } catch (const std::bad_alloc&) {
+    auto st = a.stats();
+    throw std::runtime_error("runtime::allocate: out of memory on " + d.name() + " allocating " +
+                             std::to_string(nbytes) + " bytes (" + std::to_string(st.in_use) +
+                             " bytes in use)");
+  }
+}
+
+Allocator& device_allocator(Device d) {
+  if (d.kind == DeviceKind::CPU) return host_allocator();
+  return gpu::context(d, "runtime::device_allocator").allocator();
 }
 
 }  // namespace runtime

@@ -56,6 +56,10 @@ struct Buffer {
 };
 using BufferRef = std::shared_ptr<Buffer>;
 
+// A buffer on `d`: host memory for every CPU device, the device's caching allocator for a GPU
+// (runtime/gpu/context.h; throws naming the device when it is unavailable).
 BufferRef allocate(Device d, size_t nbytes);
+// The caching allocator of `d` (the host allocator for every CPU device), e.g. for its stats.
+Allocator& device_allocator(Device d);
 
 }  // namespace runtime

@@ -3,11 +3,17 @@
 #include <map>
 #include <stdexcept>
 
+#include "runtime/gpu/context.h"
+
 namespace runtime {
 
 Stream::Stream(Device d) : device_(d), worker_([this] { loop(); }) {}
 
+Stream::Stream(Device d, std::function<void()> device_wait)
+    : device_(d), device_wait_(std::move(device_wait)) {}
+
 Stream::~Stream() {
+  if (!worker_.joinable()) return;
   {
     std::lock_guard l(mu_);
     stop_ = true;
@@ -21,7 +27,32 @@ void Stream::enqueue(std::function<void()> task) {
     std::lock_guard l(mu_);
     queue_.push_back(std::move(task));
   }
-  cv_.notify_one();
+  if (!device_wait_) cv_.notify_one();
+}
+
+// The device ran everything queued before this call, then the host tasks run in order; every
+// failure is recorded for the wait that raises it.
+void Stream::wait_device() {
+  std::lock_guard w(wait_mu_);
+  try {
+    device_wait_();
+  } catch (...) {
+    record_failure(std::current_exception());
+  }
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::lock_guard l(mu_);
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    try {
+      task();
+    } catch (...) {
+      record_failure(std::current_exception());
+    }
+  }
 }
 
 void Stream::loop() {
@@ -55,7 +86,12 @@ void Stream::record_failure(std::exception_ptr e) {
 
 void Stream::synchronize() {
   std::exception_ptr e;
-  {
+  if (device_wait_) {
+    wait_device();
+    std::lock_guard l(mu_);
+    e = failure_;
+    failure_ = nullptr;
+  } else {
     std::unique_lock l(mu_);
     idle_cv_.wait(l, [&] { return queue_.empty() && !busy_; });
     e = failure_;
@@ -68,6 +104,10 @@ void Event::record(Stream* stream) {
   state_ = std::make_shared<State>();
   if (!stream) return;
   state_->done = false;
+  if (stream->device_wait_) {
+    state_->device_stream = stream;  // the driver orders it; wait() waits on the device
+    return;
+  }
   stream->enqueue([s = state_] {
     std::lock_guard l(s->mu);
     s->done = true;
@@ -76,6 +116,12 @@ void Event::record(Stream* stream) {
 }
 
 void Event::wait() {
+  if (Stream* s = state_->device_stream) {
+    s->wait_device();
+    std::lock_guard l(state_->mu);
+    state_->done = true;
+    return;
+  }
   std::unique_lock l(state_->mu);
   state_->cv.wait(l, [&] { return state_->done; });
 }
@@ -87,12 +133,9 @@ bool Event::done() {
 
 bool is_async(Device d) { return d.kind != DeviceKind::CPU || d.index != 0; }
 
-Stream* stream_for(Device d) {
+Stream* stream_for(Device d, const char* api) {
   if (!is_async(d)) return nullptr;
-  if (d.kind != DeviceKind::CPU)
-    throw std::invalid_argument("runtime: device " + d.name() +
-                                " is not available in this build (no " +
-                                (d.kind == DeviceKind::CUDA ? "CUDA" : "HIP") + " backend)");
+  if (d.kind != DeviceKind::CPU) return gpu::context(d, api).stream();
   static std::mutex mu;
   static auto* streams = new std::map<int, std::unique_ptr<Stream>>;  // live for the process
   std::lock_guard l(mu);

@@ -6,6 +6,11 @@
 // A wait (runtime::synchronize, a read, a transfer) blocks until the queued work is done and
 // raises the first failure recorded since the last wait; later failures of that interval are
 // dropped with it.
+//
+// A GPU (CUDA:n, HIP:n) queues its kernels and copies on the driver's stream, from the caller's
+// thread (runtime/gpu); its runtime::Stream is a device stream: no worker thread, the wait is
+// the driver's stream synchronize, and enqueued host tasks (the reads of check results) run at
+// the next wait, after the device work, in order. Such tasks never wait on their own stream.
 #pragma once
 #include <condition_variable>
 #include <deque>
@@ -22,6 +27,9 @@ namespace runtime {
 class Stream {
  public:
   explicit Stream(Device d);
+  // A device stream: `device_wait` blocks until the device ran its queued work (throwing the
+  // driver's error, which becomes the stream's failure).
+  Stream(Device d, std::function<void()> device_wait);
   ~Stream();
   void enqueue(std::function<void()> task);
   // Waits for every queued task; rethrows (and clears) the first failure since the last wait.
@@ -32,13 +40,17 @@ class Stream {
 
  private:
   void loop();
+  void wait_device();  // device stream: the device wait, then the host tasks
   Device device_;
+  std::function<void()> device_wait_;  // set for a device stream
+  std::recursive_mutex wait_mu_;       // device stream: one wait at a time
   std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
   std::deque<std::function<void()>> queue_;
   bool busy_ = false, stop_ = false;
   std::exception_ptr failure_;
-  std::thread worker_;
+  std::thread worker_;  // host streams only
+  friend class Event;
 };
 
 // A point in a stream's work: record() marks everything queued so far; wait() blocks until that
@@ -55,13 +67,14 @@ class Event {
     std::mutex mu;
     std::condition_variable cv;
     bool done = true;
+    Stream* device_stream = nullptr;  // recorded on a device stream: wait() waits on it
   };
   std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 // The stream of an asynchronous device, or nullptr for the synchronous host. Throws
-// std::invalid_argument naming the device when it does not exist here.
-Stream* stream_for(Device d);
+// std::invalid_argument "<api>: device CUDA:0 is unavailable: <why>" when it does not exist here.
+Stream* stream_for(Device d, const char* api = "runtime");
 bool is_async(Device d);
 
 // A result's failure state, shared by the tensors that view it: set when the work producing it

@@ -10,8 +10,11 @@
 #include <unordered_map>
 
 #include "codegen/compile.h"
+#include "codegen/gpu_compile.h"
 #include "core/donation.h"
+#include "core/ops.h"
 #include "ir/debug.h"
+#include "runtime/gpu/transfer.h"
 
 namespace rune {
 
@@ -133,7 +136,8 @@ std::string describe_key(const Key& k) {
 }
 
 struct Compiled {
-  std::shared_ptr<const runtime::HostProgram> program;
+  std::shared_ptr<const runtime::HostProgram> program;          // on a CPU device
+  std::shared_ptr<const runtime::gpu::GpuProgram> gpu_program;  // on a GPU
   std::vector<nx::Tensor> captured;
   std::vector<int64_t> result_tokens;
   std::vector<std::pair<nx::DType, nx::Shape>> outputs;  // results, then one index per check
@@ -163,6 +167,89 @@ std::exception_ptr failed_check(const Compiled& c, const std::vector<runtime::Bu
   return nullptr;
 }
 
+// Reads a device buffer into host memory (a stream task: the device work before it is done).
+void read_device(const Compiled& c, const runtime::BufferRef& buf, void* dst, size_t n) {
+  runtime::gpu::copy_to_host(runtime::gpu::context(c.device, "rune::jit"), dst, buf->data, n);
+}
+
+// failed_check for a GPU program, run as a task of the device's stream at the next wait: the
+// first-false indices are copied back; a failing check's data are computed on the device with
+// the same inputs and copied back to build its error on the host.
+std::exception_ptr failed_check_gpu(const Compiled& c, const std::vector<runtime::BufferRef>& bufs,
+                                    const std::vector<char*>& ptrs) {
+  for (size_t k = 0; k < c.checks.size(); ++k) {
+    int64_t first;
+    read_device(c, bufs[c.n_results + k], &first, sizeof first);
+    const auto& chk = c.checks[k];
+    if (first >= chk.size) continue;
+    auto data_program = codegen::compile_gpu(chk.data, c.n_params, c.device);
+    auto data_bufs = data_program->run(ptrs.data(), ptrs.size());
+    std::vector<nx::Tensor> data;
+    for (size_t d = 0; d < data_bufs.size(); ++d) {
+      size_t n =
+          static_cast<size_t>(ir::numel(chk.data[d]->shape) * ir::itemsize(chk.data[d]->dtype));
+      auto host = runtime::allocate(nx::Device::cpu(), n);
+      read_device(c, data_bufs[d], host->data, n);
+      data.push_back(nx::make_concrete(chk.data[d]->dtype, std::move(host),
+                                       ir::View::contiguous(chk.data[d]->shape)));
+    }
+    return nx::detail::build_failure(chk.shape, first, data, chk.fail);
+  }
+  return nullptr;
+}
+
+// A call on a GPU: the program is queued on the device's stream from this thread (arguments on
+// the device bind without a copy; results stay there). Checks are read at the next wait on the
+// device: a failure poisons the results and raises there. Donated buffers in `reuse` are written
+// in place.
+std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> run_gpu(
+    const std::shared_ptr<const Compiled>& c, const std::vector<nx::Tensor>& leaves,
+    std::vector<char*> ptrs, std::vector<runtime::BufferRef> reuse) {
+  // Results share the failure state of a poisoned argument, or get their own when the program
+  // has checks.
+  std::shared_ptr<runtime::Poison> poison;
+  for (const auto& t : leaves)
+    if (t.impl().poison) {
+      poison = t.impl().poison;
+      break;
+    }
+  std::vector<runtime::BufferRef> bufs;
+  if (poison && poison->get()) {
+    for (size_t o = 0; o < c->n_results; ++o)
+      bufs.push_back(
+          runtime::allocate(c->device, static_cast<size_t>(ir::numel(c->outputs[o].second) *
+                                                           ir::itemsize(c->outputs[o].first))));
+  } else {
+    reuse.resize(c->outputs.size());
+    bufs = c->gpu_program->run(ptrs.data(), ptrs.size(), reuse.data());
+    if (!c->checks.empty()) {
+      // Its own failure state; the check task (run in call order at the next wait) passes on
+      // a failure of an argument's producer first.
+      poison = std::make_shared<runtime::Poison>();
+      std::vector<nx::Tensor> keep = leaves;  // inputs the check data may read
+      runtime::stream_for(c->device)->enqueue([c, bufs, ptrs, keep, poison] {
+        for (const auto& t : keep)
+          if (t.impl().poison)
+            if (auto e = t.impl().poison->get()) {
+              poison->set(e);
+              return;
+            }
+        if (auto failure = failed_check_gpu(*c, bufs, ptrs)) {
+          poison->set(failure);
+          std::rethrow_exception(failure);
+        }
+      });
+    }
+  }
+  std::vector<nx::Tensor> outs;
+  outs.reserve(c->n_results);
+  for (size_t i = 0; i < c->n_results; ++i)
+    outs.push_back(nx::make_concrete(c->outputs[i].first, bufs[i],
+                                     ir::View::contiguous(c->outputs[i].second), c->device,
+                                     poison));
+  return {std::move(outs), c->result_tokens};
+}
+
 }  // namespace
 
 struct JitCore::Impl {
@@ -184,6 +271,8 @@ struct JitCore::Impl {
       if (!(l.device() == device))
         throw std::invalid_argument(options.name + ": arguments on two devices: " + device.name() +
                                     " and " + l.device().name());
+    // A device that does not exist here raises before anything is traced.
+    if (device.kind != runtime::DeviceKind::CPU) runtime::stream_for(device, options.name.c_str());
     Tracer tracer(device, static_cast<int>(args.leaves.size()));
     std::vector<nx::Tensor> stand_ins;
     for (size_t i = 0; i < args.leaves.size(); ++i) {
@@ -204,7 +293,14 @@ struct JitCore::Impl {
     for (const auto& k : c->checks) roots.push_back(k.first_false);
     c->captured = tracer.captured();
     c->n_params = static_cast<int>(args.leaves.size() + c->captured.size());
-    c->program = codegen::compile_host(roots, c->n_params);
+    if (device.kind == runtime::DeviceKind::CPU) {
+      c->program = codegen::compile_host(roots, c->n_params);
+    } else {
+      // Captured constants move to the device once, with the program.
+      for (auto& t : c->captured)
+        if (!(t.device() == device)) t = nx::place(t, device);
+      c->gpu_program = codegen::compile_gpu(roots, c->n_params, device);
+    }
     c->result_tokens = std::move(result.tokens);
     for (auto r : roots) c->outputs.push_back({r->dtype, r->shape});
     c->device = device;
@@ -286,8 +382,10 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
   bool any_donated = false;
   for (const auto& l : args.leaves) any_donated |= l.impl().donation.load() == 1;
   if (any_donated && c->checks.empty()) {  // a failing check may still read donated inputs
-    const auto& prog = *c->program;
-    reuse.resize(prog.output_slots.size());
+    const auto& output_slots = c->program ? c->program->output_slots : c->gpu_program->output_slots;
+    const auto& inplace_inputs =
+        c->program ? c->program->inplace_inputs : c->gpu_program->inplace_inputs;
+    reuse.resize(output_slots.size());
     for (size_t i = 0; i < args.leaves.size(); ++i) {
       const auto& im = args.leaves[i].impl();
       if (im.donation.load() != 1) continue;
@@ -302,11 +400,11 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
                                       m.options.name + " reaches the storage donated by argument " +
                                       std::to_string(i));
       std::string fate = "consumed and lent to no result";
-      for (size_t o = 0; o < prog.output_slots.size(); ++o) {
+      for (size_t o = 0; o < output_slots.size(); ++o) {
         if (reuse[o] || c->outputs[o].first != im.dtype ||
             ir::numel(c->outputs[o].second) != ir::numel(im.shape))
           continue;
-        const auto& ok = prog.inplace_inputs[o];
+        const auto& ok = inplace_inputs[o];
         if (std::find(ok.begin(), ok.end(), static_cast<int>(i)) == ok.end()) continue;
         reuse[o] = im.buffer;
         fate = "reused by result " + std::to_string(o);
@@ -331,6 +429,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
   };
   for (const auto& l : args.leaves) bind(l);
   for (const auto& l : c->captured) bind(l);
+  if (c->gpu_program) return run_gpu(c, args.leaves, std::move(ptrs), std::move(reuse));
   runtime::Stream* stream = runtime::stream_for(c->device);
   if (!stream) {
     auto bufs = c->program->run(ptrs.data(), ptrs.size(), reuse.empty() ? nullptr : reuse.data());

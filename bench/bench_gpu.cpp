@@ -1,0 +1,121 @@
+// GPU benchmarks (tools/gpu-check runs them on CUDA:0): (a) a fused elementwise chain on 256M
+// float32 against a device-to-device copy in the same run (bandwidth ratio), (b) a sum over
+// 256M float32 against the copy, (c) a compiled call on a 3-element tensor (microseconds,
+// launch included), (d) the MLP training step 784-256-10, batch 128. Prints one line each and
+// exits 0 with "no CUDA device" where there is none.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "runtime/gpu/context.h"
+#include "runtime/gpu/transfer.h"
+#include "trace/rune.h"
+
+namespace {
+
+using nx::Tensor;
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median microseconds of `reps` timed runs of f (each followed by a wait on the device).
+template <class F>
+double time_us(nx::Device dev, int reps, F&& f) {
+  f();
+  nx::wait(dev);
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    auto a = Clock::now();
+    f();
+    nx::wait(dev);
+    t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - a).count());
+  }
+  return median(t);
+}
+
+Tensor chain(const Tensor& x) { return (x * 2.0 + 1.0) * nx::tanh(x) - nx::exp(-x * x); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string name = argc > 1 ? argv[1] : "CUDA:0";
+  nx::Device dev = nx::Device::parse(name == "--probe" ? "CUDA:0" : name, "bench_gpu");
+  std::string why = runtime::gpu::unavailable_reason(dev);
+  if (!why.empty()) {
+    std::printf("bench_gpu: no %s device (%s)\n",
+                dev.kind == runtime::DeviceKind::HIP ? "HIP" : "CUDA", why.c_str());
+    return 0;
+  }
+  auto& ctx = runtime::gpu::context(dev, "bench_gpu");
+  std::printf("bench_gpu: %s = %s (%s, %d multiprocessors)\n", name.c_str(),
+              ctx.info().name.c_str(), ctx.info().arch.c_str(), ctx.info().multiprocessors);
+  if (name == "--probe") return 0;
+  const int64_t n = int64_t{1} << 28;  // 256M float32: 1 GiB
+  const double bytes = static_cast<double>(n) * 4;
+  Tensor x = nx::place(nx::full(nx::float32, {n}, 0.75), dev);
+  auto dst = runtime::allocate(dev, static_cast<size_t>(bytes));
+  double copy_us = time_us(dev, 10, [&] {
+    runtime::gpu::copy_on_device(ctx, dst->data, x.impl().buffer->data, static_cast<size_t>(bytes));
+  });
+  double copy_gbs = 2 * bytes / copy_us / 1e3;  // read + write
+  auto fchain = rune::jit(chain);
+  Tensor y;
+  double chain_us = time_us(dev, 10, [&] { y = fchain(x); });
+  double chain_gbs = 2 * bytes / chain_us / 1e3;
+  auto fsum = rune::jit([](const Tensor& a) { return nx::sum(a); });
+  Tensor s;
+  double sum_us = time_us(dev, 10, [&] { s = fsum(x); });
+  double sum_gbs = bytes / sum_us / 1e3;
+  y = Tensor();
+  std::printf("copy   256M f32: %9.1f us  %7.1f GB/s\n", copy_us, copy_gbs);
+  std::printf("chain  256M f32: %9.1f us  %7.1f GB/s  (%.2f of copy)\n", chain_us, chain_gbs,
+              chain_gbs / copy_gbs);
+  std::printf("sum    256M f32: %9.1f us  %7.1f GB/s  (%.2f of copy)  = %g\n", sum_us, sum_gbs,
+              sum_gbs / copy_gbs, nx::item<float>(s));
+  x = Tensor();
+
+  // A compiled call on 3 elements: per call in a queued loop, and one call plus its wait.
+  auto affine = rune::jit([](const Tensor& a) { return a * 2.0 + 1.0; });
+  Tensor small = nx::place(nx::create(nx::float32, {3}, {1, 2, 3}), dev);
+  Tensor r;
+  for (int i = 0; i < 100; ++i) r = affine(small);
+  nx::wait(dev);
+  const int calls = 20000;
+  std::vector<double> per;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto a = Clock::now();
+    for (int i = 0; i < calls; ++i) r = affine(small);
+    nx::wait(dev);
+    per.push_back(std::chrono::duration<double, std::micro>(Clock::now() - a).count() / calls);
+  }
+  double call_wait_us = time_us(dev, 200, [&] { r = affine(small); });
+  std::printf("jit call 3 elems: %.2f us per call queued (goal < 10), %.2f us call + wait\n",
+              median(per), call_wait_us);
+
+  // The MLP step 784-256-10, batch 128.
+  auto loss = [](const Tensor& w1, const Tensor& w2, const Tensor& xb, const Tensor& yb) {
+    auto h = nx::tanh(nx::matmul(xb, w1));
+    auto d = nx::matmul(h, w2) - yb;
+    return nx::mean(d * d);
+  };
+  auto step =
+      rune::jit([&](const Tensor& w1, const Tensor& w2, const Tensor& xb, const Tensor& yb) {
+        auto [l, g] = rune::value_and_grad(
+            [&](const std::pair<Tensor, Tensor>& p) { return loss(p.first, p.second, xb, yb); },
+            std::make_pair(w1, w2));
+        return std::make_tuple(w1 - g.first * 0.05, w2 - g.second * 0.05, l);
+      });
+  Tensor w1 = nx::place(nx::randn(nx::key(1), nx::float32, {784, 256}) * 0.05, dev);
+  Tensor w2 = nx::place(nx::randn(nx::key(2), nx::float32, {256, 10}) * 0.05, dev);
+  Tensor xb = nx::place(nx::rand(nx::key(3), nx::float32, {128, 784}), dev);
+  Tensor yb = nx::place(nx::rand(nx::key(4), nx::float32, {128, 10}), dev);
+  Tensor l;
+  double step_us = time_us(dev, 50, [&] { std::tie(w1, w2, l) = step(w1, w2, xb, yb); });
+  std::printf("mlp step 784-256-10 b128: %.1f us per step, loss %g\n", step_us, nx::item<float>(l));
+  return 0;
+}

@@ -1,0 +1,253 @@
+#include "codegen/gpu_compile.h"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "codegen/cuda/cubin_cache.h"
+#include "codegen/decompose.h"
+#include "codegen/hip/code_object_cache.h"
+#include "codegen/schedule.h"
+#include "ir/debug.h"
+#include "runtime/gpu/context.h"
+
+namespace codegen {
+
+using namespace ir;
+
+namespace {
+
+struct Key {
+  std::vector<NodeRef> roots;
+  int n_inputs;
+  runtime::Device device;
+  bool operator==(const Key&) const = default;
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = static_cast<size_t>(k.n_inputs) * 31 + static_cast<size_t>(k.device.kind) * 64 +
+               static_cast<size_t>(k.device.index);
+    for (auto r : k.roots) h = h * 1000003u ^ std::hash<const void*>()(r);
+    return h;
+  }
+};
+
+struct Caches {
+  std::mutex programs_mu;
+  std::unordered_map<Key, std::shared_ptr<const runtime::gpu::GpuProgram>, KeyHash> programs;
+  std::mutex compile_mu;  // one compile at a time; guards targets and stats
+  std::map<runtime::DeviceKind, GpuTarget> targets;
+  GpuCompileStats stats;
+};
+Caches& caches() {
+  static auto* c = new Caches;  // modules stay loaded for the process lifetime
+  return *c;
+}
+
+GpuTarget default_target(runtime::DeviceKind kind) {
+  if (kind == runtime::DeviceKind::HIP) return {&hip_dialect(), hip::code_object_for};
+  return {&cuda_dialect(), cuda::cubin_for};
+}
+
+uint64_t fnv(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+    s.replace(p, from.size(), to);
+}
+
+// Whether the kernel is a contraction (KernelSpec::contract, where this build has it).
+template <class K>
+bool is_contraction(const K& k) {
+  if constexpr (requires { k.contract; })
+    return static_cast<bool>(k.contract);
+  else
+    return false;
+}
+
+bool reads_own_index(const View& v, const Shape& shape) {
+  if (v.shape != shape || v.offset != 0) return false;
+  for (size_t d = 0; d < v.mask.size(); ++d)
+    if (v.mask[d].first > 0 || v.mask[d].second < shape[d]) return false;
+  auto cs = contiguous_strides(shape);
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1 && v.strides[d] != cs[d]) return false;
+  return true;
+}
+
+// HostProgram::inplace_inputs, the rule of codegen/compile.cpp (kept identical; a shared
+// helper in codegen/schedule.h would remove this copy).
+std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
+  std::vector<std::vector<int>> out(s.output_slots.size());
+  for (size_t o = 0; o < s.output_slots.size(); ++o) {
+    int writer = -1;
+    for (size_t j = 0; j < s.kernels.size(); ++j)
+      if (s.kernels[j].slots[0] == s.output_slots[o]) writer = static_cast<int>(j);
+    if (writer < 0) continue;
+    const KernelSpec& w = s.kernels[writer];
+    for (int in = 0; in < s.n_inputs; ++in) {
+      bool ok = true;
+      for (size_t j = 0; j < s.kernels.size() && ok; ++j) {
+        const KernelSpec& k = s.kernels[j];
+        if (is_contraction(k)) {  // reads whole rows and columns
+          for (size_t p = 1; p < k.slots.size(); ++p)
+            if (k.slots[p] == in && static_cast<int>(j) >= writer) ok = false;
+          continue;
+        }
+        for (int part = 0; part < 2 && ok; ++part) {
+          NodeRef root = part == 0 ? k.body : k.rbody;
+          if (!root) continue;
+          for (NodeRef n : toposort({root})) {
+            if (n->op != Op::Load || k.slots[arg_load(n).param] != in) continue;
+            bool own_index = static_cast<int>(j) == writer && part == 0 &&
+                             reads_own_index(arg_load(n).view, w.shape);
+            if (static_cast<int>(j) > writer || (static_cast<int>(j) == writer && !own_index))
+              ok = false;
+          }
+        }
+      }
+      if (ok) out[o].push_back(in);
+    }
+  }
+  return out;
+}
+
+// Bytes a kernel reads (each load over its view's extent) and writes, for DEBUG=2.
+int64_t kernel_bytes(const KernelSpec& k) {
+  int64_t bytes = numel(k.shape) * itemsize(k.out_dtype);
+  for (NodeRef root : {k.body, k.rbody}) {
+    if (!root) continue;
+    for (NodeRef n : toposort({root}))
+      if (n->op == Op::Load) bytes += numel(arg_load(n).view.shape) * itemsize(n->dtype);
+  }
+  return bytes;
+}
+
+std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>& roots,
+                                                      int n_inputs, runtime::Device device,
+                                                      Caches& c) {
+  runtime::gpu::Context& ctx = runtime::gpu::context(device, "rune::compile");
+  auto it_t = c.targets.find(device.kind);
+  GpuTarget target = it_t != c.targets.end() ? it_t->second : default_target(device.kind);
+  Schedule s = schedule(roots, n_inputs);
+  if (debug_level() >= 3)
+    std::fprintf(stderr, "rune: schedule for %s: %zu kernels, %zu slots\n", device.name().c_str(),
+                 s.kernels.size(), s.slots.size());
+  // One source per program: the shared helpers once, then each distinct kernel, named after
+  // its own text (equal kernels share one name and one function).
+  std::string source = render_c_prelude(*target.dialect);
+  std::vector<std::string> names;
+  std::map<std::string, bool> seen;
+  for (const auto& spec : s.kernels) {
+    KernelSpec k = spec;
+    if (k.body) k.body = decompose(k.body);
+    if (k.rbody) k.rbody = decompose(k.rbody);
+    std::string text = render_c_kernel(k, "RUNE_KERNEL_NAME", *target.dialect);
+    char name[32];
+    std::snprintf(name, sizeof name, "rk_%016llx", static_cast<unsigned long long>(fnv(text)));
+    replace_all(text, "RUNE_KERNEL_NAME", name);
+    names.push_back(name);
+    if (!seen.emplace(name, true).second) continue;
+    source += text;
+  }
+  if (debug_level() >= 4)
+    std::fprintf(stderr, "rune: %s source for %s:\n%s\n", target.dialect->name.c_str(),
+                 ctx.info().arch.c_str(), source.c_str());
+  auto t0 = std::chrono::steady_clock::now();
+  std::string image = target.compile(source, ctx.info().arch);
+  ++c.stats.sources;
+  const auto& drv = ctx.driver();
+  ctx.make_current();
+  runtime::gpu::Handle module = nullptr;
+  ctx.check(drv.module_load(&module, image.data()), "module_load");
+  auto function = [&](const std::string& name) {
+    runtime::gpu::Handle f = nullptr;
+    ctx.check(drv.module_function(&f, module, name.c_str()), "module_function");
+    return f;
+  };
+  if (debug_level() >= 1) {
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "rune: %zu kernels for %s (%s) ready in %.2f ms\n", s.kernels.size(),
+                 device.name().c_str(), ctx.info().arch.c_str(), ms);
+  }
+  auto p = std::make_shared<runtime::gpu::GpuProgram>();
+  p->device = device;
+  p->n_inputs = n_inputs;
+  p->output_slots = s.output_slots;
+  for (size_t i = 0; i < s.slots.size(); ++i)
+    p->slot_bytes.push_back(
+        static_cast<int>(i) < n_inputs ? -1 : s.slots[i].numel * itemsize(s.slots[i].dtype));
+  const auto& info = ctx.info();
+  auto geometry = [&](int64_t n) {
+    return runtime::gpu::launch_geometry(n, info.multiprocessors, info.warp_size);
+  };
+  for (size_t j = 0; j < s.kernels.size(); ++j) {
+    const KernelSpec& k = s.kernels[j];
+    const std::string& name = names[j];
+    int64_t outs = numel(k.shape);
+    int64_t bytes = kernel_bytes(k);
+    if (k.rbody && k.blocks() > 1) {
+      // Two-phase reduction (codegen/c_renderer.h): B partials per output in a scratch slot.
+      int64_t nb = k.blocks();
+      int scratch = static_cast<int>(p->slot_bytes.size());
+      p->slot_bytes.push_back(outs * nb * itemsize(k.rbody->dtype));
+      auto slots = k.slots;
+      slots.push_back(scratch);
+      p->steps.push_back(
+          {function(name + "_p1"), name + "_p1", outs * nb, bytes, slots, geometry(outs * nb)});
+      p->steps.push_back(
+          {function(name), name, outs, outs * itemsize(k.out_dtype), slots, geometry(outs)});
+    } else {
+      p->steps.push_back({function(name), name, outs, bytes, k.slots, geometry(outs)});
+    }
+  }
+  p->inplace_inputs = inplace_inputs(s);
+  p->finalize();
+  ++c.stats.programs;
+  return p;
+}
+
+}  // namespace
+
+std::shared_ptr<const runtime::gpu::GpuProgram> compile_gpu(const std::vector<NodeRef>& roots,
+                                                            int n_inputs, runtime::Device device) {
+  auto& c = caches();
+  Key key{roots, n_inputs, device};
+  {
+    std::lock_guard lock(c.programs_mu);
+    auto it = c.programs.find(key);
+    if (it != c.programs.end()) return it->second;
+  }
+  std::lock_guard compile(c.compile_mu);
+  {
+    std::lock_guard lock(c.programs_mu);
+    auto it = c.programs.find(key);
+    if (it != c.programs.end()) return it->second;
+  }
+  auto p = build(roots, n_inputs, device, c);
+  std::lock_guard lock(c.programs_mu);
+  c.programs.emplace(key, p);
+  return p;
+}
+
+void set_gpu_target_for_testing(runtime::DeviceKind kind, GpuTarget target) {
+  auto& c = caches();
+  std::lock_guard lock(c.compile_mu);
+  c.targets[kind] = std::move(target);
+}
+
+GpuCompileStats gpu_compile_stats() {
+  auto& c = caches();
+  std::lock_guard lock(c.compile_mu);
+  return c.stats;
+}
+
+}  // namespace codegen

@@ -1,0 +1,85 @@
+// The GPU driver as one function table: what CUDA's driver API and HIP's runtime both provide,
+// with one signature per entry. Implementations are loaded with dlopen (runtime/cuda,
+// runtime/hip), so the library has no link-time dependency on either vendor and builds and runs
+// on a machine without them. No vendor header is included anywhere: handles are opaque
+// pointers, device memory is a 64-bit address (CUdeviceptr / hipDeviceptr_t).
+//
+// Every entry returns the vendor's status code (0 is success); error_string names a code.
+// Invariant: every entry is non-null in a loaded table.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/device.h"
+
+namespace runtime::gpu {
+
+using DevPtr = uint64_t;
+using Handle = void*;  // a context, stream, event, module or function
+
+struct DriverTable {
+  const char* api = "";     // "CUDA" or "HIP": the first word of every driver error
+  std::string library;      // the file that was loaded, e.g. "libcuda.so.1"
+  int (*init)() = nullptr;  // cuInit(0) / hipInit(0)
+  int (*device_count)(int* n) = nullptr;
+  int (*device_name)(int dev, char* buf, int len) = nullptr;
+  // "sm_90" (CUDA: compute capability) or "gfx90a" (HIP: the gcn arch name without features).
+  int (*device_arch)(int dev, char* buf, int len) = nullptr;
+  int (*multiprocessors)(int dev, int* n) = nullptr;
+  int (*warp_size)(int dev, int* n) = nullptr;
+  // Makes dev current on the calling thread (CUDA: its primary context; HIP: hipSetDevice).
+  int (*set_current)(int dev) = nullptr;
+  int (*mem_alloc)(DevPtr* p, size_t n) = nullptr;
+  int (*mem_free)(DevPtr p) = nullptr;
+  int (*host_alloc)(void** p, size_t n) = nullptr;  // page-locked host memory
+  int (*host_free)(void* p) = nullptr;
+  int (*memcpy_htod)(DevPtr dst, const void* src, size_t n, Handle stream) = nullptr;
+  int (*memcpy_dtoh)(void* dst, DevPtr src, size_t n, Handle stream) = nullptr;
+  int (*memcpy_dtod)(DevPtr dst, DevPtr src, size_t n, Handle stream) = nullptr;
+  int (*stream_create)(Handle* s) = nullptr;  // non-blocking w.r.t. the legacy default stream
+  int (*stream_synchronize)(Handle s) = nullptr;
+  int (*event_create)(Handle* e) = nullptr;  // with timing
+  int (*event_record)(Handle e, Handle s) = nullptr;
+  int (*event_synchronize)(Handle e) = nullptr;
+  int (*event_elapsed_ms)(float* ms, Handle start, Handle end) = nullptr;
+  int (*event_destroy)(Handle e) = nullptr;
+  int (*module_load)(Handle* m, const void* image) = nullptr;  // a cubin / code object
+  int (*module_function)(Handle* f, Handle m, const char* name) = nullptr;
+  // A 1-D launch; params[i] points at kernel argument i (n_params of them: implementations
+  // that need no count ignore it).
+  int (*launch)(Handle f, unsigned grid, unsigned block, Handle stream, void** params,
+                unsigned n_params) = nullptr;
+  const char* (*error_string)(int code) = nullptr;
+};
+
+// A table and why it is missing: exactly one of `table` and `error` is set.
+struct DriverLoad {
+  const DriverTable* table = nullptr;
+  std::string error;  // e.g. "libcuda.so.1 cannot be loaded (no NVIDIA driver on this machine)"
+};
+
+// The driver of a GPU device kind, loaded on first use (thread-safe, once per process).
+const DriverLoad& driver_for(DeviceKind kind);
+// Replaces the driver of `kind` before its first use (tests: a fake driver on the host).
+void set_driver_for_testing(DeviceKind kind, const DriverTable* table);
+
+// Loaders (runtime/cuda/cuda_driver.cpp, runtime/hip/hip_driver.cpp).
+DriverLoad load_cuda_driver();
+DriverLoad load_hip_driver();
+
+// The dlopen logic shared by the loaders: opens the first library of `names` that loads.
+struct Library {
+  void* handle = nullptr;
+  std::string name;   // the name that loaded
+  std::string tried;  // "name: dlerror" per failed name, for messages
+  static Library open_first(const std::vector<std::string>& names);
+  // The symbol, or nullptr (appending "symbol <sym> not found in <name>" to *missing).
+  void* symbol(const char* sym, std::string* missing) const;
+};
+
+// "<api>: <what> failed: <error string> (<code>)", for exceptions.
+std::string driver_error(const DriverTable& d, const char* what, int code);
+
+}  // namespace runtime::gpu

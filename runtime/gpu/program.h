@@ -1,0 +1,49 @@
+// A compiled program for a GPU: buffer slots and kernel launches, the device twin of
+// runtime::HostProgram (same slot numbering: inputs bound by the caller, then outputs, then
+// temporaries; the same inplace_inputs rule for donation). run() queues every launch on the
+// device's stream from the calling thread and returns at once.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/allocator.h"
+#include "runtime/gpu/context.h"
+#include "runtime/gpu/geometry.h"
+
+namespace runtime::gpu {
+
+struct GpuStep {
+  Handle fn = nullptr;
+  std::string name;
+  int64_t items = 0;       // n of the entry point (grid-stride work items)
+  int64_t bytes = 0;       // bytes read and written, for DEBUG=2's GB/s
+  std::vector<int> slots;  // pointer param -> slot (scratch last for a two-phase reduction)
+  LaunchGeometry geometry;
+};
+
+struct GpuProgram {
+  Device device;
+  int n_inputs = 0;
+  std::vector<int64_t> slot_bytes;  // per slot; inputs: -1
+  std::vector<int> output_slots;
+  std::vector<GpuStep> steps;
+  std::vector<std::vector<int>> inplace_inputs;  // see HostProgram::inplace_inputs
+  // Temporaries share one block per run (offsets aligned to 256 bytes); set by finalize().
+  std::vector<int64_t> temp_offset;
+  int64_t temp_bytes = 0;
+
+  void finalize();
+
+  // Queues the program: `inputs` are device addresses of the n_inputs inputs. Returns one
+  // buffer per output: reuse[o] when given, else a fresh one from the device's caching
+  // allocator. Temporaries go back to the cache at once: later work is queued after this.
+  std::vector<BufferRef> run(char* const* inputs, size_t n, const BufferRef* reuse = nullptr) const;
+};
+
+// The one launch helper: queues `step` on the device's stream with pointer params `bufs` and
+// n = step.items. With DEBUG=2 it times the kernel with events (a wait) and prints
+// "rune: kernel <name> on CUDA:0: <items> items, <us> us, <GB/s> GB/s".
+void launch(Context& c, const GpuStep& step, char* const* bufs);
+
+}  // namespace runtime::gpu

@@ -1,0 +1,233 @@
+// A fake CUDA driver that runs on the host, so the GPU runtime (contexts, the caching device
+// allocator, transfers, GpuProgram slots and scratch, the launch helper, donation, checks read
+// at the next wait) runs in CI without a GPU. "Device memory" is host memory; kernels are the
+// shared C renderer's output in a host dialect (thread 0 of a 1-thread grid walks the whole
+// grid-stride loop), compiled by the system compiler into a shared object whose path is the
+// module image. Install it before anything asks for a CUDA device (install_fake_cuda()).
+#pragma once
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "codegen/gpu_compile.h"
+#include "runtime/gpu/driver.h"
+
+namespace fake_gpu {
+
+struct Counters {
+  std::atomic<int> mem_alloc{0}, mem_free{0}, launches{0}, htod{0}, dtoh{0}, dtod{0}, syncs{0},
+      modules{0};
+};
+inline Counters& counters() {
+  static Counters c;
+  return c;
+}
+
+inline int init() { return 0; }
+inline int device_count(int* n) {
+  *n = 1;
+  return 0;
+}
+inline int device_name(int, char* buf, int len) {
+  std::snprintf(buf, len, "Fake GPU (host)");
+  return 0;
+}
+inline int device_arch(int, char* buf, int len) {
+  std::snprintf(buf, len, "sm_90");
+  return 0;
+}
+inline int multiprocessors(int, int* n) {
+  *n = 2;
+  return 0;
+}
+inline int warp_size(int, int* n) {
+  *n = 32;
+  return 0;
+}
+inline int set_current(int dev) { return dev == 0 ? 0 : 101; }
+inline int mem_alloc(runtime::gpu::DevPtr* p, size_t n) {
+  ++counters().mem_alloc;
+  void* q = std::aligned_alloc(256, (n + 255) / 256 * 256);
+  *p = reinterpret_cast<uintptr_t>(q);
+  return q ? 0 : 2;
+}
+inline int mem_free(runtime::gpu::DevPtr p) {
+  ++counters().mem_free;
+  std::free(reinterpret_cast<void*>(p));
+  return 0;
+}
+inline int host_alloc(void** p, size_t n) {
+  *p = std::aligned_alloc(64, (n + 63) / 64 * 64);
+  return *p ? 0 : 2;
+}
+inline int host_free(void* p) {
+  std::free(p);
+  return 0;
+}
+inline int memcpy_htod(runtime::gpu::DevPtr d, const void* s, size_t n, void*) {
+  ++counters().htod;
+  std::memcpy(reinterpret_cast<void*>(d), s, n);
+  return 0;
+}
+inline int memcpy_dtoh(void* d, runtime::gpu::DevPtr s, size_t n, void*) {
+  ++counters().dtoh;
+  std::memcpy(d, reinterpret_cast<void*>(s), n);
+  return 0;
+}
+inline int memcpy_dtod(runtime::gpu::DevPtr d, runtime::gpu::DevPtr s, size_t n, void*) {
+  ++counters().dtod;
+  std::memmove(reinterpret_cast<void*>(d), reinterpret_cast<void*>(s), n);
+  return 0;
+}
+inline int stream_create(void** s) {
+  static int token;
+  *s = &token;
+  return 0;
+}
+inline int stream_synchronize(void*) {
+  ++counters().syncs;
+  return 0;
+}
+inline int event_create(void** e) {
+  *e = new int(0);
+  return 0;
+}
+inline int event_record(void*, void*) { return 0; }
+inline int event_synchronize(void*) { return 0; }
+inline int event_elapsed_ms(float* ms, void*, void*) {
+  *ms = 0.001f;
+  return 0;
+}
+inline int event_destroy(void* e) {
+  delete static_cast<int*>(e);
+  return 0;
+}
+inline int module_load(void** m, const void* image) {
+  ++counters().modules;
+  *m = dlopen(static_cast<const char*>(image), RTLD_NOW | RTLD_LOCAL);
+  return *m ? 0 : 200;  // CUDA_ERROR_INVALID_IMAGE
+}
+inline int module_function(void** f, void* m, const char* name) {
+  *f = dlsym(m, name);
+  return *f ? 0 : 500;  // CUDA_ERROR_NOT_FOUND
+}
+// Every param is 8 bytes (pointers and n); the x86-64 calling convention lets a call pass
+// more integer arguments than the callee reads.
+inline int launch(void* f, unsigned grid, unsigned block, void*, void** params, unsigned n) {
+  ++counters().launches;
+  if (grid == 0 || block == 0 || n > 16) return 1;
+  uint64_t a[16] = {};
+  for (unsigned i = 0; i < n; ++i) std::memcpy(&a[i], params[i], 8);
+  using Fn =
+      void (*)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+               uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
+  reinterpret_cast<Fn>(f)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
+                          a[12], a[13], a[14], a[15]);
+  return 0;
+}
+inline const char* error_string(int code) {
+  switch (code) {
+    case 2:
+      return "out of memory";
+    case 101:
+      return "invalid device ordinal";
+    case 200:
+      return "device kernel image is invalid";
+    case 500:
+      return "named symbol not found";
+  }
+  return "fake error";
+}
+
+inline const runtime::gpu::DriverTable& table() {
+  static const runtime::gpu::DriverTable t = [] {
+    runtime::gpu::DriverTable t;
+    t.api = "CUDA";
+    t.library = "fake (host)";
+    t.init = init;
+    t.device_count = device_count;
+    t.device_name = device_name;
+    t.device_arch = device_arch;
+    t.multiprocessors = multiprocessors;
+    t.warp_size = warp_size;
+    t.set_current = set_current;
+    t.mem_alloc = mem_alloc;
+    t.mem_free = mem_free;
+    t.host_alloc = host_alloc;
+    t.host_free = host_free;
+    t.memcpy_htod = memcpy_htod;
+    t.memcpy_dtoh = memcpy_dtoh;
+    t.memcpy_dtod = memcpy_dtod;
+    t.stream_create = stream_create;
+    t.stream_synchronize = stream_synchronize;
+    t.event_create = event_create;
+    t.event_record = event_record;
+    t.event_synchronize = event_synchronize;
+    t.event_elapsed_ms = event_elapsed_ms;
+    t.event_destroy = event_destroy;
+    t.module_load = module_load;
+    t.module_function = module_function;
+    t.launch = launch;
+    t.error_string = error_string;
+    return t;
+  }();
+  return t;
+}
+
+// The host dialect of the C renderer (as tests/gpu/test_c_renderer_host.cpp): one thread.
+inline const codegen::CDialect& host_dialect() {
+  static const codegen::CDialect d = [] {
+    codegen::CDialect c;
+    c.name = "host-c (fake gpu)";
+    c.prelude =
+        "#include <math.h>\n#include <string.h>\n"
+        "static inline unsigned h_f32_u32(float x) { unsigned u; memcpy(&u, &x, 4); return u; }\n"
+        "static inline float h_u32_f32(unsigned u) { float x; memcpy(&x, &u, 4); return x; }\n"
+        "static inline long long h_f64_i64(double x) { long long u; memcpy(&u, &x, 8); return u; "
+        "}\n"
+        "static inline double h_i64_f64(long long u) { double x; memcpy(&x, &u, 8); return x; }\n";
+    c.kernel_qualifier = "extern \"C\"";
+    c.device_fn = "static inline";
+    c.restrict_kw = "__restrict__";
+    c.thread_id = "0ull";
+    c.thread_stride = "1ull";
+    c.sqrt_f32 = "sqrtf";
+    c.sqrt_f64 = "sqrt";
+    c.f32_as_u32 = "h_f32_u32";
+    c.u32_as_f32 = "h_u32_f32";
+    c.f64_as_u64 = "h_f64_i64";
+    c.u64_as_f64 = "h_i64_f64";
+    return c;
+  }();
+  return d;
+}
+
+// Compiles a source to a shared object; the image is its path (null-terminated).
+inline std::string compile_host(const std::string& source, const std::string&) {
+  static std::atomic<int> serial{0};
+  const char* tmp = std::getenv("TMPDIR");
+  std::string base = std::string(tmp && *tmp ? tmp : "/tmp") + "/rune_fake_gpu_" +
+                     std::to_string(getpid()) + "_" + std::to_string(serial++);
+  std::ofstream(base + ".cpp") << source;
+  const char* cxx = std::getenv("CXX");
+  std::string cmd = std::string(cxx && *cxx ? cxx : "c++") +
+                    " -std=c++17 -O1 -ffp-contract=off -fno-fast-math -fPIC -shared -w -o " + base +
+                    ".so " + base + ".cpp > " + base + ".log 2>&1";
+  if (std::system(cmd.c_str()) != 0)
+    throw std::runtime_error("fake gpu: host compile failed; see " + base + ".cpp");
+  return base + ".so";
+}
+
+inline void install_fake_cuda() {
+  runtime::gpu::set_driver_for_testing(runtime::DeviceKind::CUDA, &table());
+  codegen::set_gpu_target_for_testing(runtime::DeviceKind::CUDA, {&host_dialect(), compile_host});
+}
+
+}  // namespace fake_gpu

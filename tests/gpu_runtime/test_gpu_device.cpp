@@ -1,0 +1,177 @@
+// On a real GPU (CUDA:0, else HIP:0): the same programs on the host and on the device give the
+// same bits (SEMANTICS.md §5: every transcendental is our own decomposition, no contraction),
+// eager and compiled, plus the device's asynchronous paths. Skips cleanly without a device;
+// tools/gpu-check runs it on a machine that has one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "runtime/gpu/context.h"
+#include "trace/rune.h"
+
+namespace {
+
+using nx::Tensor;
+using runtime::Device;
+using runtime::DeviceKind;
+
+Device gpu() {
+  for (auto k : {DeviceKind::CUDA, DeviceKind::HIP})
+    if (runtime::gpu::unavailable_reason(Device{k, 0}).empty()) return Device{k, 0};
+  return Device::cpu();
+}
+#define REQUIRE_GPU()       \
+  const Device dev = gpu(); \
+  if (dev == Device::cpu()) \
+  GTEST_SKIP() << "no GPU: " << runtime::gpu::unavailable_reason(Device{DeviceKind::CUDA, 0})
+
+// Raw bytes of a value read back to the host; NaNs compare equal to any NaN of the same width.
+std::vector<uint64_t> bits(const Tensor& t) {
+  auto h = nx::place(t, Device::cpu());
+  std::vector<double> v = nx::to_array(h);
+  std::vector<uint64_t> out;
+  for (double d : v) {
+    uint64_t b;
+    if (std::isnan(d)) d = std::numeric_limits<double>::quiet_NaN();
+    std::memcpy(&b, &d, 8);
+    out.push_back(b);
+  }
+  return out;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+void expect_same_bits(Device dev, const std::string& label, const std::vector<Tensor>& host_args,
+                      const Fn& fn) {
+  std::vector<Tensor> dev_args;
+  for (const auto& a : host_args) dev_args.push_back(nx::place(a, dev));
+  // Eager.
+  Tensor h = fn(host_args), g = fn(dev_args);
+  EXPECT_EQ(g.device(), dev) << label;
+  EXPECT_EQ(bits(g), bits(h)) << label << " (eager)";
+  // Compiled.
+  auto jf = rune::jit([&](const std::vector<Tensor>& a) { return fn(a); });
+  EXPECT_EQ(bits(jf(dev_args)), bits(h)) << label << " (compiled)";
+}
+
+std::vector<Tensor> specials_f32(int n) {
+  auto x = nx::randn(nx::key(11), nx::float32, {n}) * 30.0;
+  std::vector<double> sp = {0.0, -0.0, 1.0, -1.0, INFINITY, -INFINITY, NAN, 1e-40, 88.7, -103.9};
+  auto s = nx::create(nx::float32, {static_cast<int64_t>(sp.size())}, sp);
+  return {nx::concatenate({x, s}, 0)};
+}
+
+TEST(OnGpu, ElementwiseIncludingTranscendentalsIsBitIdentical) {
+  REQUIRE_GPU();
+  for (auto t : {nx::float32, nx::float64, nx::float16, nx::bfloat16}) {
+    auto x = nx::cast(specials_f32(4096)[0], t);
+    auto y = nx::cast(nx::rand(nx::key(12), nx::float32, {4106}) * 4.0 - 2.0, t);
+    std::string n(ir::name(t));
+    expect_same_bits(dev, n + " arith", {x, y},
+                     [](auto& a) { return (a[0] * a[1] + a[0]) / a[1]; });
+    expect_same_bits(dev, n + " sqrt", {x}, [](auto& a) { return nx::sqrt(a[0]); });
+    for (auto [name, f] :
+         std::vector<std::pair<const char*, Tensor (*)(const Tensor&)>>{{"exp", nx::exp},
+                                                                        {"log", nx::log},
+                                                                        {"sin", nx::sin},
+                                                                        {"cos", nx::cos},
+                                                                        {"tanh", nx::tanh},
+                                                                        {"erf", nx::erf},
+                                                                        {"expm1", nx::expm1},
+                                                                        {"log1p", nx::log1p},
+                                                                        {"atan", nx::atan},
+                                                                        {"sigmoid", nx::sigmoid}})
+      expect_same_bits(dev, n + " " + name, {x}, [f = f](auto& a) { return f(a[0]); });
+    expect_same_bits(dev, n + " pow", {x, y}, [](auto& a) { return nx::pow(a[0], a[1]); });
+  }
+}
+
+TEST(OnGpu, ReductionsIncludingMultiBlockAreBitIdentical) {
+  REQUIRE_GPU();
+  auto big = nx::randn(nx::key(13), nx::float32, {3 << 20});  // 48 reduction blocks
+  expect_same_bits(dev, "sum 3M", {big}, [](auto& a) { return nx::sum(a[0]); });
+  expect_same_bits(dev, "max 3M", {big}, [](auto& a) { return nx::max(a[0]); });
+  expect_same_bits(dev, "mean sq", {big}, [](auto& a) { return nx::mean(a[0] * a[0]); });
+  auto m = nx::reshape(big, {3072, 1024});
+  expect_same_bits(dev, "rows", {m}, [](auto& a) { return nx::sum(a[0], {1}); });
+  expect_same_bits(dev, "cols", {m}, [](auto& a) { return nx::sum(a[0], {0}); });
+  auto d = nx::cast(m, nx::float64);
+  expect_same_bits(dev, "f64 softmax", {d}, [](auto& a) { return nx::softmax(a[0], -1); });
+}
+
+TEST(OnGpu, BroadcastsAndMovementAreBitIdentical) {
+  REQUIRE_GPU();
+  auto a = nx::randn(nx::key(14), nx::float32, {64, 1, 32});
+  auto b = nx::randn(nx::key(15), nx::float32, {1, 48, 32});
+  expect_same_bits(dev, "broadcast", {a, b}, [](auto& x) { return x[0] * x[1] - x[1]; });
+  expect_same_bits(dev, "transpose+flip", {a, b},
+                   [](auto& x) { return nx::flip(nx::transpose(x[0] + x[1]), {0}); });
+  expect_same_bits(dev, "matmul", {nx::reshape(a, {64, 32}), nx::reshape(b, {48, 32})},
+                   [](auto& x) { return nx::matmul(x[0], nx::transpose(x[1])); });
+}
+
+TEST(OnGpu, TrainingStepIsBitIdentical) {
+  REQUIRE_GPU();
+  auto loss = [](const Tensor& w1, const Tensor& w2, const Tensor& x, const Tensor& y) {
+    auto h = nx::tanh(nx::matmul(x, w1));
+    auto d = nx::matmul(h, w2) - y;
+    return nx::mean(d * d);
+  };
+  auto step = rune::jit([&](const Tensor& w1, const Tensor& w2, const Tensor& x, const Tensor& y) {
+    auto [l, g] = rune::value_and_grad(
+        [&](const std::pair<Tensor, Tensor>& p) { return loss(p.first, p.second, x, y); },
+        std::make_pair(w1, w2));
+    return std::make_tuple(w1 - g.first * 0.05, w2 - g.second * 0.05, l);
+  });
+  auto w1 = nx::randn(nx::key(16), nx::float32, {784, 256}) * 0.05;
+  auto w2 = nx::randn(nx::key(17), nx::float32, {256, 10}) * 0.05;
+  auto x = nx::rand(nx::key(18), nx::float32, {128, 784});
+  auto y = nx::rand(nx::key(19), nx::float32, {128, 10});
+  auto [h1, h2, hl] = step(w1, w2, x, y);
+  auto [g1, g2, gl] =
+      step(nx::place(w1, dev), nx::place(w2, dev), nx::place(x, dev), nx::place(y, dev));
+  EXPECT_EQ(bits(g1), bits(h1));
+  EXPECT_EQ(bits(g2), bits(h2));
+  EXPECT_EQ(bits(gl), bits(hl));
+}
+
+TEST(OnGpu, ChecksRaiseAtTheNextWaitAndDonationWritesInPlace) {
+  REQUIRE_GPU();
+  auto f = rune::jit([](const Tensor& x) {
+    nx::check(
+        nx::less(x, nx::scalar_like(x, 5)), x, [](const std::vector<int64_t>& i, const Tensor& v) {
+          return std::out_of_range("too big at " + std::to_string(i[0]) + ": " + nx::to_string(v));
+        });
+    return x * 2.0;
+  });
+  auto x = nx::place(nx::create(nx::float64, {3}, {1, 7, 2}), dev);
+  auto r = f(x);  // queued
+  EXPECT_EQ(error_of([&] { nx::wait(dev); }), "too big at 1: float64 [] 7");
+  EXPECT_EQ(error_of([&] { nx::to_vector<double>(r); }), "too big at 1: float64 [] 7");
+  auto g = rune::jit([](const Tensor& w) { return w * 0.5 + 1.0; });
+  auto w = nx::place(nx::create(nx::float32, {1000}, std::vector<double>(1000, 4.0)), dev);
+  void* storage = w.impl().buffer->data;
+  auto out = g(nx::donate(w));
+  EXPECT_EQ(out.impl().buffer->data, storage);
+  EXPECT_EQ(nx::to_vector<float>(out), std::vector<float>(1000, 3.0f));
+}
+
+TEST(OnGpu, DeviceErrorsNameTheCount) {
+  REQUIRE_GPU();
+  int n = runtime::gpu::device_count(dev.kind);
+  std::string e = error_of([&] { nx::place(nx::scalar(nx::float32, 1), Device{dev.kind, n}); });
+  EXPECT_NE(e.find("is unavailable: this machine has " + std::to_string(n)), std::string::npos)
+      << e;
+}
+
+}  // namespace

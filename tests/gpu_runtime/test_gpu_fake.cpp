@@ -1,0 +1,145 @@
+// The GPU runtime end to end on a fake CUDA driver (fake_driver.h): CUDA:0 is host memory and
+// kernels are the C renderer's output in a host dialect, so everything but the vendor driver
+// and compiler runs here: contexts, the caching allocator, transfers, GpuProgram slots and
+// two-phase scratch, the launch helper, eager ops, rune::jit, donation and checks.
+// The donation and check suite of tests/runtime runs here too, on CUDA:0.
+#include "fake_driver.h"
+#include "runtime/gpu/context.h"
+#include "runtime/test_donation_checks.cpp"
+
+namespace {
+
+// Installed before any test (and before anything asks for CUDA).
+const bool installed = (fake_gpu::install_fake_cuda(), true);
+
+INSTANTIATE_TEST_SUITE_P(FakeGpu, OnDevice, testing::Values("CUDA:0"),
+                         [](const auto&) { return std::string("fake_cuda"); });
+
+const nx::Device kCuda{runtime::DeviceKind::CUDA, 0};
+
+template <class T>
+std::vector<T> bits_of(const Tensor& t) {
+  return nx::to_vector<T>(t);
+}
+
+TEST(FakeGpu, DeviceFactsAndCountErrors) {
+  ASSERT_TRUE(installed);
+  auto& c = runtime::gpu::context(kCuda, "test");
+  EXPECT_EQ(c.info().arch, "sm_90");
+  EXPECT_EQ(c.info().multiprocessors, 2);
+  EXPECT_EQ(error_of([] { nx::place(nx::scalar(nx::float32, 1), "CUDA:5"); }),
+            "nx::place: device CUDA:5 is unavailable: this machine has 1 CUDA device (CUDA:0)");
+}
+
+TEST(FakeGpu, PlaceRoundTripsIncludingStridedSources) {
+  auto x = nx::reshape(nx::arange(nx::float32, 0, 12, 1), {3, 4});
+  auto t = nx::transpose(x);  // strided on the host
+  auto g = nx::place(t, kCuda);
+  EXPECT_EQ(g.device().name(), "CUDA:0");
+  EXPECT_TRUE(g.impl().view.is_contiguous());
+  EXPECT_EQ(nx::to_vector<float>(g), nx::to_vector<float>(t));
+  // Strided on the device: made contiguous there, then copied back.
+  auto gt = nx::transpose(g);
+  EXPECT_EQ(nx::to_vector<float>(nx::place(gt, "CPU")), nx::to_vector<float>(x));
+  // Large enough for pinned staging (> 64 KiB), to the host and to CPU:1.
+  auto big = nx::rand(nx::key(3), nx::float32, {100000});
+  auto gb = nx::place(big, kCuda);
+  EXPECT_EQ(nx::to_vector<float>(gb), nx::to_vector<float>(big));
+  EXPECT_EQ(nx::to_vector<float>(nx::place(gb, "CPU:1")), nx::to_vector<float>(big));
+}
+
+TEST(FakeGpu, EagerOpsMatchTheHostBitForBit) {
+  auto a = nx::rand(nx::key(1), nx::float32, {1000});
+  auto b = nx::rand(nx::key(2), nx::float32, {1000});
+  auto ga = nx::place(a, kCuda), gb = nx::place(b, kCuda);
+  EXPECT_EQ(bits_of<float>(nx::exp(ga) * gb + 2.0), bits_of<float>(nx::exp(a) * b + 2.0));
+  EXPECT_EQ(bits_of<float>(nx::sin(ga / (gb + 1.0))), bits_of<float>(nx::sin(a / (b + 1.0))));
+  auto m = nx::reshape(a, {10, 100});
+  auto gm = nx::place(m, kCuda);
+  EXPECT_EQ(bits_of<float>(nx::sum(gm, {1})), bits_of<float>(nx::sum(m, {1})));
+  EXPECT_EQ(bits_of<float>(nx::max(gm, {0})), bits_of<float>(nx::max(m, {0})));
+  EXPECT_EQ(bits_of<float>(gm + nx::place(nx::sum(m, {0}), kCuda)),
+            bits_of<float>(m + nx::sum(m, {0})));  // broadcast
+  EXPECT_EQ(nx::sum(gm).device().name(), "CUDA:0");
+}
+
+TEST(FakeGpu, MultiBlockReductionsUseScratch) {
+  auto x = nx::rand(nx::key(4), nx::float32, {200000});  // > kReduceBlock: two phases
+  auto gx = nx::place(x, kCuda);
+  EXPECT_EQ(bits_of<float>(nx::sum(gx)), bits_of<float>(nx::sum(x)));
+  EXPECT_EQ(bits_of<float>(nx::mean(gx * gx)), bits_of<float>(nx::mean(x * x)));
+}
+
+TEST(FakeGpu, CompiledCallsBindDeviceArgumentsAndKeepResultsThere) {
+  auto f = rune::jit([](const Tensor& x, const Tensor& y) {
+    return std::make_pair(nx::tanh(x * y + 1.0), nx::sum(x - y));
+  });
+  auto x = nx::rand(nx::key(5), nx::float64, {4, 5});
+  auto y = nx::rand(nx::key(6), nx::float64, {4, 5});
+  auto [hr, hs] = f(x, y);
+  auto gx = nx::place(x, kCuda), gy = nx::place(y, kCuda);
+  int before = fake_gpu::counters().htod.load();
+  auto [gr, gs] = f(gx, gy);
+  EXPECT_EQ(fake_gpu::counters().htod.load(), before);  // arguments bound without a copy
+  EXPECT_EQ(gr.device().name(), "CUDA:0");
+  EXPECT_EQ(gs.device().name(), "CUDA:0");
+  EXPECT_EQ(bits_of<double>(gr), bits_of<double>(hr));
+  EXPECT_EQ(bits_of<double>(gs), bits_of<double>(hs));
+  EXPECT_THROW(f(gx, y), std::invalid_argument);  // two devices
+}
+
+TEST(FakeGpu, CapturedHostConstantsMoveWithTheProgram) {
+  auto w = nx::create(nx::float32, {3}, {1, 2, 3});
+  auto f = rune::jit([&](const Tensor& x) { return x * w; });
+  auto g = nx::place(nx::create(nx::float32, {3}, {2, 2, 2}), kCuda);
+  EXPECT_EQ(nx::to_vector<float>(f(g)), (std::vector<float>{2, 4, 6}));
+}
+
+TEST(FakeGpu, TrainingStepMatchesTheHost) {
+  auto loss = [](const Tensor& w, const Tensor& x, const Tensor& y) {
+    auto d = nx::matmul(x, w) - y;
+    return nx::mean(d * d);
+  };
+  auto step = rune::jit([&](const Tensor& w, const Tensor& x, const Tensor& y) {
+    auto [l, g] = rune::value_and_grad([&](const Tensor& p) { return loss(p, x, y); }, w);
+    return std::make_pair(w - g * 0.1, l);
+  });
+  auto w = nx::rand(nx::key(7), nx::float32, {8, 2});
+  auto x = nx::rand(nx::key(8), nx::float32, {16, 8});
+  auto y = nx::rand(nx::key(9), nx::float32, {16, 2});
+  auto [hw, hl] = step(w, x, y);
+  auto [gw, gl] = step(nx::place(w, kCuda), nx::place(x, kCuda), nx::place(y, kCuda));
+  EXPECT_EQ(bits_of<float>(gw), bits_of<float>(hw));
+  EXPECT_EQ(bits_of<float>(gl), bits_of<float>(hl));
+}
+
+TEST(FakeGpu, TheCachingAllocatorStopsAllocatingInALoop) {
+  auto g = nx::place(nx::rand(nx::key(10), nx::float32, {4096}), kCuda);
+  auto f = rune::jit([](const Tensor& x) { return nx::sum(nx::exp(x) * 0.5); });
+  for (int i = 0; i < 3; ++i) nx::wait(f(g) + g);
+  int allocs = fake_gpu::counters().mem_alloc.load();
+  for (int i = 0; i < 50; ++i) nx::wait(f(g) + g);
+  EXPECT_EQ(fake_gpu::counters().mem_alloc.load(), allocs);
+  auto st = runtime::device_allocator(kCuda).stats();
+  EXPECT_GT(st.hits, 100u);
+}
+
+TEST(FakeGpu, AFailingCheckRaisesAtTheNextWaitAndPoisonsResults) {
+  auto step = rune::jit([](const Tensor& x) {
+    nx::check(nx::less(x, nx::scalar_like(x, 5)), x,
+              [](const std::vector<int64_t>& i, const Tensor&) {
+                return std::out_of_range("too big at " + std::to_string(i[0]));
+              });
+    return x + 1.0;
+  });
+  auto x = nx::place(nx::create(nx::float64, {3}, {0, 2, 1}), kCuda);
+  std::vector<Tensor> history;
+  for (int i = 0; i < 3; ++i) history.push_back(x = step(x));  // all pass: 3 4 ... x[1] = 5
+  history.push_back(x = step(x));                              // fails at index 1 (x[1] == 5)
+  EXPECT_EQ(error_of([&] { nx::wait(kCuda); }), "too big at 1");
+  EXPECT_NO_THROW(nx::wait(kCuda));
+  EXPECT_EQ(error_of([&] { nx::to_vector<double>(history[3]); }), "too big at 1");
+  EXPECT_EQ(nx::to_vector<double>(history[2]), (std::vector<double>{3, 5, 4}));
+}
+
+}  // namespace

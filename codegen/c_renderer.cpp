@@ -771,6 +771,40 @@ class KernelRenderer {
   bool two_phase_ = false;
 };
 
+// A contraction kernel (ir::Op::Dot): one thread per output, the fma chain over k in
+// increasing order from +0 (the order of codegen/cpu/gemm.cpp, so the bits match the host).
+std::string render_contraction(const KernelSpec& k, const std::string& name, const CDialect& d) {
+  const View& a = k.contract->a;
+  const View& b = k.contract->b;
+  const bool f64 = k.out_dtype == DType::Float64;
+  const std::string t = f64 ? "double" : "float";
+  const std::string fma = f64 ? d.fma_f64 : d.fma_f32;
+  size_t nd = a.shape.size();
+  auto ll = [](int64_t v) { return "(long long)" + std::to_string(v); };
+  std::ostringstream s;
+  s << "// rune kernel " << name << ": contraction\n";
+  s << d.kernel_qualifier << " void " << name << "(" << t << "* " << d.restrict_kw << " p0, const "
+    << t << "* " << d.restrict_kw << " p1, const " << t << "* " << d.restrict_kw
+    << " p2, long long n) {\n";
+  s << "  for (unsigned long long w = " << d.thread_id << "; w < (unsigned long long)n; w += "
+    << d.thread_stride << ") {\n";
+  s << "    long long r = (long long)w;\n";
+  s << "    long long j = r % " << ll(b.shape[nd - 1]) << "; r /= " << ll(b.shape[nd - 1]) << ";\n";
+  s << "    long long i = r % " << ll(a.shape[nd - 2]) << "; r /= " << ll(a.shape[nd - 2]) << ";\n";
+  s << "    long long ao = " << ll(a.offset) << " + i * " << ll(a.strides[nd - 2])
+    << ", bo = " << ll(b.offset) << " + j * " << ll(b.strides[nd - 1]) << ";\n";
+  for (size_t dd = nd - 2; dd-- > 0;) {
+    s << "    { long long q = r % " << ll(a.shape[dd]) << "; r /= " << ll(a.shape[dd])
+      << "; ao += q * " << ll(a.strides[dd]) << "; bo += q * " << ll(b.strides[dd]) << "; }\n";
+  }
+  s << "    " << t << " acc = 0;\n";
+  s << "    for (long long p = 0; p < " << ll(a.shape[nd - 1]) << "; ++p)\n";
+  s << "      acc = " << fma << "(p1[ao + p * " << ll(a.strides[nd - 1]) << "], p2[bo + p * "
+    << ll(b.strides[nd - 2]) << "], acc);\n";
+  s << "    p0[w] = acc;\n  }\n}\n";
+  return s.str();
+}
+
 }  // namespace
 
 const CDialect& cuda_dialect() {
@@ -791,12 +825,15 @@ const CDialect& cuda_dialect() {
     c.u32_as_f32 = "__uint_as_float";
     c.f64_as_u64 = "__double_as_longlong";
     c.u64_as_f64 = "__longlong_as_double";
+    c.fma_f32 = "__fmaf_rn";
+    c.fma_f64 = "__fma_rn";
     return c;
   }();
   return d;
 }
 
 std::vector<DType> c_param_dtypes(const KernelSpec& k) {
+  if (k.contract) return {k.out_dtype, k.out_dtype, k.out_dtype};
   return KernelRenderer(k, "k", cuda_dialect()).entry_dtypes();
 }
 
@@ -816,6 +853,7 @@ std::string render_c_prelude(const CDialect& d) {
 }
 
 std::string render_c_kernel(const KernelSpec& k, const std::string& name, const CDialect& d) {
+  if (k.contract) return render_contraction(k, name, d);
   if (!k.body) throw std::logic_error("render_c: kernel " + name + " has no body");
   return KernelRenderer(k, name, d).render_functions();
 }

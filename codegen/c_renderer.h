@@ -13,6 +13,9 @@
 //           (output o, block b) pair w = o * B + b writes ps[w];
 //       name(p0, p1, ..., ps, long long n)     n = numel(shape): combines ps[o*B .. o*B+B-1]
 //           left to right, applies body, writes p0[o].
+//   contraction (KernelSpec::contract):  name(p0, p1, p2, long long n)
+//       grid-stride over n = numel(shape) outputs; each is the fma chain over k in increasing
+//       order from +0 of p1 (a) and p2 (b) read through the contraction's views.
 // p0 is the output (param 0); pk is kernel param k (KernelSpec::slots[k]). Params never loaded
 // are typed as float. Bool is stored as one byte (0 or 1); float16 and bfloat16 travel as their
 // 16-bit patterns (`unsigned short`) and convert to float32 by bit manipulation.
@@ -37,6 +40,8 @@ struct CDialect {
   std::string sqrt_f32, sqrt_f64;  // correctly rounded sqrt
   std::string f32_as_u32, u32_as_f32;  // bit casts: float <-> unsigned
   std::string f64_as_u64, u64_as_f64;  // double <-> long long
+  // Fused multiply-add with one rounding (IEEE fma), for contraction kernels (ir::Op::Dot).
+  std::string fma_f32 = "__builtin_fmaf", fma_f64 = "__builtin_fma";
 };
 
 const CDialect& cuda_dialect();

@@ -5,12 +5,14 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "codegen/cpu/gemm.h"
 #include "codegen/cpu/orc_compiler.h"
 #include "codegen/cpu/render_llvm.h"
 #include "codegen/decompose.h"
 #include "codegen/disk_cache.h"
 #include "codegen/schedule.h"
 #include "ir/debug.h"
+#include "runtime/thread_pool.h"
 
 namespace codegen {
 
@@ -128,6 +130,10 @@ std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
       bool ok = true;
       for (size_t j = 0; j < s.kernels.size() && ok; ++j) {
         const KernelSpec& k = s.kernels[j];
+        if (k.contract) {  // reads whole rows and columns: never at each element's own index
+          if ((k.slots[1] == in || k.slots[2] == in) && static_cast<int>(j) >= writer) ok = false;
+          continue;
+        }
         for (int part = 0; part < 2 && ok; ++part) {
           NodeRef root = part == 0 ? k.body : k.rbody;
           if (!root) continue;
@@ -146,6 +152,18 @@ std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
   return out;
 }
 
+runtime::HostStep kernel_step(runtime::HostKernelFn fn, std::string name, int64_t items,
+                              int64_t cost, int64_t bytes, std::vector<int> slots) {
+  runtime::HostStep st;
+  st.fn = fn;
+  st.name = std::move(name);
+  st.items = items;
+  st.cost = cost;
+  st.bytes = bytes;
+  st.slots = std::move(slots);
+  return st;
+}
+
 std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<NodeRef>& roots,
                                                           int n_inputs, Caches& c) {
   Schedule s = schedule(roots, n_inputs);
@@ -159,6 +177,20 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
     p->slot_bytes.push_back(
         static_cast<int>(i) < n_inputs ? -1 : s.slots[i].numel * itemsize(s.slots[i].dtype));
   for (const auto& k : s.kernels) {
+    if (k.contract) {
+      auto plan = std::make_shared<cpu::GemmPlan>(cpu::plan_gemm(k, runtime::host_threads()));
+      runtime::HostStep st;
+      st.name = "gemm_" + std::string(ir::name(k.out_dtype));
+      st.items = plan->tasks();
+      st.cost = plan->flops_per_task();
+      st.bytes = (numel(k.shape) + plan->batch_count() * plan->k * (plan->m + plan->n)) *
+                 itemsize(k.out_dtype);
+      st.slots = k.slots;
+      st.library = cpu::run_gemm;
+      st.plan = std::move(plan);
+      p->steps.push_back(std::move(st));
+      continue;
+    }
     auto it = c.kernels.find(k);
     if (it == c.kernels.end()) it = c.kernels.emplace(k, build_kernel(k, c)).first;
     const HostKernel& hk = it->second;
@@ -170,11 +202,11 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
       p->slot_bytes.push_back(outs * nb * itemsize(k.rbody->dtype));
       auto slots = k.slots;
       slots.push_back(scratch);
-      p->steps.push_back({hk.phase1, hk.name + "_p1", outs * nb, kReduceBlock, bytes, slots});
-      p->steps.push_back({hk.main, hk.name, outs, nb, bytes, slots});
+      p->steps.push_back(kernel_step(hk.phase1, hk.name + "_p1", outs * nb, kReduceBlock, bytes, slots));
+      p->steps.push_back(kernel_step(hk.main, hk.name, outs, nb, bytes, slots));
     } else {
       int64_t cost = k.rbody ? std::max<int64_t>(k.reduce_size(), 1) : 1;
-      p->steps.push_back({hk.main, hk.name, outs, cost, bytes * cost, k.slots});
+      p->steps.push_back(kernel_step(hk.main, hk.name, outs, cost, bytes * cost, k.slots));
     }
   }
   p->inplace_inputs = inplace_inputs(s);

@@ -6,8 +6,12 @@
 // order of docs/numerics.md, and `body` reads that result through its Acc leaf.
 // Leaves of rbody carry views over shape ++ rshape; leaves of body, views over shape.
 // Load leaves name kernel params (>= 1); `slots` maps each param to a program buffer slot.
+//
+// A contraction kernel (ir::Op::Dot) has `contract` set and neither body nor rbody: param 1 is
+// a and param 2 is b, read through the views in `contract`; the output is contiguous `shape`.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +25,13 @@ inline constexpr int64_t kReduceBlock = 1 << 16;
 // Independent partial results per block (lanes), combined by a fixed tree.
 inline constexpr int kReduceLanes = 8;
 
+// The operands of a contraction kernel: a over [batch..., M, K] and b over [batch..., K, N],
+// strided views of params 1 and 2 (no masks).
+struct Contraction {
+  ir::View a, b;
+  bool operator==(const Contraction&) const = default;
+};
+
 struct KernelSpec {
   ir::Shape shape;
   ir::Shape rshape;
@@ -29,6 +40,7 @@ struct KernelSpec {
   ir::NodeRef body = nullptr;
   ir::DType out_dtype = ir::DType::Float32;
   std::vector<int> slots;  // slots[0]: the output slot
+  std::optional<Contraction> contract;
 
   int64_t reduce_size() const;
   int64_t blocks() const;  // reduction blocks (1 when rshape has <= kReduceBlock elements)

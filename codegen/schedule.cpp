@@ -19,6 +19,11 @@ size_t KernelSpec::hash() const {
   size_t h = std::hash<const void*>()(rbody) * 31 + std::hash<const void*>()(body);
   for (auto d : shape) h = h * 131 + d;
   for (auto d : rshape) h = h * 137 + d;
+  if (contract)
+    for (const View* v : {&contract->a, &contract->b}) {
+      for (auto d : v->strides) h = h * 139 + static_cast<size_t>(d);
+      h = h * 149 + static_cast<size_t>(v->offset);
+    }
   return h ^ (static_cast<size_t>(reduce_op) << 3) ^ static_cast<size_t>(out_dtype);
 }
 
@@ -109,6 +114,7 @@ class Scheduler {
   }
 
   void build_kernel(NodeRef target, int slot) {
+    if (target->op == Op::Dot) return build_contraction(target, slot);
     for (;;) {
       try {
         target_ = target;
@@ -125,6 +131,54 @@ class Scheduler {
         realize(need.node);
       }
     }
+  }
+
+  // A contraction reads its operands through strided views of buffers: movement ops down to an
+  // input or a materialised node fold into the view; anything else (a computation, a pad's
+  // mask, a reshape no strided view expresses) is materialised first.
+  std::pair<int, View> operand_view(NodeRef x) {
+    std::vector<NodeRef> mops;
+    NodeRef s = x;
+    while (s->op != Op::Param && !slot_of_.count(s) && is_movement(s->op) && s->op != Op::Copy &&
+           s->op != Op::Pad) {
+      mops.push_back(s);
+      s = s->src[0];
+    }
+    if (s->op != Op::Param && !slot_of_.count(s)) {
+      realize(x);
+      return {slot_of_.at(x), View::contiguous(x->shape)};
+    }
+    int slot = s->op == Op::Param ? static_cast<int>(arg_load(s).param) : slot_of_.at(s);
+    View v = s->op == Op::Param ? arg_load(s).view : View::contiguous(s->shape);
+    for (size_t i = mops.size(); i-- > 0;) {
+      NodeRef m = mops[i];
+      if (m->op == Op::Reshape) {
+        auto r = v.reshape(m->shape);
+        if (!r) {
+          realize(x);
+          return {slot_of_.at(x), View::contiguous(x->shape)};
+        }
+        v = *r;
+      } else {
+        v = apply_movement(v, m);
+      }
+    }
+    if (!v.mask.empty()) {
+      realize(x);
+      return {slot_of_.at(x), View::contiguous(x->shape)};
+    }
+    return {slot, v};
+  }
+
+  void build_contraction(NodeRef target, int slot) {
+    auto [sa, va] = operand_view(target->src[0]);
+    auto [sb, vb] = operand_view(target->src[1]);
+    k_ = KernelSpec{};
+    k_.shape = target->shape;
+    k_.out_dtype = target->dtype;
+    k_.slots = {slot, sa, sb};
+    k_.contract = Contraction{va, vb};
+    if (numel(k_.shape) > 0) out_.kernels.push_back(k_);
   }
 
   // Whether broadcasting n's source would recompute an elementwise computation for every copy:
@@ -257,6 +311,8 @@ class Scheduler {
         k_.rbody = lower(x, {}, 1);
         return make(Op::Acc, n->dtype, {}, {});
       }
+      case OpCategory::Contract:
+        throw NeedRealize{n};  // a contraction is a kernel of its own
       case OpCategory::Kernel:
         break;
     }

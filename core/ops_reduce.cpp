@@ -156,14 +156,27 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   auto batch = ir::broadcast_shapes(bx, by);
   if (!batch)
     fail(api, "batch dimensions of " + a.describe() + " and " + b.describe() + " do not broadcast");
-  // [..., m, k, 1] * [..., 1, k, n] summed over k: one fused kernel, no [m, k, n] temporary.
-  Shape xs = bx, ys = by;
-  xs.insert(xs.end(), {m, k, 1});
-  ys.insert(ys.end(), {1, k, n});
-  Shape full = *batch;
-  full.insert(full.end(), {m, k, n});
-  Tensor prod3 = mul(broadcast_to(reshape(x, xs), full), broadcast_to(reshape(y, ys), full));
-  Tensor r = sum(prod3, {static_cast<int>(full.size()) - 2});
+  Tensor r;
+  if (ir::is_float(a.dtype())) {
+    // Floats: the contraction primitive (a fused multiply-add chain over k, ir/ops.def);
+    // 16-bit floats compute at float32 and round once.
+    DType t = a.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+    Shape xs = *batch, ys = *batch, rs = *batch;
+    xs.insert(xs.end(), {m, k});
+    ys.insert(ys.end(), {k, n});
+    rs.insert(rs.end(), {m, n});
+    Tensor xb = broadcast_to(cast(x, t), xs), yb = broadcast_to(cast(y, t), ys);
+    r = cast(prim(Op::Dot, t, rs, {xb, yb}), a.dtype());
+  } else {
+    // Integers and bool: [..., m, k, 1] * [..., 1, k, n] summed over k in one fused kernel.
+    Shape xs = bx, ys = by;
+    xs.insert(xs.end(), {m, k, 1});
+    ys.insert(ys.end(), {1, k, n});
+    Shape full = *batch;
+    full.insert(full.end(), {m, k, n});
+    Tensor prod3 = mul(broadcast_to(reshape(x, xs), full), broadcast_to(reshape(y, ys), full));
+    r = sum(prod3, {static_cast<int>(full.size()) - 2});
+  }
   Shape out = *batch;
   if (a.ndim() > 1) out.push_back(m);
   if (b.ndim() > 1) out.push_back(n);

@@ -17,7 +17,7 @@ enum class Op : uint8_t {
 #include "ir/ops.def"
 #undef X
 };
-enum class OpCategory : uint8_t { Leaf, Unary, Binary, Ternary, Reduce, Movement, Kernel };
+enum class OpCategory : uint8_t { Leaf, Unary, Binary, Ternary, Reduce, Contract, Movement, Kernel };
 
 std::string_view op_name(Op op);
 int op_arity(Op op);

@@ -66,9 +66,9 @@ std::vector<BufferRef> HostProgram::run(char* const* inputs, size_t n,
     for (size_t p = 0; p < st.slots.size(); ++p) b[p] = ptr[st.slots[p]];
     auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (st.items * st.cost < (1 << 15))
-      st.fn(b, 0, st.items);  // tiny: no pool, no std::function
+      st.call(b, 0, st.items);  // tiny: no pool, no std::function
     else
-      parallel_for(st.items, st.cost, [&](int64_t lo, int64_t hi) { st.fn(b, lo, hi); });
+      parallel_for(st.items, st.cost, [&](int64_t lo, int64_t hi) { st.call(b, lo, hi); });
     if (timed) {
       double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();

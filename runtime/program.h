@@ -3,6 +3,7 @@
 // outputs and temporaries from the caching allocator for each run.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,8 @@
 namespace runtime {
 
 using HostKernelFn = void (*)(char** bufs, int64_t lo, int64_t hi);
+// A hand-written library kernel (e.g. the matrix product), with its plan as the first argument.
+using HostLibraryFn = void (*)(const void* plan, char** bufs, int64_t lo, int64_t hi);
 
 struct HostStep {
   HostKernelFn fn = nullptr;
@@ -19,6 +22,16 @@ struct HostStep {
   int64_t cost = 1;        // element operations per item, to decide on threading
   int64_t bytes = 0;       // bytes moved, for DEBUG=2's GB/s
   std::vector<int> slots;  // kernel param -> slot
+  // Set instead of fn for a library kernel; `plan` lives as long as the step.
+  HostLibraryFn library = nullptr;
+  std::shared_ptr<const void> plan;
+
+  void call(char** bufs, int64_t lo, int64_t hi) const {
+    if (library)
+      library(plan.get(), bufs, lo, hi);
+    else
+      fn(bufs, lo, hi);
+  }
 };
 
 struct HostProgram {

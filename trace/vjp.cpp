@@ -55,6 +55,22 @@ NodeRef sum_to(NodeRef g, const Shape& shape) {
   return reduce_sum(g, axes);
 }
 
+// x with its last two axes swapped (a view).
+NodeRef swap_last(NodeRef x) {
+  size_t nd = x->shape.size();
+  std::vector<int64_t> perm(nd);
+  for (size_t d = 0; d < nd; ++d) perm[d] = static_cast<int64_t>(d);
+  std::swap(perm[nd - 1], perm[nd - 2]);
+  Shape s = x->shape;
+  std::swap(s[nd - 1], s[nd - 2]);
+  return ir::make(Op::Permute, x->dtype, s, {x}, perm);
+}
+NodeRef dot(NodeRef a, NodeRef b) {
+  Shape s = a->shape;
+  s.back() = b->shape.back();
+  return ir::make(Op::Dot, a->dtype, s, {a, b});
+}
+
 // 1 where a wins against b, 1/2 on ties (split evenly, as JAX does), 0 where b wins.
 NodeRef winner_weight(NodeRef a, NodeRef b, bool is_max) {
   NodeRef wins = is_max ? cmp(Op::CmpLt, b, a) : cmp(Op::CmpLt, a, b);
@@ -140,6 +156,8 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
       return {ir::is_float(A(0)->dtype) ? cast(g, A(0)->dtype) : nullptr};
     case Op::Copy:
       return {g};
+    case Op::Dot:  // c = a b: da = g b^T, db = a^T g (operands are read as strided views)
+      return {dot(g, swap_last(A(1))), dot(swap_last(A(0)), g)};
     case Op::ReduceSum:
       return {expand(g, A(0)->shape)};
     case Op::ReduceProd:

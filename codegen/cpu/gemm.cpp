@@ -1,0 +1,376 @@
+#include "codegen/cpu/gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+namespace codegen::cpu {
+
+namespace {
+
+// Blocking (BLIS's loop order): a KC x NR panel of b stays in L1 while the micro-kernel walks
+// down an MC x KC block of a held in L2; the packed KC x NC block of b lives in L3.
+// Measured on this project's 2-core AVX-512 machine (bench/bench_matmul.cpp).
+// A micro-tile is MR rows by two vectors of columns: 12 x 2 zmm (AVX-512, 32 registers) or
+// 6 x 2 ymm (AVX2, 16 registers); the portable kernel uses the AVX2 shape.
+constexpr int64_t kKC = 256;
+constexpr int64_t kMC = 144;  // a multiple of every MR
+constexpr int64_t kNC = 4096;
+
+// One micro-tile: c[i][j] (row stride ldc) continues its chain with kc steps of packed a
+// (kc x kMR, row index fastest) and packed b (kc x kNR, column index fastest); `fresh` starts
+// the chain from +0 instead of reading c.
+template <class T>
+using MicroFn = void (*)(int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc, bool fresh);
+
+template <class T, int MR, int NR>
+void micro_portable(int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc, bool fresh) {
+  T acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = fresh ? T(0) : c[i * ldc + j];
+  for (int64_t p = 0; p < kc; ++p, ap += MR, bp += NR)
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) acc[i][j] = std::fma(ap[i], bp[j], acc[i][j]);
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) c[i * ldc + j] = acc[i][j];
+}
+
+// The AVX2 micro-kernel, one template for both types: V is the 256-bit vector type.
+template <class T>
+struct Avx2;
+template <>
+struct Avx2<float> {
+  using V = __m256;
+  static constexpr int L = 8;
+  __attribute__((target("avx2,fma"))) static V zero() { return _mm256_setzero_ps(); }
+  __attribute__((target("avx2,fma"))) static V load(const float* p) { return _mm256_loadu_ps(p); }
+  __attribute__((target("avx2,fma"))) static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  __attribute__((target("avx2,fma"))) static V bcast(const float* p) {
+    return _mm256_broadcast_ss(p);
+  }
+  __attribute__((target("avx2,fma"))) static V fma(V a, V b, V c) {
+    return _mm256_fmadd_ps(a, b, c);
+  }
+};
+template <>
+struct Avx2<double> {
+  using V = __m256d;
+  static constexpr int L = 4;
+  __attribute__((target("avx2,fma"))) static V zero() { return _mm256_setzero_pd(); }
+  __attribute__((target("avx2,fma"))) static V load(const double* p) { return _mm256_loadu_pd(p); }
+  __attribute__((target("avx2,fma"))) static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
+  __attribute__((target("avx2,fma"))) static V bcast(const double* p) {
+    return _mm256_broadcast_sd(p);
+  }
+  __attribute__((target("avx2,fma"))) static V fma(V a, V b, V c) {
+    return _mm256_fmadd_pd(a, b, c);
+  }
+};
+
+constexpr int kMR2 = 6;  // AVX2 tile rows
+
+template <class T>
+__attribute__((target("avx2,fma"))) void micro_avx2(int64_t kc, const T* ap, const T* bp, T* c,
+                                                    int64_t ldc, bool fresh) {
+  using A = Avx2<T>;
+  typename A::V c0[kMR2], c1[kMR2];
+#pragma GCC unroll 6
+  for (int i = 0; i < kMR2; ++i) {
+    c0[i] = fresh ? A::zero() : A::load(c + i * ldc);
+    c1[i] = fresh ? A::zero() : A::load(c + i * ldc + A::L);
+  }
+  for (int64_t p = 0; p < kc; ++p, ap += kMR2, bp += 2 * A::L) {
+    typename A::V b0 = A::load(bp), b1 = A::load(bp + A::L);
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR2; ++i) {
+      typename A::V a = A::bcast(ap + i);
+      c0[i] = A::fma(a, b0, c0[i]);
+      c1[i] = A::fma(a, b1, c1[i]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < kMR2; ++i) {
+    A::store(c + i * ldc, c0[i]);
+    A::store(c + i * ldc + A::L, c1[i]);
+  }
+}
+
+constexpr int kMR512 = 12;  // AVX-512 tile rows
+
+__attribute__((target("avx512f"))) void micro_avx512_f32(int64_t kc, const float* ap,
+                                                         const float* bp, float* c, int64_t ldc,
+                                                         bool fresh) {
+  constexpr int kMR = kMR512;
+  __m512 c0[kMR], c1[kMR];
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    c0[i] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * ldc);
+    c1[i] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * ldc + 16);
+  }
+  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += 32) {
+    __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < kMR; ++i) {
+      __m512 a = _mm512_set1_ps(ap[i]);
+      c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    _mm512_storeu_ps(c + i * ldc, c0[i]);
+    _mm512_storeu_ps(c + i * ldc + 16, c1[i]);
+  }
+}
+
+__attribute__((target("avx512f"))) void micro_avx512_f64(int64_t kc, const double* ap,
+                                                         const double* bp, double* c, int64_t ldc,
+                                                         bool fresh) {
+  constexpr int kMR = kMR512;
+  __m512d c0[kMR], c1[kMR];
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    c0[i] = fresh ? _mm512_setzero_pd() : _mm512_loadu_pd(c + i * ldc);
+    c1[i] = fresh ? _mm512_setzero_pd() : _mm512_loadu_pd(c + i * ldc + 8);
+  }
+  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += 16) {
+    __m512d b0 = _mm512_load_pd(bp), b1 = _mm512_load_pd(bp + 8);
+#pragma GCC unroll 12
+    for (int i = 0; i < kMR; ++i) {
+      __m512d a = _mm512_set1_pd(ap[i]);
+      c0[i] = _mm512_fmadd_pd(a, b0, c0[i]);
+      c1[i] = _mm512_fmadd_pd(a, b1, c1[i]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    _mm512_storeu_pd(c + i * ldc, c0[i]);
+    _mm512_storeu_pd(c + i * ldc + 8, c1[i]);
+  }
+}
+
+enum class Isa { Portable, Avx2, Avx512 };
+
+// The widest micro-kernel this CPU runs. RUNE_GEMM_ISA=portable|avx2 caps it (the tests run
+// every kernel and hold each to the same bits).
+Isa host_isa() {
+  static const Isa isa = [] {
+    __builtin_cpu_init();
+    Isa best = __builtin_cpu_supports("avx512f")                                 ? Isa::Avx512
+               : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Isa::Avx2
+                                                                                 : Isa::Portable;
+    const char* cap = std::getenv("RUNE_GEMM_ISA");
+    if (cap && std::strcmp(cap, "portable") == 0) return Isa::Portable;
+    if (cap && std::strcmp(cap, "avx2") == 0 && best == Isa::Avx512) return Isa::Avx2;
+    return best;
+  }();
+  return isa;
+}
+
+// Packs rows x kc of a (strides rs, cs) as panels of kMR rows; rows past the edge are zero.
+template <class T, int kMR>
+void pack_a(const T* a, int64_t rs, int64_t cs, int64_t rows, int64_t kc, T* out) {
+  for (int64_t i0 = 0; i0 < rows; i0 += kMR) {
+    int r = static_cast<int>(std::min<int64_t>(kMR, rows - i0));
+    const T* base = a + i0 * rs;
+    for (int64_t p = 0; p < kc; ++p, out += kMR) {
+      const T* src = base + p * cs;
+      for (int i = 0; i < r; ++i) out[i] = src[i * rs];
+      for (int i = r; i < kMR; ++i) out[i] = T(0);
+    }
+  }
+}
+
+// Packs kc x cols of b (strides rs, cs) as panels of NR columns; columns past the edge are 0.
+template <class T, int NR>
+void pack_b(const T* b, int64_t rs, int64_t cs, int64_t kc, int64_t cols, T* out) {
+  for (int64_t j0 = 0; j0 < cols; j0 += NR) {
+    int w = static_cast<int>(std::min<int64_t>(NR, cols - j0));
+    const T* base = b + j0 * cs;
+    for (int64_t p = 0; p < kc; ++p, out += NR) {
+      const T* src = base + p * rs;
+      if (cs == 1) {
+        std::memcpy(out, src, sizeof(T) * w);
+      } else {
+        for (int j = 0; j < w; ++j) out[j] = src[j * cs];
+      }
+      for (int j = w; j < NR; ++j) out[j] = T(0);
+    }
+  }
+}
+
+// A 64-byte aligned scratch buffer per thread, grown on demand and kept.
+template <class T>
+T* scratch(int which, int64_t count) {
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<void, Free> bufs[2];
+  thread_local int64_t sizes[2] = {0, 0};
+  int64_t bytes = count * static_cast<int64_t>(sizeof(T));
+  if (sizes[which] < bytes) {
+    int64_t rounded = (bytes + 4095) / 4096 * 4096;
+    bufs[which].reset(std::aligned_alloc(64, static_cast<size_t>(rounded)));
+    if (!bufs[which]) throw std::bad_alloc();
+    sizes[which] = rounded;
+  }
+  return static_cast<T*>(bufs[which].get());
+}
+
+// [lo, hi) of part `idx` of `parts` when `total` is cut in multiples of `unit`.
+std::pair<int64_t, int64_t> part_range(int64_t total, int64_t parts, int64_t idx, int64_t unit) {
+  int64_t units = (total + unit - 1) / unit;
+  int64_t lo = units * idx / parts * unit, hi = units * (idx + 1) / parts * unit;
+  return {std::min(lo, total), std::min(hi, total)};
+}
+
+template <class T, int kMR, int NR>
+void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
+  const int64_t per_batch = g.m_parts * g.n_parts;
+  int64_t bi = task / per_batch, rem = task % per_batch;
+  auto [m_lo, m_hi] = part_range(g.m, g.m_parts, rem / g.n_parts, kMR);
+  auto [n_lo, n_hi] = part_range(g.n, g.n_parts, rem % g.n_parts, NR);
+  if (m_lo >= m_hi || n_lo >= n_hi) return;
+  int64_t a_off = g.a_off, b_off = g.b_off;
+  for (int64_t d = static_cast<int64_t>(g.batch.size()) - 1, r = bi; d >= 0; --d) {
+    int64_t i = r % g.batch[d];
+    r /= g.batch[d];
+    a_off += i * g.a_batch[d];
+    b_off += i * g.b_batch[d];
+  }
+  T* c = reinterpret_cast<T*>(bufs[0]) + bi * g.m * g.n;
+  const T* a = reinterpret_cast<const T*>(bufs[1]) + a_off;
+  const T* b = reinterpret_cast<const T*>(bufs[2]) + b_off;
+  if (g.k == 0) {  // the empty chain: +0
+    for (int64_t i = m_lo; i < m_hi; ++i) std::fill(c + i * g.n + n_lo, c + i * g.n + n_hi, T(0));
+    return;
+  }
+  const int64_t kc_max = std::min(kKC, g.k);
+  T* ap = scratch<T>(0, kMC * kc_max);
+  T* bp = scratch<T>(1, (std::min(kNC, n_hi - n_lo) + NR - 1) / NR * NR * kc_max);
+  alignas(64) T tile[kMR * NR];
+  for (int64_t jc = n_lo; jc < n_hi; jc += kNC) {
+    int64_t nc = std::min(kNC, n_hi - jc);
+    for (int64_t pc = 0; pc < g.k; pc += kKC) {
+      int64_t kc = std::min(kKC, g.k - pc);
+      bool fresh = pc == 0;
+      pack_b<T, NR>(b + pc * g.b_rs + jc * g.b_cs, g.b_rs, g.b_cs, kc, nc, bp);
+      for (int64_t ic = m_lo; ic < m_hi; ic += kMC) {
+        int64_t mc = std::min(kMC, m_hi - ic);
+        pack_a<T, kMR>(a + ic * g.a_rs + pc * g.a_cs, g.a_rs, g.a_cs, mc, kc, ap);
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          int64_t cols = std::min<int64_t>(NR, nc - jr);
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            int64_t rows = std::min<int64_t>(kMR, mc - ir);
+            T* ct = c + (ic + ir) * g.n + jc + jr;
+            const T* at = ap + ir * kc;
+            const T* bt = bp + jr * kc;
+            if (rows == kMR && cols == NR) {
+              micro(kc, at, bt, ct, g.n, fresh);
+              continue;
+            }
+            // An edge tile: work on a full tile in `tile`, keep only its valid part.
+            if (!fresh)
+              for (int64_t i = 0; i < rows; ++i)
+                std::memcpy(tile + i * NR, ct + i * g.n, sizeof(T) * cols);
+            micro(kc, at, bt, tile, NR, fresh);
+            for (int64_t i = 0; i < rows; ++i)
+              std::memcpy(ct + i * g.n, tile + i * NR, sizeof(T) * cols);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t GemmPlan::batch_count() const {
+  int64_t n = 1;
+  for (auto d : batch) n *= d;
+  return n;
+}
+
+int64_t GemmPlan::flops_per_task() const {
+  int64_t t = std::max<int64_t>(tasks(), 1);
+  return std::max<int64_t>(2 * batch_count() * m * n * std::max<int64_t>(k, 1) / t, 1);
+}
+
+GemmPlan plan_gemm(const KernelSpec& ks, int threads) {
+  if (!ks.contract) throw std::logic_error("plan_gemm: not a contraction kernel");
+  const ir::View& va = ks.contract->a;
+  const ir::View& vb = ks.contract->b;
+  size_t nd = va.shape.size();
+  if (nd < 2 || vb.shape.size() != nd) throw std::logic_error("plan_gemm: bad operand views");
+  GemmPlan g;
+  g.dtype = ks.out_dtype;
+  g.batch.assign(va.shape.begin(), va.shape.end() - 2);
+  g.a_batch.assign(va.strides.begin(), va.strides.end() - 2);
+  g.b_batch.assign(vb.strides.begin(), vb.strides.end() - 2);
+  g.m = va.shape[nd - 2];
+  g.k = va.shape[nd - 1];
+  g.n = vb.shape[nd - 1];
+  g.a_off = va.offset;
+  g.a_rs = va.strides[nd - 2];
+  g.a_cs = va.strides[nd - 1];
+  g.b_off = vb.offset;
+  g.b_rs = vb.strides[nd - 2];
+  g.b_cs = vb.strides[nd - 1];
+  // Split each product across the threads when there are fewer batch elements than threads
+  // and the work is worth it. Cutting n re-packs a in every part, cutting m re-packs b: cut
+  // the side whose other operand is the smaller.
+  int64_t batch = g.batch_count();
+  int64_t work = batch * g.m * g.n * std::max<int64_t>(g.k, 1);
+  if (threads > 1 && batch < threads && work >= (int64_t{1} << 18)) {
+    int64_t want = (threads + batch - 1) / batch;
+    int64_t mr = host_isa() == Isa::Avx512 ? kMR512 : kMR2;
+    int64_t nr = (host_isa() == Isa::Avx512 ? 128 : 64) / itemsize(g.dtype);
+    int64_t m_units = (g.m + mr - 1) / mr, n_units = (g.n + nr - 1) / nr;
+    bool cut_n = g.m * g.k <= g.k * g.n ? n_units >= want : m_units < want;
+    if (cut_n)
+      g.n_parts = std::min(want, n_units);
+    else
+      g.m_parts = std::min(want, m_units);
+  }
+  return g;
+}
+
+void run_gemm(const void* plan, char** bufs, int64_t lo, int64_t hi) {
+  const auto& g = *static_cast<const GemmPlan*>(plan);
+  const Isa isa = host_isa();
+  for (int64_t t = lo; t < hi; ++t) {
+    if (g.dtype == ir::DType::Float32) {
+      if (isa == Isa::Avx512)
+        gemm_task<float, kMR512, 32>(g, bufs, t, micro_avx512_f32);
+      else if (isa == Isa::Avx2)
+        gemm_task<float, kMR2, 16>(g, bufs, t, micro_avx2<float>);
+      else
+        gemm_task<float, kMR2, 16>(g, bufs, t, micro_portable<float, kMR2, 16>);
+    } else {
+      if (isa == Isa::Avx512)
+        gemm_task<double, kMR512, 16>(g, bufs, t, micro_avx512_f64);
+      else if (isa == Isa::Avx2)
+        gemm_task<double, kMR2, 8>(g, bufs, t, micro_avx2<double>);
+      else
+        gemm_task<double, kMR2, 8>(g, bufs, t, micro_portable<double, kMR2, 8>);
+    }
+  }
+}
+
+const char* gemm_kernel_name() {
+  switch (host_isa()) {
+    case Isa::Avx512:
+      return "avx512";
+    case Isa::Avx2:
+      return "avx2";
+    default:
+      return "portable";
+  }
+}
+
+}  // namespace codegen::cpu

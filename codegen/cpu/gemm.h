@@ -1,0 +1,44 @@
+// Matrix products on the host (ir::Op::Dot): a packed, cache-blocked kernel with an AVX-512 or
+// AVX2 micro-kernel chosen at run time (a portable one elsewhere), float32 and float64.
+//
+// Every output element is the fused multiply-add chain over k in increasing order starting from
+// +0 (ir/ops.def), whatever the blocking, the vector width or the thread split: a block of k
+// continues the chain from the partial result stored in the output. So the result never depends
+// on the machine, the number of threads or the problem's tiling, and the CUDA and HIP kernels
+// (codegen/c_renderer.cpp) give the same bits.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "codegen/kernel.h"
+
+namespace codegen::cpu {
+
+// A product's geometry in element strides. Buffers: bufs[0] the output (contiguous
+// [batch..., m, n]), bufs[1] a, bufs[2] b; a[batch, i, p] lives at
+// a_off + sum(batch_idx * a_batch) + i * a_rs + p * a_cs, and likewise b[batch, p, j].
+struct GemmPlan {
+  ir::DType dtype = ir::DType::Float32;
+  ir::Shape batch;  // batch extents (may be empty)
+  std::vector<int64_t> a_batch, b_batch;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t a_off = 0, a_rs = 0, a_cs = 0;
+  int64_t b_off = 0, b_rs = 0, b_cs = 0;
+  // Work split: each batch element's output is cut into m_parts x n_parts independent tasks.
+  int64_t m_parts = 1, n_parts = 1;
+
+  int64_t batch_count() const;
+  int64_t tasks() const { return batch_count() * m_parts * n_parts; }
+  int64_t flops_per_task() const;
+};
+
+// The plan of a Dot kernel (KernelSpec::contract), split for `threads` workers.
+GemmPlan plan_gemm(const KernelSpec& k, int threads);
+
+// Runs tasks [lo, hi) of the plan (a `const GemmPlan*`); a runtime::HostLibraryFn.
+void run_gemm(const void* plan, char** bufs, int64_t lo, int64_t hi);
+
+// The micro-kernel in use on this CPU: "avx512", "avx2" or "portable" (RUNE_GEMM_ISA caps it).
+const char* gemm_kernel_name();
+
+}  // namespace codegen::cpu

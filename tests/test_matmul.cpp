@@ -1,0 +1,172 @@
+// Matrix products: every output is the fused multiply-add chain over k in increasing order from
+// +0 (ir/ops.def, docs/numerics.md), bit for bit, whatever the shape, layout, blocking, thread
+// split or micro-kernel. The same file runs again with RUNE_GEMM_ISA=portable and =avx2 (the
+// narrower micro-kernels), so every kernel is held to the same reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "trace/rune.h"
+
+namespace {
+
+using nx::Tensor;
+using Shape = std::vector<int64_t>;
+
+// The reference: C[b, i, j] = fma chain of A[b, i, :] and B[b, :, j] (logical C-order values).
+template <class T>
+std::vector<T> reference(const std::vector<T>& a, const std::vector<T>& b, int64_t batch, int64_t m,
+                         int64_t k, int64_t n) {
+  std::vector<T> c(static_cast<size_t>(batch * m * n));
+  for (int64_t q = 0; q < batch; ++q)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        T acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc = std::fma(a[q * m * k + i * k + p], b[q * k * n + p * n + j], acc);
+        c[q * m * n + i * n + j] = acc;
+      }
+  return c;
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& x, const std::vector<T>& y, std::string* where) {
+  if (x.size() != y.size()) {
+    *where = "sizes " + std::to_string(x.size()) + " vs " + std::to_string(y.size());
+    return false;
+  }
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::memcmp(&x[i], &y[i], sizeof(T)) != 0 && !(std::isnan(x[i]) && std::isnan(y[i]))) {
+      *where = "element " + std::to_string(i) + ": " + std::to_string(x[i]) + " vs " +
+               std::to_string(y[i]);
+      return false;
+    }
+  return true;
+}
+
+// Values with every sign, a wide range of magnitudes, and cancellation.
+Tensor values(uint64_t seed, nx::DType t, const Shape& s) {
+  Tensor u = nx::randn(nx::key(seed), t, s);
+  return u * nx::exp(nx::randn(nx::key(seed + 1), t, s) * 3.0);
+}
+
+// Checks a @ b (a: [batch..., m, k], b: [batch..., k, n] after broadcasting) eagerly and
+// compiled against the reference.
+template <class T>
+void check(const Tensor& a, const Tensor& b, const std::string& what) {
+  SCOPED_TRACE(what + ": " + a.describe() + " @ " + b.describe());
+  Tensor c = nx::matmul(a, b);
+  Tensor cj = rune::jit([](const Tensor& x, const Tensor& y) { return nx::matmul(x, y); })(a, b);
+  int64_t m = a.shape()[a.ndim() - 2], k = a.shape()[a.ndim() - 1], n = b.shape()[b.ndim() - 1];
+  Shape batch(c.shape().begin(), c.shape().end() - 2);
+  Shape as = batch, bs = batch;
+  as.insert(as.end(), {m, k});
+  bs.insert(bs.end(), {k, n});
+  int64_t nb = 1;
+  for (auto d : batch) nb *= d;
+  auto want = reference<T>(nx::to_vector<T>(nx::broadcast_to(a, as)),
+                           nx::to_vector<T>(nx::broadcast_to(b, bs)), nb, m, k, n);
+  std::string where;
+  EXPECT_TRUE(same_bits(nx::to_vector<T>(c), want, &where)) << "eager: " << where;
+  EXPECT_TRUE(same_bits(nx::to_vector<T>(cj), want, &where)) << "compiled: " << where;
+}
+
+template <class T>
+void shapes(nx::DType t) {
+  struct Case {
+    int64_t m, k, n;
+  };
+  // Edges of the 12 x (32 | 16) micro-tile, of the k block (256), of the m block (144), and
+  // sizes large enough to be split across threads.
+  for (auto [m, k, n] : std::vector<Case>{{1, 1, 1},
+                                          {3, 5, 7},
+                                          {12, 8, 32},
+                                          {13, 9, 33},
+                                          {11, 256, 31},
+                                          {25, 257, 17},
+                                          {145, 600, 70},
+                                          {64, 64, 300},
+                                          {300, 130, 10},
+                                          {128, 784, 256}}) {
+    uint64_t seed = static_cast<uint64_t>(m * 1000003 + k * 1009 + n);
+    check<T>(values(seed, t, {m, k}), values(seed + 7, t, {k, n}),
+             "m=" + std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
+  }
+}
+
+TEST(Matmul, Float32ShapesMatchTheFmaChain) { shapes<float>(nx::float32); }
+TEST(Matmul, Float64ShapesMatchTheFmaChain) { shapes<double>(nx::float64); }
+
+TEST(Matmul, StridedOperandsAreReadInPlace) {
+  Tensor a = values(1, nx::float32, {40, 30});
+  Tensor b = values(2, nx::float32, {50, 30});
+  check<float>(a, nx::transpose(b), "transposed b");
+  check<float>(nx::transpose(a), nx::transpose(values(3, nx::float32, {20, 40})),
+               "both transposed");
+  check<float>(nx::slice(a, {{1, 40, 3}, {0, 30, 2}}), values(4, nx::float32, {15, 9}), "steps");
+  check<float>(nx::flip(a, {1}), values(5, nx::float32, {30, 6}), "flipped");
+  check<float>(nx::pad(a, {{1, 2}, {0, 3}}), values(6, nx::float32, {33, 5}), "padded");
+  check<float>(a * 2.0 + 1.0, values(7, nx::float32, {30, 4}), "computed operand");
+  check<float>(nx::broadcast_to(values(8, nx::float32, {1, 30}), {7, 30}),
+               values(9, nx::float32, {30, 5}), "broadcast rows");
+}
+
+TEST(Matmul, BatchesBroadcast) {
+  check<double>(values(10, nx::float64, {3, 4, 5}), values(11, nx::float64, {3, 5, 6}), "batch");
+  check<double>(values(12, nx::float64, {2, 1, 4, 5}), values(13, nx::float64, {3, 5, 6}),
+                "broadcast batch");
+  check<float>(values(14, nx::float32, {4, 40, 50}), values(15, nx::float32, {50, 70}), "shared b");
+}
+
+TEST(Matmul, SpecialValuesPropagate) {
+  Tensor a = nx::create(nx::float32, {2, 3}, {1, INFINITY, 0, NAN, 2, -0.0});
+  Tensor b = nx::create(nx::float32, {3, 2}, {1, 0, 2, 1, -0.0, -0.0});
+  check<float>(a, b, "inf, nan, signed zeros");
+  // The chain starts from +0: (-0) * 1 + (+0) is +0.
+  Tensor z =
+      nx::matmul(nx::create(nx::float64, {1, 1}, {-0.0}), nx::create(nx::float64, {1, 1}, {1}));
+  EXPECT_FALSE(std::signbit(nx::to_vector<double>(z)[0]));
+}
+
+TEST(Matmul, EmptyExtents) {
+  Tensor c = nx::matmul(nx::zeros(nx::float32, {3, 0}), nx::zeros(nx::float32, {0, 4}));
+  EXPECT_EQ(c.shape(), (Shape{3, 4}));
+  for (float v : nx::to_vector<float>(c)) EXPECT_EQ(v, 0.0f);
+  EXPECT_EQ(nx::matmul(nx::zeros(nx::float32, {0, 5}), nx::zeros(nx::float32, {5, 4})).shape(),
+            (Shape{0, 4}));
+}
+
+TEST(Matmul, VectorsAndSixteenBitFloats) {
+  Tensor v = values(20, nx::float32, {9});
+  Tensor m = values(21, nx::float32, {9, 4});
+  EXPECT_EQ(nx::matmul(v, m).shape(), (Shape{4}));
+  EXPECT_EQ(nx::matmul(nx::transpose(m), v).shape(), (Shape{4}));
+  check<float>(nx::reshape(v, {1, 9}), m, "vector as a row");
+  // 16-bit floats compute at float32 and round once.
+  for (auto t : {nx::float16, nx::bfloat16}) {
+    Tensor a = nx::cast(values(22, nx::float32, {5, 7}), t),
+           b = nx::cast(values(23, nx::float32, {7, 3}), t);
+    Tensor want = nx::cast(nx::matmul(nx::cast(a, nx::float32), nx::cast(b, nx::float32)), t);
+    EXPECT_EQ(nx::to_vector<double>(nx::matmul(a, b)), nx::to_vector<double>(want));
+  }
+}
+
+TEST(Matmul, IntegersSumExactly) {
+  Tensor a = nx::reshape(nx::arange(6), {2, 3});
+  Tensor b = nx::reshape(nx::arange(6), {3, 2});
+  EXPECT_EQ(nx::to_vector<int64_t>(nx::matmul(a, b)), (std::vector<int64_t>{10, 13, 28, 40}));
+}
+
+TEST(Matmul, GradientsAreProducts) {
+  Tensor a = values(30, nx::float64, {5, 4}), b = values(31, nx::float64, {4, 3});
+  using P = std::pair<Tensor, Tensor>;
+  auto f = [](const P& p) { return nx::sum(nx::matmul(p.first, p.second)); };
+  auto [ga, gb] = rune::grad(f, P{a, b});
+  // d/da sum(a b) = 1 b^T, d/db = a^T 1: the same contraction primitive, so the same bits.
+  Tensor ones = nx::ones(nx::float64, {5, 3});
+  EXPECT_EQ(nx::to_vector<double>(ga), nx::to_vector<double>(nx::matmul(ones, nx::transpose(b))));
+  EXPECT_EQ(nx::to_vector<double>(gb), nx::to_vector<double>(nx::matmul(nx::transpose(a), ones)));
+}
+
+}  // namespace

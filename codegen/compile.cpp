@@ -12,6 +12,7 @@
 #include "codegen/disk_cache.h"
 #include "codegen/schedule.h"
 #include "ir/debug.h"
+#include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 
 namespace codegen {
@@ -79,6 +80,7 @@ HostKernel build_kernel(const KernelSpec& spec, Caches& c) {
   if (auto it = c.by_name.find(name); it != c.by_name.end()) return it->second;
   if (debug_level() >= 4) std::fprintf(stderr, "rune: kernel %s source:\n%s\n", name, ir.c_str());
   std::string key = cpu::target_id() + "\n" + ir;
+  runtime::ProfileSpan span("compile", name, "CPU", static_cast<int64_t>(ir.size()));
   auto t0 = std::chrono::steady_clock::now();
   std::string obj;
   auto& disk = DiskCache::instance();
@@ -166,6 +168,8 @@ runtime::HostStep kernel_step(runtime::HostKernelFn fn, std::string name, int64_
 
 std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<NodeRef>& roots,
                                                           int n_inputs, Caches& c) {
+  runtime::ProfileSpan span("compile", "program (" + std::to_string(roots.size()) + " outputs)",
+                            "CPU");
   Schedule s = schedule(roots, n_inputs);
   if (debug_level() >= 3)
     std::fprintf(stderr, "rune: schedule: %zu kernels, %zu slots\n", s.kernels.size(),
@@ -202,7 +206,8 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
       p->slot_bytes.push_back(outs * nb * itemsize(k.rbody->dtype));
       auto slots = k.slots;
       slots.push_back(scratch);
-      p->steps.push_back(kernel_step(hk.phase1, hk.name + "_p1", outs * nb, kReduceBlock, bytes, slots));
+      p->steps.push_back(
+          kernel_step(hk.phase1, hk.name + "_p1", outs * nb, kReduceBlock, bytes, slots));
       p->steps.push_back(kernel_step(hk.main, hk.name, outs, nb, bytes, slots));
     } else {
       int64_t cost = k.rbody ? std::max<int64_t>(k.reduce_size(), 1) : 1;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "ir/debug.h"
+#include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 
 namespace runtime {
@@ -54,7 +55,7 @@ std::vector<BufferRef> HostProgram::run(char* const* inputs, size_t n,
     if (!owned[s]) owned[s] = allocate(Device::cpu(), static_cast<size_t>(slot_bytes[s]));
     ptr[s] = static_cast<char*>(owned[s]->data);
   }
-  const bool timed = ir::debug_level() >= 2;
+  const bool print = ir::debug_level() >= 2, timed = print || profile_enabled();
   for (const auto& st : steps) {
     char* bufs[32];
     std::vector<char*> big;
@@ -70,11 +71,13 @@ std::vector<BufferRef> HostProgram::run(char* const* inputs, size_t n,
     else
       parallel_for(st.items, st.cost, [&](int64_t lo, int64_t hi) { st.call(b, lo, hi); });
     if (timed) {
-      double us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "rune: kernel %s on CPU: %lld items, %.1f us, %.2f GB/s\n",
-                   st.name.c_str(), static_cast<long long>(st.items), us,
-                   us > 0 ? st.bytes / us / 1e3 : 0.0);
+      auto t1 = std::chrono::steady_clock::now();
+      profile_record("kernel", st.name, "CPU", t0, t1, st.bytes, st.items);
+      double us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+      if (print)
+        std::fprintf(stderr, "rune: kernel %s on CPU: %lld items, %.1f us, %.2f GB/s\n",
+                     st.name.c_str(), static_cast<long long>(st.items), us,
+                     us > 0 ? st.bytes / us / 1e3 : 0.0);
     }
   }
   std::vector<BufferRef> out;

@@ -203,8 +203,8 @@ std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>
       slots.push_back(scratch);
       p->steps.push_back(
           {function(name + "_p1"), name + "_p1", outs * nb, bytes, slots, geometry(outs * nb)});
-      p->steps.push_back(
-          {function(name), name, outs, outs * itemsize(k.out_dtype), slots, geometry(outs)});
+      int64_t combine_bytes = outs * (itemsize(k.out_dtype) + nb * itemsize(k.rbody->dtype));
+      p->steps.push_back({function(name), name, outs, combine_bytes, slots, geometry(outs)});
     } else {
       p->steps.push_back({function(name), name, outs, bytes, k.slots, geometry(outs)});
     }

@@ -65,7 +65,7 @@ int device_arch(int dev, char* buf, int len) {
   std::vector<char> props(64 * 1024, 0);
   if (int r = g.GetDeviceProperties(props.data(), dev)) return r;
   for (size_t i = 256; i + 4 < props.size(); ++i) {
-    if (std::strncmp(&props[i], "gfx", 3) != 0 || (i > 0 && props[i - 1] != 0)) continue;
+    if (std::strncmp(&props[i], "gfx", 3) != 0) continue;
     size_t n = 3;
     while (i + n < props.size() && std::isalnum(static_cast<unsigned char>(props[i + n]))) ++n;
     if (n <= 3 || static_cast<int>(n) >= len) continue;

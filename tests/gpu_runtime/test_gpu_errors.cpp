@@ -51,6 +51,7 @@ TEST(NoDevice, HipToo) {
   if (available(kHip)) GTEST_SKIP() << "this machine has a HIP device";
   auto x = nx::create(nx::float32, {2}, {1, 2});
   std::string e = error_of([&] { nx::place(x, "HIP:0"); });
+  RecordProperty("message", e);
   EXPECT_EQ(e.rfind("nx::place: device HIP:0 is unavailable: ", 0), 0u) << e;
   EXPECT_GT(e.size(), std::string("nx::place: device HIP:0 is unavailable: ").size());
   EXPECT_EQ(nx::to_vector<float>(x), (std::vector<float>{1, 2}));

@@ -142,4 +142,18 @@ TEST(FakeGpu, AFailingCheckRaisesAtTheNextWaitAndPoisonsResults) {
   EXPECT_EQ(nx::to_vector<double>(history[2]), (std::vector<double>{3, 5, 4}));
 }
 
+TEST(FakeGpu, EventsOnADeviceStreamWaitForTheDevice) {
+  runtime::Stream* s = runtime::stream_for(kCuda);
+  bool ran = false;
+  s->enqueue([&] { ran = true; });  // a host task: runs at the next wait
+  runtime::Event e;
+  e.record(s);
+  EXPECT_FALSE(e.done());
+  int syncs = fake_gpu::counters().syncs.load();
+  e.wait();
+  EXPECT_TRUE(e.done());
+  EXPECT_TRUE(ran);
+  EXPECT_GT(fake_gpu::counters().syncs.load(), syncs);
+}
+
 }  // namespace

@@ -1,11 +1,23 @@
-"""torch eager, torch.compile and jax.jit on bench_train's workloads (same shapes, same steps).
+"""torch eager, torch.compile, jax.jit, mx.compile (MLX on the CPU) and tinygrad's TinyJit on
+bench_train's and bench_mlp's workloads (same shapes, same steps).
 
-Run with bench/.venv/bin/python; prints `workload: framework X us` lines.
+Run with bench/.venv/bin/python; prints `workload: framework X us` lines and a final JSON line
+in compare.py's format. Every framework is held to 2 threads (see compare.py); a framework that
+fails gives a skipped row with a one-line reason.
 """
 
 import os
-import statistics
-import time
+
+THREADS = int(os.environ.get("RUNE_NUM_THREADS", "2"))
+for _v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS"):
+    os.environ[_v] = str(THREADS)
+
+import json  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+results = []
 
 
 def per_step_us(f, batches=11, calls=200):
@@ -20,14 +32,32 @@ def per_step_us(f, batches=11, calls=200):
     return statistics.median(out)
 
 
-def report(workload, framework, us):
-    print(f"{workload}: {framework} {us:.3f} us", flush=True)
+def report(workload, framework, us, note=None):
+    print(f"{workload}: {framework} {us:.3f} us" + (f"  ({note})" if note else ""), flush=True)
+    entry = {"name": workload, "framework": framework, "us": us}
+    if note:
+        entry["note"] = note
+    results.append(entry)
+
+
+def skip(workload, framework, e):
+    text = str(e).strip()
+    reason = f"{type(e).__name__}: {text.splitlines()[0][:160]}" if text else type(e).__name__
+    print(f"{workload}: {framework} skipped: {reason}", flush=True)
+    results.append({"name": workload, "framework": framework, "skipped": reason})
+
+
+def attempt(workload, framework, thunk):
+    try:
+        thunk()
+    except Exception as e:  # noqa: BLE001
+        skip(workload, framework, e)
 
 
 def torch_benches():
     import torch
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(THREADS)
     inputs = torch.tensor([0.0, 1, 2, 3], dtype=torch.float64)
     targets = torch.tensor([1.0, 3, 5, 7], dtype=torch.float64)
 
@@ -46,12 +76,11 @@ def torch_benches():
             _, state[0], state[1] = step(state[0], state[1])
         return once
 
-    report("train_chapter_step", "torch", per_step_us(run(chapter_step)))
-    try:
-        compiled = torch.compile(chapter_step)
-        report("train_chapter_step", "torch.compile", per_step_us(run(compiled), batches=5, calls=100))
-    except Exception as e:  # noqa: BLE001
-        print(f"train_chapter_step: torch.compile skipped: {str(e).splitlines()[0]}")
+    attempt("train_chapter_step", "torch",
+            lambda: report("train_chapter_step", "torch", per_step_us(run(chapter_step))))
+    attempt("train_chapter_step", "torch.compile",
+            lambda: report("train_chapter_step", "torch.compile",
+                           per_step_us(run(torch.compile(chapter_step)), batches=5, calls=100)))
 
     g = torch.Generator().manual_seed(0)
     x = torch.rand(128, 784, generator=g)
@@ -73,12 +102,11 @@ def torch_benches():
             params[:] = out[1:]
         return once
 
-    report("train_mlp_step", "torch", per_step_us(run_mlp(mlp_step), batches=7, calls=20))
-    try:
-        compiled = torch.compile(mlp_step)
-        report("train_mlp_step", "torch.compile", per_step_us(run_mlp(compiled), batches=7, calls=20))
-    except Exception as e:  # noqa: BLE001
-        print(f"train_mlp_step: torch.compile skipped: {str(e).splitlines()[0]}")
+    attempt("train_mlp_step", "torch",
+            lambda: report("train_mlp_step", "torch", per_step_us(run_mlp(mlp_step), batches=7, calls=20)))
+    attempt("train_mlp_step", "torch.compile",
+            lambda: report("train_mlp_step", "torch.compile",
+                           per_step_us(run_mlp(torch.compile(mlp_step)), batches=7, calls=20)))
 
 
 def jax_benches():
@@ -104,7 +132,7 @@ def jax_benches():
         loss, state[0] = step(state[0])
         loss.block_until_ready()
 
-    report("train_chapter_step", "jax.jit", per_step_us(once))
+    attempt("train_chapter_step", "jax.jit", lambda: report("train_chapter_step", "jax.jit", per_step_us(once)))
 
     key = jax.random.PRNGKey(0)
     k1, k2, k3 = jax.random.split(key, 3)
@@ -129,15 +157,130 @@ def jax_benches():
         loss, holder[0] = mlp_step(holder[0])
         loss.block_until_ready()
 
-    report("train_mlp_step", "jax.jit", per_step_us(once_mlp, batches=7, calls=20))
+    attempt("train_mlp_step", "jax.jit",
+            lambda: report("train_mlp_step", "jax.jit", per_step_us(once_mlp, batches=7, calls=20)))
+
+
+def mlx_benches():
+    import mlx.core as mx
+    import numpy as np
+
+    mx.set_default_device(mx.cpu)
+    inputs = mx.array(np.array([0.0, 1, 2, 3]), dtype=mx.float64)
+    targets = mx.array(np.array([1.0, 3, 5, 7]), dtype=mx.float64)
+
+    def mse(p):
+        err = p[0] * inputs + p[1] - targets
+        return mx.mean(err * err)
+
+    grad = mx.value_and_grad(mse)
+
+    @mx.compile
+    def step(w, b):
+        loss, g = grad([w, b])
+        return loss, w - g[0] * 0.1, b - g[1] * 0.1
+
+    state = [mx.array(0.0, dtype=mx.float64), mx.array(0.0, dtype=mx.float64)]
+
+    def once():
+        loss, state[0], state[1] = step(*state)
+        mx.eval(loss, state[0], state[1])
+
+    attempt("train_chapter_step", "mx.compile",
+            lambda: report("train_chapter_step", "mx.compile", per_step_us(once)))
+
+    rng = np.random.default_rng(0)
+    x = mx.array(rng.random((128, 784), dtype=np.float32))
+    y = mx.array(np.eye(10, dtype=np.float32)[rng.integers(0, 10, 128)])
+    params = [mx.array(rng.standard_normal((784, 256), dtype=np.float32) * 0.05), mx.zeros((256,)),
+              mx.array(rng.standard_normal((256, 10), dtype=np.float32) * 0.05), mx.zeros((10,))]
+
+    def loss_fn(ps):
+        h = mx.maximum(x @ ps[0] + ps[1], 0)
+        logits = h @ ps[2] + ps[3]
+        logp = logits - mx.logsumexp(logits, axis=1, keepdims=True)
+        return -mx.mean(mx.sum(y * logp, axis=1))
+
+    mlp_grad = mx.value_and_grad(loss_fn)
+
+    @mx.compile
+    def mlp_step(*ps):
+        loss, g = mlp_grad(list(ps))
+        return [loss] + [p - gr * 0.1 for p, gr in zip(ps, g)]
+
+    holder = [params]
+
+    def once_mlp():
+        out = mlp_step(*holder[0])
+        mx.eval(out)
+        holder[0] = out[1:]
+
+    attempt("train_mlp_step", "mx.compile",
+            lambda: report("train_mlp_step", "mx.compile", per_step_us(once_mlp, batches=7, calls=20)))
+
+
+def tinygrad_benches():
+    import numpy as np
+    from tinygrad import Tensor, TinyJit, dtypes
+
+    inputs = Tensor(np.array([0.0, 1, 2, 3]), dtype=dtypes.float64).realize()
+    targets = Tensor(np.array([1.0, 3, 5, 7]), dtype=dtypes.float64).realize()
+
+    # TinyJit replays the kernels captured on its second call; parameters are updated in place
+    # (assign), as tinygrad's optimizers do.
+    def chapter():
+        w = Tensor(np.array(0.0), dtype=dtypes.float64).realize()
+        b = Tensor(np.array(0.0), dtype=dtypes.float64).realize()
+
+        @TinyJit
+        def step():
+            err = w * inputs + b - targets
+            loss = (err * err).mean()
+            gw, gb = loss.gradient(w, b)
+            w.assign(w - gw * 0.1)
+            b.assign(b - gb * 0.1)
+            return loss.realize(w, b)
+
+        report("train_chapter_step", "tinygrad", per_step_us(lambda: step().item(), batches=5, calls=100))
+
+    attempt("train_chapter_step", "tinygrad", chapter)
+
+    def mlp():
+        rng = np.random.default_rng(0)
+        x = Tensor(rng.random((128, 784), dtype=np.float32)).realize()
+        y = Tensor(np.eye(10, dtype=np.float32)[rng.integers(0, 10, 128)]).realize()
+        ps = [Tensor(rng.standard_normal((784, 256), dtype=np.float32) * 0.05),
+              Tensor(np.zeros(256, np.float32)),
+              Tensor(rng.standard_normal((256, 10), dtype=np.float32) * 0.05),
+              Tensor(np.zeros(10, np.float32))]
+        for p in ps:
+            p.realize()
+
+        @TinyJit
+        def step():
+            h = (x @ ps[0] + ps[1]).relu()
+            logits = h @ ps[2] + ps[3]
+            loss = -(y * logits.log_softmax(1)).sum(1).mean()
+            grads = loss.gradient(*ps)
+            for p, g in zip(ps, grads):
+                p.assign(p - g * 0.1)
+            return loss.realize(*ps)
+
+        report("train_mlp_step", "tinygrad", per_step_us(lambda: step().item(), batches=7, calls=20))
+
+    attempt("train_mlp_step", "tinygrad", mlp)
 
 
 def main():
-    for name, fn in (("torch", torch_benches), ("jax", jax_benches)):
+    for name, fn in (("torch", torch_benches), ("jax", jax_benches), ("mlx", mlx_benches),
+                     ("tinygrad", tinygrad_benches)):
         try:
             fn()
         except Exception as e:  # noqa: BLE001
-            print(f"train: {name} skipped: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            for w in ("train_chapter_step", "train_mlp_step"):
+                skip(w, {"torch": "torch", "jax": "jax.jit", "mlx": "mx.compile"}.get(name, name), e)
+    print(json.dumps({"bench": "compare_train", "python": sys.version.split()[0], "threads": THREADS,
+                      "results": results}))
 
 
 if __name__ == "__main__":

@@ -128,6 +128,25 @@ class Report {
     entries_.push_back(e + "}");
   }
 
+  // A workload with no reference of its own here (others may be measured by compare.py),
+  // held to an absolute goal of goal_us when that is above 0.
+  void time(const std::string& name, double rune_us, double goal_us = 0) {
+    bool met = rune_us < goal_us;
+    char buf[128];
+    std::string goal;
+    if (goal_us > 0) {
+      std::snprintf(buf, sizeof buf, "rune < %g us", goal_us);
+      goal = buf;
+    }
+    std::printf("%s: rune %.3f us%s%s\n", name.c_str(), rune_us, goal.empty() ? "" : "  [goal ",
+                goal.empty() ? "" : (goal + (met ? ": MET]" : ": NOT MET]")).c_str());
+    std::fflush(stdout);
+    std::snprintf(buf, sizeof buf, "%.6g", rune_us);
+    std::string e = "{\"name\":" + json_str(name) + ",\"rune_us\":" + buf;
+    if (!goal.empty()) e += ",\"goal\":" + json_str(goal) + ",\"met\":" + (met ? "true" : "false");
+    entries_.push_back(e + "}");
+  }
+
   // Information that is not a timing (checksums, errors against the reference).
   void note(const std::string& name, const std::string& text) {
     std::printf("%s: %s\n", name.c_str(), text.c_str());

@@ -111,13 +111,17 @@ double fma_peak_gflops(int threads, double ms) {
     }
     iters *= 4;
   }
+  // One copy of the loop per thread, each on its own thread: parallel()'s shared counter could
+  // let one thread take every chunk before the others start, and halve the measured peak.
   threads = std::max(1, threads);
   auto a = std::chrono::steady_clock::now();
-  parallel(threads * 16, threads, [&](int64_t lo, int64_t hi) {
-    // parallel hands out 16-wide chunks: one chunk, one copy of the loop.
-    for (int64_t c = lo; c < hi; c += 16) sink = sink + loop(iters);
-  });
+  std::vector<std::thread> workers;
+  std::vector<float> sinks(threads);
+  for (int t = 1; t < threads; ++t) workers.emplace_back([&, t] { sinks[t] = loop(iters); });
+  sinks[0] = loop(iters);
+  for (auto& w : workers) w.join();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+  sink = sink + sinks[0];
   return 2.0 * lanes * kChains * double(iters) * threads / s / 1e9;
 }
 

@@ -13,6 +13,7 @@
 #include "codegen/schedule.h"
 #include "ir/debug.h"
 #include "runtime/gpu/context.h"
+#include "runtime/profile.h"
 
 namespace codegen {
 
@@ -63,13 +64,14 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
     s.replace(p, from.size(), to);
 }
 
-// Whether the kernel is a contraction (KernelSpec::contract, where this build has it).
+// Whether the kernel reads whole rows of its operands: a contraction or a library kernel
+// (KernelSpec::contract, KernelSpec::library, where this build has them).
 template <class K>
 bool is_contraction(const K& k) {
-  if constexpr (requires { k.contract; })
-    return static_cast<bool>(k.contract);
-  else
-    return false;
+  bool whole_rows = false;
+  if constexpr (requires { k.contract; }) whole_rows = whole_rows || static_cast<bool>(k.contract);
+  if constexpr (requires { k.library; }) whole_rows = whole_rows || static_cast<bool>(k.library);
+  return whole_rows;
 }
 
 bool reads_own_index(const View& v, const Shape& shape) {
@@ -161,6 +163,7 @@ std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>
     std::fprintf(stderr, "rune: %s source for %s:\n%s\n", target.dialect->name.c_str(),
                  ctx.info().arch.c_str(), source.c_str());
   auto t0 = std::chrono::steady_clock::now();
+  runtime::ProfileSpan span("compile", target.dialect->name + " " + ctx.info().arch, device.name());
   std::string image = target.compile(source, ctx.info().arch);
   ++c.stats.sources;
   const auto& drv = ctx.driver();

@@ -8,6 +8,7 @@
 #include "core/interpreter.h"
 #include "core/prim.h"
 #include "runtime/gpu/transfer.h"
+#include "runtime/profile.h"
 
 namespace nx {
 
@@ -62,6 +63,7 @@ Tensor place(const Tensor& x, Device d) {
   const auto& im = src.impl();
   size_t bytes = static_cast<size_t>(src.size() * ir::itemsize(im.dtype));
   auto buf = runtime::allocate(d, bytes);
+  runtime::ProfileSpan span("transfer", src.device().name() + " -> " + d.name(), d.name(), bytes);
   if (!on_gpu(src.device())) {
     std::vector<char> scratch;
     const char* host = contiguous_host_bytes(src, scratch);

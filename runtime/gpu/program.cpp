@@ -1,9 +1,11 @@
 #include "runtime/gpu/program.h"
 
+#include <chrono>
 #include <cstdio>
 #include <stdexcept>
 
 #include "ir/debug.h"
+#include "runtime/profile.h"
 
 namespace runtime::gpu {
 
@@ -35,7 +37,8 @@ void launch(Context& c, const GpuStep& step, char* const* bufs) {
   }
   long long n = step.items;
   params[np] = &n;
-  if (ir::debug_level() < 2) {
+  const bool profiled = profile_enabled();
+  if (ir::debug_level() < 2 && !profiled) {
     c.check(d.launch(step.fn, step.geometry.grid, step.geometry.block, c.handle(), params,
                      static_cast<unsigned>(np + 1)),
             "launch");
@@ -56,6 +59,13 @@ void launch(Context& c, const GpuStep& step, char* const* bufs) {
   d.event_destroy(end);
   c.check(rc, "launch (timed)");
   double us = ms * 1e3;
+  if (profiled) {  // device time, ending now
+    auto end_t = std::chrono::steady_clock::now();
+    auto start_t = end_t - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double, std::micro>(us));
+    profile_record("kernel", step.name, c.device().name(), start_t, end_t, step.bytes, step.items);
+  }
+  if (ir::debug_level() < 2) return;
   std::fprintf(stderr, "rune: kernel %s on %s: %lld items, %.1f us, %.2f GB/s\n", step.name.c_str(),
                c.device().name().c_str(), static_cast<long long>(step.items), us,
                us > 0 ? step.bytes / us / 1e3 : 0.0);

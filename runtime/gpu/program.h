@@ -42,8 +42,9 @@ struct GpuProgram {
 };
 
 // The one launch helper: queues `step` on the device's stream with pointer params `bufs` and
-// n = step.items. With DEBUG=2 it times the kernel with events (a wait) and prints
-// "rune: kernel <name> on CUDA:0: <items> items, <us> us, <GB/s> GB/s".
+// n = step.items. With DEBUG=2 or RUNE_PROFILE it times the kernel with events (a wait); DEBUG=2
+// prints "rune: kernel <name> on CUDA:0: <items> items, <us> us, <GB/s> GB/s" and RUNE_PROFILE
+// records a "kernel" span of the device time.
 void launch(Context& c, const GpuStep& step, char* const* bufs);
 
 }  // namespace runtime::gpu

@@ -106,6 +106,16 @@ std::string compile_to_object(const std::string& ir, const std::string& module_n
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
+  // After vectorization, promote what it left in memory: a reduction's lane array is accessed
+  // only at constant offsets once its lane loop became one vector operation (render_llvm.cpp),
+  // and SROA turns it into a vector register carried by the loop.
+  // The passes are named, not instantiated here: a pass template instantiated in this binary
+  // would be exported and preempt the copy inside another LLVM loaded in the same process
+  // (hiprtc's comgr carries LLVM 15), crashing it.
+  pb.registerOptimizerLastEPCallback([&pb](llvm::ModulePassManager& m, llvm::OptimizationLevel) {
+    if (auto err = pb.parsePassPipeline(m, "function(sroa,instcombine)"))
+      throw std::runtime_error("rune: LLVM pass pipeline: " + llvm::toString(std::move(err)));
+  });
   auto mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
   mpm.run(*mod, mam);
 

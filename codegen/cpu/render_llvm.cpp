@@ -480,6 +480,7 @@ class KernelRenderer {
     m << render_main();
     m << "attributes #0 = { alwaysinline nounwind }\n";
     m << "attributes #1 = { nounwind \"prefer-vector-width\"=\"512\" }\n";
+    if (k_.rbody) m << lane_loop_metadata();
     return {name_, m.str(), two_phase_};
   }
 
@@ -559,6 +560,19 @@ class KernelRenderer {
            ", i64 %r) #0 {\nentry:\n" + w.out.str() + "  ret " + ty + " " + r + "\n}\n";
   }
 
+  // The lane loop of reduce() must stay a loop and be vectorized at the lane count: LLVM would
+  // otherwise fully unroll it (8 iterations) first, leaving 8 scalar chains that the SLP
+  // vectorizer often leaves scalar (measured: a row max ran 8x slower).
+  static constexpr int kLaneLoopMd = 900;
+  static std::string lane_loop_metadata() {
+    std::string id = std::to_string(kLaneLoopMd);
+    auto md = [&](int k) { return "!" + std::to_string(kLaneLoopMd + k); };
+    return "!" + id + " = distinct !{!" + id + ", " + md(1) + ", " + md(2) + ", " + md(3) + "}\n" +
+           md(1) + " = !{!\"llvm.loop.unroll.disable\"}\n" + md(2) +
+           " = !{!\"llvm.loop.vectorize.enable\", i1 true}\n" + md(3) +
+           " = !{!\"llvm.loop.vectorize.width\", i32 " + std::to_string(kReduceLanes) + "}\n";
+  }
+
   // reduce(ptrs, i..., rlo, rhi): one block, in the documented order: lane l takes the
   // elements at rlo + l, rlo + l + 8, ... in increasing order; then a fixed tree.
   std::string render_reduce() {
@@ -575,49 +589,68 @@ class KernelRenderer {
     int L = kReduceLanes;
     s << "define internal " << ty << " @" << name_ << "_reduce(" << ptr_params() << idx_params(k)
       << ", i64 %rlo, i64 %rhi) #0 {\nentry:\n";
-    s << "  %lanes = alloca [" << L << " x " << ty << "]\n";
-    s << "  %n = sub i64 %rhi, %rlo\n  %nfull = udiv i64 %n, " << L << "\n";
-    s << "  %has = icmp ugt i64 %nfull, 0\n  br i1 %has, label %main, label %main.done\n";
-    s << "main:\n  %j = phi i64 [0, %entry], [%j.next, %main]\n";
-    for (int l = 0; l < L; ++l)
-      s << "  %acc" << l << " = phi " << ty << " [" << id << ", %entry], [%acc" << l
-        << ".next, %main]\n";
-    s << "  %j8 = mul i64 %j, " << L << "\n  %base = add i64 %rlo, %j8\n";
-    for (int l = 0; l < L; ++l) {
-      s << "  %r" << l << " = add i64 %base, " << l << "\n";
-      s << "  %v" << l << " = call " << ty << " " << rb << "(" << args << ", i64 %r" << l << ")\n";
-      s << "  %acc" << l << ".next = call " << ty << " " << comb << "(" << ty << " %acc" << l
-        << ", " << ty << " %v" << l << ")\n";
-    }
-    s << "  %j.next = add i64 %j, 1\n  %jdone = icmp eq i64 %j.next, %nfull\n";
-    s << "  br i1 %jdone, label %main.done, label %main\n";
-    s << "main.done:\n";
-    for (int l = 0; l < L; ++l) {
-      s << "  %f" << l << " = phi " << ty << " [" << id << ", %entry], [%acc" << l
-        << ".next, %main]\n";
-    }
+    // The lanes live in a small array; the inner loop over the 8 lanes of one step is what
+    // LLVM's loop vectorizer turns into one vector operation (rbody evaluated for 8
+    // consecutive elements at once), without reassociating anything: lane l still combines
+    // the elements rlo + l, rlo + l + 8, ... in increasing order.
+    s << "  %lanes = alloca [" << L << " x " << ty << "], align 64\n";
     for (int l = 0; l < L; ++l) {
       s << "  %lp" << l << " = getelementptr inbounds [" << L << " x " << ty << "], "
         << dialect::ptr("[" + std::to_string(L) + " x " + ty + "]") << " %lanes, i64 0, i64 " << l
         << "\n";
-      s << "  store " << ty << " %f" << l << ", " << dialect::ptr(ty) << " %lp" << l << "\n";
+      s << "  store " << ty << " " << id << ", " << dialect::ptr(ty) << " %lp" << l << "\n";
     }
-    s << "  %tail0 = mul i64 %nfull, " << L << "\n  %tailbase = add i64 %rlo, %tail0\n";
-    s << "  %ntail = sub i64 %n, %tail0\n  %hast = icmp ugt i64 %ntail, 0\n";
-    s << "  br i1 %hast, label %tail, label %tail.done\n";
-    s << "tail:\n  %t = phi i64 [0, %main.done], [%t.next, %tail]\n";
-    s << "  %rt = add i64 %tailbase, %t\n";
-    s << "  %vt = call " << ty << " " << rb << "(" << args << ", i64 %rt)\n";
-    s << "  %lpt = getelementptr inbounds [" << L << " x " << ty << "], "
-      << dialect::ptr("[" + std::to_string(L) + " x " + ty + "]") << " %lanes, i64 0, i64 %t\n";
-    s << "  %old = load " << ty << ", " << dialect::ptr(ty) << " %lpt\n";
-    s << "  %new = call " << ty << " " << comb << "(" << ty << " %old, " << ty << " %vt)\n";
-    s << "  store " << ty << " %new, " << dialect::ptr(ty) << " %lpt\n";
-    s << "  %t.next = add i64 %t, 1\n  %tdone = icmp eq i64 %t.next, %ntail\n";
-    s << "  br i1 %tdone, label %tail.done, label %tail\n";
-    s << "tail.done:\n";
+    s << "  %n = sub i64 %rhi, %rlo\n  %nfull = udiv i64 %n, " << L << "\n";
+    s << "  %has = icmp ugt i64 %nfull, 0\n  br i1 %has, label %main, label %main.done\n";
+    s << "main:\n  %j = phi i64 [0, %entry], [%j.next, %main.latch]\n";
+    s << "  %j8 = mul i64 %j, " << L << "\n  %base = add i64 %rlo, %j8\n";
+    s << "  br label %lane\nlane:\n  %l = phi i64 [0, %main], [%l.next, %lane]\n";
+    s << "  %rl = add i64 %base, %l\n";
+    s << "  %vl = call " << ty << " " << rb << "(" << args << ", i64 %rl)\n";
+    s << "  %lpl = getelementptr inbounds [" << L << " x " << ty << "], "
+      << dialect::ptr("[" + std::to_string(L) + " x " + ty + "]") << " %lanes, i64 0, i64 %l\n";
+    s << "  %ol = load " << ty << ", " << dialect::ptr(ty) << " %lpl\n";
+    s << "  %nl = call " << ty << " " << comb << "(" << ty << " %ol, " << ty << " %vl)\n";
+    s << "  store " << ty << " %nl, " << dialect::ptr(ty) << " %lpl\n";
+    s << "  %l.next = add i64 %l, 1\n  %ldone = icmp eq i64 %l.next, " << L << "\n";
+    s << "  br i1 %ldone, label %main.latch, label %lane, !llvm.loop !" << kLaneLoopMd << "\n";
+    s << "main.latch:\n";
+    s << "  %j.next = add i64 %j, 1\n  %jdone = icmp eq i64 %j.next, %nfull\n";
+    s << "  br i1 %jdone, label %main.done, label %main\n";
+    s << "main.done:\n";
+    // The lanes leave memory here (constant indices only, so the array is promoted to
+    // registers once the lane loop is vectorized); the tail's element t (< 8) goes to lane t,
+    // each step guarded so rbody never reads past rhi.
     for (int l = 0; l < L; ++l)
-      s << "  %g" << l << " = load " << ty << ", " << dialect::ptr(ty) << " %lp" << l << "\n";
+      s << "  %h" << l << " = load " << ty << ", " << dialect::ptr(ty) << " %lp" << l << "\n";
+    s << "  %tail0 = mul i64 %nfull, " << L << "\n  %tailbase = add i64 %rlo, %tail0\n";
+    s << "  %ntail = sub i64 %n, %tail0\n  br label %tl0.test\n";
+    for (int t = 0; t < L - 1; ++t) {
+      std::string T = std::to_string(t),
+                  next = t + 1 < L - 1 ? "tl" + std::to_string(t + 1) + ".test" : "tail.done";
+      s << "tl" << T << ".test:\n  %tc" << T << " = icmp ugt i64 %ntail, " << T << "\n";
+      s << "  br i1 %tc" << T << ", label %tl" << T << ", label %tail.done\n";
+      s << "tl" << T << ":\n  %rt" << T << " = add i64 %tailbase, " << T << "\n";
+      s << "  %vt" << T << " = call " << ty << " " << rb << "(" << args << ", i64 %rt" << T
+        << ")\n";
+      s << "  %ht" << T << " = call " << ty << " " << comb << "(" << ty << " %h" << T << ", " << ty
+        << " %vt" << T << ")\n";
+      s << "  br label %" << next << "\n";
+    }
+    s << "tail.done:\n";
+    // Lane l's final value: h_l, or ht_l when the tail reached lane l (t = l ran).
+    for (int l = 0; l < L; ++l) {
+      s << "  %g" << l << " = phi " << ty << " ";
+      for (int from = 0; from < L; ++from) {  // from: the block that branched to tail.done
+        // Block tl<k>.test for k = 0..6 jumps here when ntail == k (lanes >= k untouched);
+        // block tl6 jumps here after lane 6 (ntail == 7).
+        std::string v = (l < from) ? "%ht" + std::to_string(l) : "%h" + std::to_string(l);
+        std::string blk =
+            from < L - 1 ? "%tl" + std::to_string(from) + ".test" : "%tl" + std::to_string(L - 2);
+        s << (from ? ", " : "") << "[" << v << ", " << blk << "]";
+      }
+      s << "\n";
+    }
     // Fixed tree: (l, l+4), then (l, l+2), then (0, 1).
     s << "  %q0 = call " << ty << " " << comb << "(" << ty << " %g0, " << ty << " %g4)\n";
     s << "  %q1 = call " << ty << " " << comb << "(" << ty << " %g1, " << ty << " %g5)\n";

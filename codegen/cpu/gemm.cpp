@@ -84,6 +84,7 @@ __attribute__((target("avx2,fma"))) void micro_avx2(int64_t kc, const T* ap, con
     c0[i] = fresh ? A::zero() : A::load(c + i * ldc);
     c1[i] = fresh ? A::zero() : A::load(c + i * ldc + A::L);
   }
+#pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p, ap += kMR2, bp += 2 * A::L) {
     typename A::V b0 = A::load(bp), b1 = A::load(bp + A::L);
 #pragma GCC unroll 6
@@ -112,6 +113,7 @@ __attribute__((target("avx512f"))) void micro_avx512_f32(int64_t kc, const float
     c0[i] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * ldc);
     c1[i] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * ldc + 16);
   }
+#pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += 32) {
     __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
 #pragma GCC unroll 12
@@ -138,6 +140,7 @@ __attribute__((target("avx512f"))) void micro_avx512_f64(int64_t kc, const doubl
     c0[i] = fresh ? _mm512_setzero_pd() : _mm512_loadu_pd(c + i * ldc);
     c1[i] = fresh ? _mm512_setzero_pd() : _mm512_loadu_pd(c + i * ldc + 8);
   }
+#pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += 16) {
     __m512d b0 = _mm512_load_pd(bp), b1 = _mm512_load_pd(bp + 8);
 #pragma GCC unroll 12

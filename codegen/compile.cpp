@@ -8,6 +8,7 @@
 #include "codegen/cpu/gemm.h"
 #include "codegen/cpu/orc_compiler.h"
 #include "codegen/cpu/render_llvm.h"
+#include "codegen/cpu/sort_scan.h"
 #include "codegen/decompose.h"
 #include "codegen/disk_cache.h"
 #include "codegen/schedule.h"
@@ -132,8 +133,9 @@ std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
       bool ok = true;
       for (size_t j = 0; j < s.kernels.size() && ok; ++j) {
         const KernelSpec& k = s.kernels[j];
-        if (k.contract) {  // reads whole rows and columns: never at each element's own index
-          if ((k.slots[1] == in || k.slots[2] == in) && static_cast<int>(j) >= writer) ok = false;
+        if (k.contract || k.library) {  // reads whole rows (and columns): never at its own index
+          for (size_t p = 1; p < k.slots.size(); ++p)
+            if (k.slots[p] == in && static_cast<int>(j) >= writer) ok = false;
           continue;
         }
         for (int part = 0; part < 2 && ok; ++part) {
@@ -191,6 +193,19 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
                  itemsize(k.out_dtype);
       st.slots = k.slots;
       st.library = cpu::run_gemm;
+      st.plan = std::move(plan);
+      p->steps.push_back(std::move(st));
+      continue;
+    }
+    if (k.library) {
+      auto plan = std::make_shared<cpu::SortScanPlan>(cpu::plan_sort_scan(k));
+      runtime::HostStep st;
+      st.name = std::string(ir::op_name(k.library->op)) + "_" + std::string(ir::name(k.out_dtype));
+      st.items = plan->rows;
+      st.cost = plan->cost_per_row();
+      st.bytes = numel(k.shape) * (itemsize(k.library->in_dtype) + itemsize(k.out_dtype));
+      st.slots = k.slots;
+      st.library = cpu::run_sort_scan;
       st.plan = std::move(plan);
       p->steps.push_back(std::move(st));
       continue;

@@ -9,6 +9,10 @@
 //
 // A contraction kernel (ir::Op::Dot) has `contract` set and neither body nor rbody: param 1 is
 // a and param 2 is b, read through the views in `contract`; the output is contiguous `shape`.
+//
+// A library kernel (ir::OpCategory::Library: Sort, Argsort, Cumsum) has `library` set and neither
+// body nor rbody: param 1 is the operand, contiguous over `shape` from element `offset`; the op
+// acts along the last axis of `shape`, row by row.
 #pragma once
 #include <memory>
 #include <optional>
@@ -32,6 +36,14 @@ struct Contraction {
   bool operator==(const Contraction&) const = default;
 };
 
+// The operation of a library kernel and its operand's dtype and first element.
+struct LibraryCall {
+  ir::Op op = ir::Op::Sort;
+  ir::DType in_dtype = ir::DType::Float32;
+  int64_t offset = 0;
+  bool operator==(const LibraryCall&) const = default;
+};
+
 struct KernelSpec {
   ir::Shape shape;
   ir::Shape rshape;
@@ -41,6 +53,7 @@ struct KernelSpec {
   ir::DType out_dtype = ir::DType::Float32;
   std::vector<int> slots;  // slots[0]: the output slot
   std::optional<Contraction> contract;
+  std::optional<LibraryCall> library;
 
   int64_t reduce_size() const;
   int64_t blocks() const;  // reduction blocks (1 when rshape has <= kReduceBlock elements)

@@ -24,6 +24,9 @@ size_t KernelSpec::hash() const {
       for (auto d : v->strides) h = h * 139 + static_cast<size_t>(d);
       h = h * 149 + static_cast<size_t>(v->offset);
     }
+  if (library)
+    h = (h * 151 + static_cast<size_t>(library->op)) * 157 +
+        static_cast<size_t>(library->in_dtype) * 163 + static_cast<size_t>(library->offset);
   return h ^ (static_cast<size_t>(reduce_op) << 3) ^ static_cast<size_t>(out_dtype);
 }
 
@@ -115,6 +118,7 @@ class Scheduler {
 
   void build_kernel(NodeRef target, int slot) {
     if (target->op == Op::Dot) return build_contraction(target, slot);
+    if (op_category(target->op) == OpCategory::Library) return build_library(target, slot);
     for (;;) {
       try {
         target_ = target;
@@ -178,6 +182,29 @@ class Scheduler {
     k_.out_dtype = target->dtype;
     k_.slots = {slot, sa, sb};
     k_.contract = Contraction{va, vb};
+    if (numel(k_.shape) > 0) out_.kernels.push_back(k_);
+  }
+
+  // A library kernel reads its operand as one contiguous buffer (from any offset): views that
+  // keep it contiguous (reshapes, a shrink of the leading axis) fold in; any other layout is
+  // copied to contiguous memory first.
+  void build_library(NodeRef target, int slot) {
+    NodeRef x = target->src[0];
+    auto [sx, vx] = operand_view(x);
+    bool contiguous = vx.shape == x->shape && vx.mask.empty();
+    auto cs = contiguous_strides(x->shape);
+    for (size_t d = 0; d < x->shape.size() && contiguous; ++d)
+      if (x->shape[d] != 1 && vx.strides[d] != cs[d]) contiguous = false;
+    if (!contiguous) {
+      NodeRef copy = make(Op::Copy, x->dtype, x->shape, {x});
+      sx = realize(copy);
+      vx = View::contiguous(x->shape);
+    }
+    k_ = KernelSpec{};
+    k_.shape = target->shape;
+    k_.out_dtype = target->dtype;
+    k_.slots = {slot, sx};
+    k_.library = LibraryCall{target->op, x->dtype, vx.offset};
     if (numel(k_.shape) > 0) out_.kernels.push_back(k_);
   }
 
@@ -313,6 +340,8 @@ class Scheduler {
       }
       case OpCategory::Contract:
         throw NeedRealize{n};  // a contraction is a kernel of its own
+      case OpCategory::Library:
+        throw NeedRealize{n};  // so is a sort or a scan
       case OpCategory::Kernel:
         break;
     }

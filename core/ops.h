@@ -108,6 +108,14 @@ Tensor softmax(const Tensor& x, int axis = -1);
 Tensor log_softmax(const Tensor& x, int axis = -1);
 Tensor logsumexp(const Tensor& x, Axes axes = {}, bool keepdims = false);
 
+// ---- sorting and scans along one axis (numpy semantics; docs/sort.md) ----
+// Ascending and stable; NaN sorts last; -0 and +0 compare equal (their order is kept).
+Tensor sort(const Tensor& x, int axis = -1);
+Tensor argsort(const Tensor& x, int axis = -1);  // int64 positions along `axis`
+// Inclusive running sums, left to right (docs/numerics.md "Cumulative sums"): bool and integers
+// sum in int64, float16/bfloat16 in float32 rounded once per output, float32/float64 as they are.
+Tensor cumsum(const Tensor& x, int axis = -1);
+
 // ---- movement ----
 Tensor reshape(const Tensor& x, const Shape& shape);  // one -1 allowed
 Tensor transpose(const Tensor& x);                    // reverses the axes

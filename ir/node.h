@@ -17,7 +17,17 @@ enum class Op : uint8_t {
 #include "ir/ops.def"
 #undef X
 };
-enum class OpCategory : uint8_t { Leaf, Unary, Binary, Ternary, Reduce, Contract, Movement, Kernel };
+enum class OpCategory : uint8_t {
+  Leaf,
+  Unary,
+  Binary,
+  Ternary,
+  Reduce,
+  Contract,
+  Library,
+  Movement,
+  Kernel
+};
 
 std::string_view op_name(Op op);
 int op_arity(Op op);

@@ -71,6 +71,27 @@ NodeRef dot(NodeRef a, NodeRef b) {
   return ir::make(Op::Dot, a->dtype, s, {a, b});
 }
 
+// x flipped along its last axis (a view).
+NodeRef flip_last(NodeRef x) {
+  return ir::make(Op::Flip, x->dtype, x->shape, {x},
+                  std::vector<int64_t>{static_cast<int64_t>(x->shape.size()) - 1});
+}
+// The cotangent of y = sort(x) (last axis): each g[..., i] goes back to x's position
+// argsort(x)[..., i], as sum over i of where(argsort[..., i] == j, g[..., i], 0) for each j:
+// a one-hot comparison with an Iota over [..., L (i), L (j)], reduced over i.
+NodeRef unsort(NodeRef x, NodeRef g) {
+  size_t nd = x->shape.size();
+  NodeRef idx = ir::make(Op::Argsort, ir::DType::Int64, x->shape, {x});
+  Shape col = x->shape, grid = x->shape;
+  col.push_back(1);
+  grid.push_back(x->shape.back());
+  NodeRef at = expand(reshape(idx, col), grid);
+  NodeRef j = ir::make(Op::Iota, ir::DType::Int64, grid, {}, static_cast<int64_t>(nd));
+  NodeRef gi = expand(reshape(g, col), grid);
+  NodeRef picked = where(cmp(Op::CmpEq, at, j), gi, like(gi, 0));
+  return reshape(reduce_sum(picked, {static_cast<int64_t>(nd) - 1}), x->shape);
+}
+
 // 1 where a wins against b, 1/2 on ties (split evenly, as JAX does), 0 where b wins.
 NodeRef winner_weight(NodeRef a, NodeRef b, bool is_max) {
   NodeRef wins = is_max ? cmp(Op::CmpLt, b, a) : cmp(Op::CmpLt, a, b);
@@ -158,6 +179,10 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
       return {g};
     case Op::Dot:  // c = a b: da = g b^T, db = a^T g (operands are read as strided views)
       return {dot(g, swap_last(A(1))), dot(swap_last(A(0)), g)};
+    case Op::Cumsum:  // the reverse running sum of g
+      return {flip_last(ir::make(Op::Cumsum, g->dtype, g->shape, {flip_last(g)}))};
+    case Op::Sort:
+      return {unsort(A(0), g)};
     case Op::ReduceSum:
       return {expand(g, A(0)->shape)};
     case Op::ReduceProd:

@@ -805,6 +805,102 @@ std::string render_contraction(const KernelSpec& k, const std::string& name, con
   return s.str();
 }
 
+// The sort order of a library kernel's dtype as an integer key compared with `<` (the order of
+// codegen/cpu/sort_scan.cpp): floats map sign-magnitude bits to a monotone unsigned key with
+// both zeros on one key and every NaN above +inf. Returns the key type; `s` gets the helper.
+std::string render_sort_key(std::ostringstream& s, DType t, const std::string& name,
+                            const CDialect& d) {
+  std::string kt, body;
+  switch (t) {
+    case DType::Bool:
+    case DType::UInt8:
+      kt = "unsigned", body = "return (unsigned)v;";
+      break;
+    case DType::Int32:
+    case DType::Int64:
+      kt = reg_type(t), body = "return v;";
+      break;
+    case DType::Float16:
+    case DType::BFloat16: {
+      std::string inf = t == DType::Float16 ? "0x7c00u" : "0x7f80u";
+      kt = "unsigned";
+      body = "const unsigned u = (unsigned)v, mag = u & 0x7fffu; return (mag > " + inf +
+             ") ? 0x10000u : ((mag == 0u) ? 0x8000u : (((u & 0x8000u) != 0u) ? (0x8000u - mag) "
+             ": (0x8000u + mag)));";
+      break;
+    }
+    case DType::Float32:
+      kt = "unsigned";
+      body =
+          "const unsigned u = rune_f32_u32(v), mag = u & 0x7fffffffu; return (mag > 0x7f800000u) "
+          "? 0xffffffffu : ((mag == 0u) ? 0x80000000u : (((u >> 31) != 0u) ? (0x80000000u - mag) "
+          ": (0x80000000u + mag)));";
+      break;
+    case DType::Float64:
+      kt = "unsigned long long";
+      body =
+          "const unsigned long long u = rune_f64_u64(v), mag = u & 0x7fffffffffffffffull; return "
+          "(mag > 0x7ff0000000000000ull) ? 0xffffffffffffffffull : ((mag == 0ull) ? "
+          "0x8000000000000000ull : (((u >> 63) != 0ull) ? (0x8000000000000000ull - mag) : "
+          "(0x8000000000000000ull + mag)));";
+      break;
+  }
+  s << d.device_fn << " " << kt << " " << name << "_key(" << mem_type(t) << " v) { " << body
+    << " }\n";
+  return kt;
+}
+
+// A library kernel (KernelSpec::library) over rows of L contiguous elements of p1 (from the
+// operand's offset); n = numel(shape), the launch's element count.
+//   Sort / Argsort: a stable rank sort, one thread per element: its rank is the number of
+//     elements before it with key <= its key plus those after it with key < its key (O(L) per
+//     element; CUB's radix sort is the planned fast path, docs/sort.md). A stable sort's result
+//     is unique, so the bits match the host's sort.
+//   Cumsum: one thread per row, the chain acc = x[0]; acc = acc + x[i] in increasing i, the
+//     order of codegen/cpu/sort_scan.cpp, so the bits match the host.
+std::string render_library(const KernelSpec& k, const std::string& name, const CDialect& d) {
+  const LibraryCall& lib = *k.library;
+  const int64_t len = k.shape.empty() ? 1 : k.shape.back();
+  const std::string L = "(long long)" + std::to_string(len);
+  const std::string off = "(long long)" + std::to_string(lib.offset);
+  const std::string it = mem_type(lib.in_dtype), ot = mem_type(k.out_dtype);
+  std::ostringstream s;
+  s << "// rune kernel " << name << ": " << op_name(lib.op) << " along rows of " << len << "\n";
+  if (lib.op == Op::Cumsum) {
+    const bool wrap = lib.in_dtype == DType::Int64;
+    s << d.kernel_qualifier << " void " << name << "(" << ot << "* " << d.restrict_kw
+      << " p0, const " << it << "* " << d.restrict_kw << " p1, long long n) {\n";
+    s << "  const long long rows = n / " << L << ";\n";
+    s << "  for (unsigned long long w = " << d.thread_id
+      << "; w < (unsigned long long)rows; w += " << d.thread_stride << ") {\n";
+    s << "    const " << it << "* x = p1 + " << off << " + (long long)w * " << L << ";\n";
+    s << "    " << ot << "* y = p0 + (long long)w * " << L << ";\n";
+    s << "    " << ot << " acc = x[0];\n    y[0] = acc;\n";
+    s << "    for (long long i = 1; i < " << L << "; ++i) {\n";
+    if (wrap)
+      s << "      acc = (long long)((unsigned long long)acc + (unsigned long long)x[i]);\n";
+    else
+      s << "      acc = acc + x[i];\n";
+    s << "      y[i] = acc;\n    }\n  }\n}\n";
+    return s.str();
+  }
+  const std::string kt = render_sort_key(s, lib.in_dtype, name, d);
+  s << d.kernel_qualifier << " void " << name << "(" << ot << "* " << d.restrict_kw << " p0, const "
+    << it << "* " << d.restrict_kw << " p1, long long n) {\n";
+  s << "  for (unsigned long long w = " << d.thread_id
+    << "; w < (unsigned long long)n; w += " << d.thread_stride << ") {\n";
+  s << "    const long long r = (long long)w / " << L << ", i = (long long)w % " << L << ";\n";
+  s << "    const " << it << "* row = p1 + " << off << " + r * " << L << ";\n";
+  s << "    const " << kt << " ki = " << name << "_key(row[i]);\n";
+  s << "    long long rank = 0;\n";
+  s << "    for (long long j = 0; j < " << L << "; ++j) {\n";
+  s << "      const " << kt << " kj = " << name << "_key(row[j]);\n";
+  s << "      rank += (j < i) ? ((kj <= ki) ? 1 : 0) : ((kj < ki) ? 1 : 0);\n    }\n";
+  s << "    p0[r * " << L << " + rank] = " << (lib.op == Op::Argsort ? "i" : "row[i]") << ";\n";
+  s << "  }\n}\n";
+  return s.str();
+}
+
 }  // namespace
 
 const CDialect& cuda_dialect() {
@@ -834,6 +930,7 @@ const CDialect& cuda_dialect() {
 
 std::vector<DType> c_param_dtypes(const KernelSpec& k) {
   if (k.contract) return {k.out_dtype, k.out_dtype, k.out_dtype};
+  if (k.library) return {k.out_dtype, k.library->in_dtype};
   return KernelRenderer(k, "k", cuda_dialect()).entry_dtypes();
 }
 
@@ -854,6 +951,7 @@ std::string render_c_prelude(const CDialect& d) {
 
 std::string render_c_kernel(const KernelSpec& k, const std::string& name, const CDialect& d) {
   if (k.contract) return render_contraction(k, name, d);
+  if (k.library) return render_library(k, name, d);
   if (!k.body) throw std::logic_error("render_c: kernel " + name + " has no body");
   return KernelRenderer(k, name, d).render_functions();
 }

@@ -16,6 +16,9 @@
 //   contraction (KernelSpec::contract):  name(p0, p1, p2, long long n)
 //       grid-stride over n = numel(shape) outputs; each is the fma chain over k in increasing
 //       order from +0 of p1 (a) and p2 (b) read through the contraction's views.
+//   library (KernelSpec::library):  name(p0, p1, long long n)    n = numel(shape)
+//       Sort / Argsort: grid-stride over the n elements (a stable rank sort, one thread each);
+//       Cumsum: grid-stride over the n / L rows of L = shape.back() elements (one chain each).
 // p0 is the output (param 0); pk is kernel param k (KernelSpec::slots[k]). Params never loaded
 // are typed as float. Bool is stored as one byte (0 or 1); float16 and bfloat16 travel as their
 // 16-bit patterns (`unsigned short`) and convert to float32 by bit manipulation.

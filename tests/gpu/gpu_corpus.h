@@ -131,6 +131,16 @@ inline std::vector<Labelled> corpus_reductions() {
               [](auto& a) { return std::vector<Tensor>{nx::matmul(a[0], a[1])}; });
   add_program(ks, "empty sum", {{DType::Float32, {4, 0}}},
               [](auto& a) { return std::vector<Tensor>{nx::sum(a[0], {1})}; });
+  // Library kernels: sort, argsort (rank sorts) and cumsum (one chain per row), every dtype,
+  // along the last axis and along axis 0 (a permuted operand copied contiguous first).
+  for (DType t : kAll) {
+    add_program(ks, "sort argsort cumsum " + dname(t), {{t, {4, 33}}}, [](auto& a) {
+      return std::vector<Tensor>{nx::sort(a[0]), nx::argsort(a[0]), nx::cumsum(a[0])};
+    });
+    add_program(ks, "sort argsort cumsum axis 0 " + dname(t), {{t, {5, 6}}}, [](auto& a) {
+      return std::vector<Tensor>{nx::sort(a[0], 0), nx::argsort(a[0], 0), nx::cumsum(a[0], 0)};
+    });
+  }
   return ks;
 }
 

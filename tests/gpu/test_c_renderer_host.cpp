@@ -366,6 +366,30 @@ TEST(CRendererHost, ElementwiseAndCastsMatchEagerBits) {
   run_cases(cases);
 }
 
+TEST(CRendererHost, SortsAndCumulativeSumsMatchEagerBits) {
+  std::vector<Case> cases;
+  for (DType t : kAll) {
+    for (const Shape& s : {Shape{3, 40}, Shape{40}, Shape{5, 1}}) {
+      std::string shape = " " + ir::to_string(s);
+      cases.push_back(
+          {"sort argsort cumsum " + dname(t) + shape, {{t, s}}, [](auto& a) {
+             return std::vector<Tensor>{nx::sort(a[0]), nx::argsort(a[0]), nx::cumsum(a[0])};
+           }});
+      cases.push_back({"sort argsort axis 0 " + dname(t) + shape, {{t, s}}, [](auto& a) {
+                         return std::vector<Tensor>{nx::sort(a[0], 0), nx::argsort(a[0], 0)};
+                       }});
+    }
+    // Finite data: the order of the chain shows in the bits.
+    cases.push_back({"finite cumsum " + dname(t),
+                     {{t, {4, 50}}},
+                     [](auto& a) {
+                       return std::vector<Tensor>{nx::cumsum(a[0]), nx::cumsum(a[0], 0)};
+                     },
+                     true});
+  }
+  run_cases(cases);
+}
+
 TEST(CRendererHost, ReductionsAndMovementMatchEagerBits) {
   std::vector<Case> cases;
   const Op reduce_ops[] = {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin, Op::ReduceProd};

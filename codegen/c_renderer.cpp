@@ -782,12 +782,17 @@ std::string render_contraction(const KernelSpec& k, const std::string& name, con
   size_t nd = a.shape.size();
   auto ll = [](int64_t v) { return "(long long)" + std::to_string(v); };
   std::ostringstream s;
+  if (k.body && k.body->op != Op::Acc)
+    throw std::logic_error("render_c: contraction " + name + " with a fused epilogue");
+  const std::string pa = "p" + std::to_string(k.contract->a_param);
+  const std::string pb = "p" + std::to_string(k.contract->b_param);
   s << "// rune kernel " << name << ": contraction\n";
-  s << d.kernel_qualifier << " void " << name << "(" << t << "* " << d.restrict_kw << " p0, const "
-    << t << "* " << d.restrict_kw << " p1, const " << t << "* " << d.restrict_kw
-    << " p2, long long n) {\n";
-  s << "  for (unsigned long long w = " << d.thread_id << "; w < (unsigned long long)n; w += "
-    << d.thread_stride << ") {\n";
+  s << d.kernel_qualifier << " void " << name << "(" << t << "* " << d.restrict_kw << " p0";
+  for (size_t p = 1; p < k.slots.size(); ++p)
+    s << ", const " << t << "* " << d.restrict_kw << " p" << p;
+  s << ", long long n) {\n";
+  s << "  for (unsigned long long w = " << d.thread_id
+    << "; w < (unsigned long long)n; w += " << d.thread_stride << ") {\n";
   s << "    long long r = (long long)w;\n";
   s << "    long long j = r % " << ll(b.shape[nd - 1]) << "; r /= " << ll(b.shape[nd - 1]) << ";\n";
   s << "    long long i = r % " << ll(a.shape[nd - 2]) << "; r /= " << ll(a.shape[nd - 2]) << ";\n";
@@ -799,8 +804,8 @@ std::string render_contraction(const KernelSpec& k, const std::string& name, con
   }
   s << "    " << t << " acc = 0;\n";
   s << "    for (long long p = 0; p < " << ll(a.shape[nd - 1]) << "; ++p)\n";
-  s << "      acc = " << fma << "(p1[ao + p * " << ll(a.strides[nd - 1]) << "], p2[bo + p * "
-    << ll(b.strides[nd - 2]) << "], acc);\n";
+  s << "      acc = " << fma << "(" << pa << "[ao + p * " << ll(a.strides[nd - 1]) << "], " << pb
+    << "[bo + p * " << ll(b.strides[nd - 2]) << "], acc);\n";
   s << "    p0[w] = acc;\n  }\n}\n";
   return s.str();
 }
@@ -929,7 +934,7 @@ const CDialect& cuda_dialect() {
 }
 
 std::vector<DType> c_param_dtypes(const KernelSpec& k) {
-  if (k.contract) return {k.out_dtype, k.out_dtype, k.out_dtype};
+  if (k.contract) return std::vector<DType>(k.slots.size(), k.out_dtype);
   if (k.library) return {k.out_dtype, k.library->in_dtype};
   return KernelRenderer(k, "k", cuda_dialect()).entry_dtypes();
 }

@@ -13,6 +13,7 @@
 #include "codegen/disk_cache.h"
 #include "codegen/schedule.h"
 #include "ir/debug.h"
+#include "ir/rewrite.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 
@@ -133,7 +134,9 @@ std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
       bool ok = true;
       for (size_t j = 0; j < s.kernels.size() && ok; ++j) {
         const KernelSpec& k = s.kernels[j];
-        if (k.contract || k.library) {  // reads whole rows (and columns): never at its own index
+        if (k.contract || k.library) {
+          // Reads whole rows (and columns); a product is also built in the output before its
+          // epilogue reads anything: no input of such a kernel may share the output's memory.
           for (size_t p = 1; p < k.slots.size(); ++p)
             if (k.slots[p] == in && static_cast<int>(j) >= writer) ok = false;
           continue;
@@ -172,7 +175,7 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
                                                           int n_inputs, Caches& c) {
   runtime::ProfileSpan span("compile", "program (" + std::to_string(roots.size()) + " outputs)",
                             "CPU");
-  Schedule s = schedule(roots, n_inputs);
+  Schedule s = schedule(roots, n_inputs, /*fuse_epilogues=*/true);
   if (debug_level() >= 3)
     std::fprintf(stderr, "rune: schedule: %zu kernels, %zu slots\n", s.kernels.size(),
                  s.slots.size());
@@ -185,8 +188,26 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
   for (const auto& k : s.kernels) {
     if (k.contract) {
       auto plan = std::make_shared<cpu::GemmPlan>(cpu::plan_gemm(k, runtime::host_threads()));
+      if (k.body && k.body->op != Op::Acc) {
+        // The fused epilogue: an elementwise kernel over the output that reads the product
+        // where it was built (Acc becomes a load of the output at its own index), applied by
+        // the gemm to each finished tile while it is in cache.
+        KernelSpec e;
+        e.shape = k.shape;
+        e.out_dtype = k.out_dtype;
+        e.slots = k.slots;
+        NodeRef acc_load =
+            make(Op::Load, k.out_dtype, {}, {}, LoadArg{0, View::contiguous(k.shape)});
+        e.body = rewrite(k.body, [&](NodeRef n, const std::vector<NodeRef>& src) -> NodeRef {
+          (void)src;
+          return n->op == Op::Acc ? acc_load : nullptr;
+        });
+        auto it = c.kernels.find(e);
+        if (it == c.kernels.end()) it = c.kernels.emplace(e, build_kernel(e, c)).first;
+        plan->epilogue = it->second.main;
+      }
       runtime::HostStep st;
-      st.name = "gemm_" + std::string(ir::name(k.out_dtype));
+      st.name = "gemm_" + std::string(ir::name(k.out_dtype)) + (plan->epilogue ? "_epilogue" : "");
       st.items = plan->tasks();
       st.cost = plan->flops_per_task();
       st.bytes = (numel(k.shape) + plan->batch_count() * plan->k * (plan->m + plan->n)) *

@@ -7,8 +7,9 @@
 // Leaves of rbody carry views over shape ++ rshape; leaves of body, views over shape.
 // Load leaves name kernel params (>= 1); `slots` maps each param to a program buffer slot.
 //
-// A contraction kernel (ir::Op::Dot) has `contract` set and neither body nor rbody: param 1 is
-// a and param 2 is b, read through the views in `contract`; the output is contiguous `shape`.
+// A contraction kernel (ir::Op::Dot) has `contract` set and no rbody: params a_param and b_param
+// are read through the views in `contract`; `body` computes each output from its Acc leaf (the
+// product) and, when an epilogue fused, other loads at the output's shape.
 //
 // A library kernel (ir::OpCategory::Library: Sort, Argsort, Cumsum) has `library` set and neither
 // body nor rbody: param 1 is the operand, contiguous over `shape` from element `offset`; the op
@@ -33,6 +34,7 @@ inline constexpr int kReduceLanes = 8;
 // strided views of params 1 and 2 (no masks).
 struct Contraction {
   ir::View a, b;
+  int a_param = 1, b_param = 2;
   bool operator==(const Contraction&) const = default;
 };
 

@@ -27,6 +27,7 @@ size_t KernelSpec::hash() const {
   if (library)
     h = (h * 151 + static_cast<size_t>(library->op)) * 157 +
         static_cast<size_t>(library->in_dtype) * 163 + static_cast<size_t>(library->offset);
+  if (contract) h = h * 151 + static_cast<size_t>(contract->a_param * 8 + contract->b_param);
   return h ^ (static_cast<size_t>(reduce_op) << 3) ^ static_cast<size_t>(out_dtype);
 }
 
@@ -73,7 +74,8 @@ struct MemoKey {
 
 class Scheduler {
  public:
-  Scheduler(const std::vector<NodeRef>& roots, int n_inputs) : roots_(roots) {
+  Scheduler(const std::vector<NodeRef>& roots, int n_inputs, bool fuse_epilogues)
+      : roots_(roots), fuse_epilogues_(fuse_epilogues) {
     out_.n_inputs = n_inputs;
     for (int i = 0; i < n_inputs; ++i) out_.slots.push_back({DType::Float32, -1});
     for (auto n : toposort(roots))
@@ -117,7 +119,6 @@ class Scheduler {
   }
 
   void build_kernel(NodeRef target, int slot) {
-    if (target->op == Op::Dot) return build_contraction(target, slot);
     if (op_category(target->op) == OpCategory::Library) return build_library(target, slot);
     for (;;) {
       try {
@@ -139,7 +140,7 @@ class Scheduler {
 
   // A contraction reads its operands through strided views of buffers: movement ops down to an
   // input or a materialised node fold into the view; anything else (a computation, a pad's
-  // mask, a reshape no strided view expresses) is materialised first.
+  // mask, a reshape no strided view expresses) is materialised first (NeedRealize, retried).
   std::pair<int, View> operand_view(NodeRef x) {
     std::vector<NodeRef> mops;
     NodeRef s = x;
@@ -148,41 +149,21 @@ class Scheduler {
       mops.push_back(s);
       s = s->src[0];
     }
-    if (s->op != Op::Param && !slot_of_.count(s)) {
-      realize(x);
-      return {slot_of_.at(x), View::contiguous(x->shape)};
-    }
+    if (s->op != Op::Param && !slot_of_.count(s)) throw NeedRealize{x};
     int slot = s->op == Op::Param ? static_cast<int>(arg_load(s).param) : slot_of_.at(s);
     View v = s->op == Op::Param ? arg_load(s).view : View::contiguous(s->shape);
     for (size_t i = mops.size(); i-- > 0;) {
       NodeRef m = mops[i];
       if (m->op == Op::Reshape) {
         auto r = v.reshape(m->shape);
-        if (!r) {
-          realize(x);
-          return {slot_of_.at(x), View::contiguous(x->shape)};
-        }
+        if (!r) throw NeedRealize{x};
         v = *r;
       } else {
         v = apply_movement(v, m);
       }
     }
-    if (!v.mask.empty()) {
-      realize(x);
-      return {slot_of_.at(x), View::contiguous(x->shape)};
-    }
+    if (!v.mask.empty()) throw NeedRealize{x};
     return {slot, v};
-  }
-
-  void build_contraction(NodeRef target, int slot) {
-    auto [sa, va] = operand_view(target->src[0]);
-    auto [sb, vb] = operand_view(target->src[1]);
-    k_ = KernelSpec{};
-    k_.shape = target->shape;
-    k_.out_dtype = target->dtype;
-    k_.slots = {slot, sa, sb};
-    k_.contract = Contraction{va, vb};
-    if (numel(k_.shape) > 0) out_.kernels.push_back(k_);
   }
 
   // A library kernel reads its operand as one contiguous buffer (from any offset): views that
@@ -190,7 +171,16 @@ class Scheduler {
   // copied to contiguous memory first.
   void build_library(NodeRef target, int slot) {
     NodeRef x = target->src[0];
-    auto [sx, vx] = operand_view(x);
+    std::pair<int, View> op;
+    for (;;) {
+      try {
+        op = operand_view(x);
+        break;
+      } catch (const NeedRealize& need) {
+        realize(need.node);
+      }
+    }
+    auto [sx, vx] = op;
     bool contiguous = vx.shape == x->shape && vx.mask.empty();
     auto cs = contiguous_strides(x->shape);
     for (size_t d = 0; d < x->shape.size() && contiguous; ++d)
@@ -321,8 +311,8 @@ class Scheduler {
         }
         return lower(n->src[0], with(n), space);
       case OpCategory::Reduce: {
-        bool fusable = space == 0 && mops.empty() && !k_.rbody && n->shape == k_.shape &&
-                       (n == target_ || users_[n] <= 1);
+        bool fusable = space == 0 && mops.empty() && !k_.rbody && !k_.contract &&
+                       n->shape == k_.shape && (n == target_ || users_[n] <= 1);
         if (!fusable) throw NeedRealize{n};
         NodeRef x = n->src[0];
         const auto& axes = arg_ints(n);
@@ -338,10 +328,20 @@ class Scheduler {
         k_.rbody = lower(x, {}, 1);
         return make(Op::Acc, n->dtype, {}, {});
       }
-      case OpCategory::Contract:
-        throw NeedRealize{n};  // a contraction is a kernel of its own
+      case OpCategory::Contract: {
+        // A kernel of its own, whose elementwise consumers at its shape and dtype may fuse as
+        // an epilogue on the host (the product is then computed in the output buffer first).
+        bool fusable = space == 0 && mops.empty() && !k_.rbody && !k_.contract &&
+                       n->shape == k_.shape && n->dtype == k_.out_dtype &&
+                       (n == target_ || (fuse_epilogues_ && users_[n] <= 1));
+        if (!fusable) throw NeedRealize{n};
+        auto [sa, va] = operand_view(n->src[0]);
+        auto [sb, vb] = operand_view(n->src[1]);
+        k_.contract = Contraction{va, vb, param_for_slot(sa), param_for_slot(sb)};
+        return make(Op::Acc, n->dtype, {}, {});
+      }
       case OpCategory::Library:
-        throw NeedRealize{n};  // so is a sort or a scan
+        throw NeedRealize{n};  // a sort or a scan is a kernel of its own
       case OpCategory::Kernel:
         break;
     }
@@ -349,6 +349,7 @@ class Scheduler {
   }
 
   std::vector<NodeRef> roots_;
+  bool fuse_epilogues_;
   Schedule out_;
   std::unordered_map<NodeRef, int> users_;
   std::unordered_map<NodeRef, int> slot_of_;
@@ -361,8 +362,8 @@ class Scheduler {
 
 }  // namespace
 
-Schedule schedule(const std::vector<NodeRef>& roots, int n_inputs) {
-  return Scheduler(roots, n_inputs).run();
+Schedule schedule(const std::vector<NodeRef>& roots, int n_inputs, bool fuse_epilogues) {
+  return Scheduler(roots, n_inputs, fuse_epilogues).run();
 }
 
 }  // namespace codegen

@@ -4,6 +4,7 @@
 // narrower micro-kernels), so every kernel is held to the same reference.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -156,6 +157,49 @@ TEST(Matmul, IntegersSumExactly) {
   Tensor a = nx::reshape(nx::arange(6), {2, 3});
   Tensor b = nx::reshape(nx::arange(6), {3, 2});
   EXPECT_EQ(nx::to_vector<int64_t>(nx::matmul(a, b)), (std::vector<int64_t>{10, 13, 28, 40}));
+}
+
+// Elementwise consumers fuse into the product's kernel on the host (the epilogue runs on each
+// finished tile): compiled results must equal eager ones, which run every op on its own.
+TEST(Matmul, FusedEpiloguesGiveEagerBits) {
+  auto same = [](const Tensor& x, const Tensor& y, const char* what) {
+    std::string where;
+    EXPECT_TRUE(same_bits(nx::to_vector<float>(x), nx::to_vector<float>(y), &where))
+        << what << ": " << where;
+  };
+  for (auto [m, k, n] :
+       std::vector<std::array<int64_t, 3>>{{5, 7, 3}, {130, 300, 70}, {64, 64, 64}}) {
+    Tensor x = values(40 + m, nx::float32, {m, k}), w = values(41 + n, nx::float32, {k, n});
+    Tensor b = values(42, nx::float32, {n});
+    auto layer = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return nx::relu(nx::matmul(x, w) + b);
+    };
+    same(rune::jit(layer)(x, w, b), layer(x, w, b), "relu(x w + b)");
+    // The product is also a result: it is materialised, and the consumer reads it.
+    auto both = [](const Tensor& x, const Tensor& w) {
+      Tensor p = nx::matmul(x, w);
+      return std::make_pair(p, nx::tanh(p) * 2.0);
+    };
+    auto [p1, q1] = rune::jit(both)(x, w);
+    auto [p2, q2] = both(x, w);
+    same(p1, p2, "product");
+    same(q1, q2, "tanh(product) * 2");
+    // Two products in one expression: one fuses, the other is materialised first.
+    auto two = [](const Tensor& x, const Tensor& w) {
+      return nx::matmul(x, w) - nx::matmul(x * 0.5, w);
+    };
+    same(rune::jit(two)(x, w), two(x, w), "x w - (x/2) w");
+    // A narrowing epilogue does not fuse (the product needs float32 storage).
+    auto narrow = [](const Tensor& x, const Tensor& w) {
+      return nx::cast(nx::matmul(x, w) * 3.0, nx::float16);
+    };
+    EXPECT_EQ(nx::to_vector<double>(rune::jit(narrow)(x, w)), nx::to_vector<double>(narrow(x, w)));
+  }
+  // A batched product with a broadcast epilogue operand.
+  Tensor xb = values(50, nx::float32, {3, 20, 30}), wb = values(51, nx::float32, {3, 30, 40});
+  Tensor bias = values(52, nx::float32, {3, 1, 40});
+  auto f = [](const Tensor& x, const Tensor& w, const Tensor& b) { return nx::matmul(x, w) * b; };
+  same(rune::jit(f)(xb, wb, bias), f(xb, wb, bias), "batched x w * b");
 }
 
 TEST(Matmul, GradientsAreProducts) {

@@ -247,10 +247,19 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
     b_off += i * g.b_batch[d];
   }
   T* c = reinterpret_cast<T*>(bufs[0]) + bi * g.m * g.n;
-  const T* a = reinterpret_cast<const T*>(bufs[1]) + a_off;
-  const T* b = reinterpret_cast<const T*>(bufs[2]) + b_off;
+  const T* a = reinterpret_cast<const T*>(bufs[g.a_param]) + a_off;
+  const T* b = reinterpret_cast<const T*>(bufs[g.b_param]) + b_off;
+  // The epilogue of the finished columns [j0, j1) of this task's rows.
+  auto finish = [&](int64_t j0, int64_t j1) {
+    if (!g.epilogue) return;
+    for (int64_t i = m_lo; i < m_hi; ++i) {
+      int64_t row = (bi * g.m + i) * g.n;
+      g.epilogue(bufs, row + j0, row + j1);
+    }
+  };
   if (g.k == 0) {  // the empty chain: +0
     for (int64_t i = m_lo; i < m_hi; ++i) std::fill(c + i * g.n + n_lo, c + i * g.n + n_hi, T(0));
+    finish(n_lo, n_hi);
     return;
   }
   const int64_t kc_max = std::min(kKC, g.k);
@@ -288,6 +297,7 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
         }
       }
     }
+    finish(jc, jc + nc);
   }
 }
 
@@ -324,6 +334,8 @@ GemmPlan plan_gemm(const KernelSpec& ks, int threads) {
   g.b_off = vb.offset;
   g.b_rs = vb.strides[nd - 2];
   g.b_cs = vb.strides[nd - 1];
+  g.a_param = ks.contract->a_param;
+  g.b_param = ks.contract->b_param;
   // Split each product across the threads when there are fewer batch elements than threads
   // and the work is worth it. Cutting n re-packs a in every part, cutting m re-packs b: cut
   // the side whose other operand is the smaller.

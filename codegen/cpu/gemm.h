@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "codegen/kernel.h"
+#include "runtime/program.h"
 
 namespace codegen::cpu {
 
 // A product's geometry in element strides. Buffers: bufs[0] the output (contiguous
-// [batch..., m, n]), bufs[1] a, bufs[2] b; a[batch, i, p] lives at
+// [batch..., m, n]), bufs[a_param] a, bufs[b_param] b; a[batch, i, p] lives at
 // a_off + sum(batch_idx * a_batch) + i * a_rs + p * a_cs, and likewise b[batch, p, j].
 struct GemmPlan {
   ir::DType dtype = ir::DType::Float32;
@@ -24,8 +25,12 @@ struct GemmPlan {
   int64_t m = 0, n = 0, k = 0;
   int64_t a_off = 0, a_rs = 0, a_cs = 0;
   int64_t b_off = 0, b_rs = 0, b_cs = 0;
+  int a_param = 1, b_param = 2;
   // Work split: each batch element's output is cut into m_parts x n_parts independent tasks.
   int64_t m_parts = 1, n_parts = 1;
+  // A fused elementwise epilogue (an LLVM kernel over the output's flat indices that reads the
+  // product from the output at its own index), applied to each finished row of a tile.
+  runtime::HostKernelFn epilogue = nullptr;
 
   int64_t batch_count() const;
   int64_t tasks() const { return batch_count() * m_parts * n_parts; }

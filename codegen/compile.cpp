@@ -11,6 +11,7 @@
 #include "codegen/cpu/sort_scan.h"
 #include "codegen/decompose.h"
 #include "codegen/disk_cache.h"
+#include "codegen/inplace.h"
 #include "codegen/schedule.h"
 #include "ir/debug.h"
 #include "ir/rewrite.h"
@@ -108,55 +109,6 @@ HostKernel build_kernel(const KernelSpec& spec, Caches& c) {
   if (rendered.two_phase) hk.phase1 = reinterpret_cast<runtime::HostKernelFn>(addrs[1]);
   c.by_name.emplace(name, hk);
   return hk;
-}
-
-// Whether `v` addresses element k of a contiguous buffer of `shape` at index k.
-bool reads_own_index(const View& v, const Shape& shape) {
-  if (v.shape != shape || v.offset != 0) return false;
-  for (size_t d = 0; d < v.mask.size(); ++d)
-    if (v.mask[d].first > 0 || v.mask[d].second < shape[d]) return false;
-  auto cs = contiguous_strides(shape);
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] != 1 && v.strides[d] != cs[d]) return false;
-  return true;
-}
-
-// See HostProgram::inplace_inputs.
-std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
-  std::vector<std::vector<int>> out(s.output_slots.size());
-  for (size_t o = 0; o < s.output_slots.size(); ++o) {
-    int writer = -1;
-    for (size_t j = 0; j < s.kernels.size(); ++j)
-      if (s.kernels[j].slots[0] == s.output_slots[o]) writer = static_cast<int>(j);
-    if (writer < 0) continue;
-    const KernelSpec& w = s.kernels[writer];
-    for (int in = 0; in < s.n_inputs; ++in) {
-      bool ok = true;
-      for (size_t j = 0; j < s.kernels.size() && ok; ++j) {
-        const KernelSpec& k = s.kernels[j];
-        if (k.contract || k.library) {
-          // Reads whole rows (and columns); a product is also built in the output before its
-          // epilogue reads anything: no input of such a kernel may share the output's memory.
-          for (size_t p = 1; p < k.slots.size(); ++p)
-            if (k.slots[p] == in && static_cast<int>(j) >= writer) ok = false;
-          continue;
-        }
-        for (int part = 0; part < 2 && ok; ++part) {
-          NodeRef root = part == 0 ? k.body : k.rbody;
-          if (!root) continue;
-          for (NodeRef n : toposort({root})) {
-            if (n->op != Op::Load || k.slots[arg_load(n).param] != in) continue;
-            bool own_index = static_cast<int>(j) == writer && part == 0 &&
-                             reads_own_index(arg_load(n).view, w.shape);
-            if (static_cast<int>(j) > writer || (static_cast<int>(j) == writer && !own_index))
-              ok = false;
-          }
-        }
-      }
-      if (ok) out[o].push_back(in);
-    }
-  }
-  return out;
 }
 
 runtime::HostStep kernel_step(runtime::HostKernelFn fn, std::string name, int64_t items,

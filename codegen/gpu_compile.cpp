@@ -10,6 +10,7 @@
 #include "codegen/cuda/cubin_cache.h"
 #include "codegen/decompose.h"
 #include "codegen/hip/code_object_cache.h"
+#include "codegen/inplace.h"
 #include "codegen/schedule.h"
 #include "ir/debug.h"
 #include "runtime/gpu/context.h"
@@ -62,63 +63,6 @@ uint64_t fnv(const std::string& s) {
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
     s.replace(p, from.size(), to);
-}
-
-// Whether the kernel reads whole rows of its operands: a contraction or a library kernel
-// (KernelSpec::contract, KernelSpec::library, where this build has them).
-template <class K>
-bool is_contraction(const K& k) {
-  bool whole_rows = false;
-  if constexpr (requires { k.contract; }) whole_rows = whole_rows || static_cast<bool>(k.contract);
-  if constexpr (requires { k.library; }) whole_rows = whole_rows || static_cast<bool>(k.library);
-  return whole_rows;
-}
-
-bool reads_own_index(const View& v, const Shape& shape) {
-  if (v.shape != shape || v.offset != 0) return false;
-  for (size_t d = 0; d < v.mask.size(); ++d)
-    if (v.mask[d].first > 0 || v.mask[d].second < shape[d]) return false;
-  auto cs = contiguous_strides(shape);
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] != 1 && v.strides[d] != cs[d]) return false;
-  return true;
-}
-
-// HostProgram::inplace_inputs, the rule of codegen/compile.cpp (kept identical; a shared
-// helper in codegen/schedule.h would remove this copy).
-std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
-  std::vector<std::vector<int>> out(s.output_slots.size());
-  for (size_t o = 0; o < s.output_slots.size(); ++o) {
-    int writer = -1;
-    for (size_t j = 0; j < s.kernels.size(); ++j)
-      if (s.kernels[j].slots[0] == s.output_slots[o]) writer = static_cast<int>(j);
-    if (writer < 0) continue;
-    const KernelSpec& w = s.kernels[writer];
-    for (int in = 0; in < s.n_inputs; ++in) {
-      bool ok = true;
-      for (size_t j = 0; j < s.kernels.size() && ok; ++j) {
-        const KernelSpec& k = s.kernels[j];
-        if (is_contraction(k)) {  // reads whole rows and columns
-          for (size_t p = 1; p < k.slots.size(); ++p)
-            if (k.slots[p] == in && static_cast<int>(j) >= writer) ok = false;
-          continue;
-        }
-        for (int part = 0; part < 2 && ok; ++part) {
-          NodeRef root = part == 0 ? k.body : k.rbody;
-          if (!root) continue;
-          for (NodeRef n : toposort({root})) {
-            if (n->op != Op::Load || k.slots[arg_load(n).param] != in) continue;
-            bool own_index = static_cast<int>(j) == writer && part == 0 &&
-                             reads_own_index(arg_load(n).view, w.shape);
-            if (static_cast<int>(j) > writer || (static_cast<int>(j) == writer && !own_index))
-              ok = false;
-          }
-        }
-      }
-      if (ok) out[o].push_back(in);
-    }
-  }
-  return out;
 }
 
 // Bytes a kernel reads (each load over its view's extent) and writes, for DEBUG=2.

@@ -41,14 +41,18 @@ std::vector<bool> consume_donations(const std::vector<Tensor>& srcs,
   for (size_t i = 0; i < srcs.size(); ++i) {
     if (!donated[i]) continue;
     auto& im = srcs[i].impl();
-    int expected = 1;
-    if (!im.donation.compare_exchange_strong(expected, 2)) {
-      // Another thread consumed it first; it is dead now (or was never ours to take).
-      check_alive(srcs[i], consumer.c_str());
-      continue;
+    {
+      // The consumer's name is set under the lock that check_alive reads it under, in the same
+      // critical section as the claim: a losing thread never sees the tensor dead but unnamed.
+      std::lock_guard lock(im.mu);
+      int expected = 1;
+      if (im.donation.compare_exchange_strong(expected, 2)) {
+        im.consumer = consumer;
+        continue;
+      }
     }
-    std::lock_guard lock(im.mu);
-    im.consumer = consumer;
+    // Another thread consumed it first; it is dead now (or was never ours to take).
+    check_alive(srcs[i], consumer.c_str());
   }
   return donated;
 }
@@ -60,7 +64,7 @@ namespace nx {
 namespace {
 thread_local int g_op_depth = 0;
 thread_local const char* g_outer_api = nullptr;
-}
+}  // namespace
 
 bool OpScope::active() { return g_op_depth > 0; }
 int OpScope::depth() { return g_op_depth; }

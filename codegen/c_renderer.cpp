@@ -519,6 +519,33 @@ void decompose_index(SourceWriter& w, const std::string& var, const Shape& dims,
   }
 }
 
+// The innermost reduced axis longer than 1 has stride 0 or +-1 in every load of rbody: the
+// reduced elements are contiguous (or broadcast), so 8 neighbouring lanes read neighbouring
+// addresses.
+bool reduction_contiguous(const KernelSpec& k) {
+  size_t nk = k.shape.size(), nr = k.rshape.size();
+  size_t axis = nr;
+  for (size_t a = nr; a-- > 0;)
+    if (k.rshape[a] > 1) {
+      axis = a;
+      break;
+    }
+  if (axis == nr) return false;
+  for (NodeRef n : toposort({k.rbody}))
+    if (n->op == Op::Load) {
+      const View& v = arg_load(n).view;
+      if (v.strides.size() != nk + nr) return false;
+      int64_t st = v.strides[nk + axis];
+      if (st < -1 || st > 1) return false;
+    }
+  return true;
+}
+
+bool lane_threads_for(const KernelSpec& k, const CDialect& d) {
+  return k.rbody && !k.contract && !k.library && !d.lane_shfl_u32.empty() &&
+         numel(k.rshape) >= 2 * kReduceLanes && reduction_contiguous(k);
+}
+
 class KernelRenderer {
  public:
   KernelRenderer(const KernelSpec& k, std::string name, const CDialect& d)
@@ -529,6 +556,7 @@ class KernelRenderer {
     if (k.rbody) collect(k.rbody);
     nb_ = k.rbody ? blocks() : 1;
     two_phase_ = k.rbody && nb_ > 1;
+    lanes_ = lane_threads_for(k, d);
   }
 
   std::vector<DType> entry_dtypes() const {
@@ -544,7 +572,7 @@ class KernelRenderer {
     if (k_.rbody) {
       s << render_combine();
       s << render_rbody();
-      s << render_reduce();
+      s << (lanes_ ? render_lane() : render_reduce());
     }
     s << render_body();
     if (two_phase_) s << render_phase1();
@@ -676,6 +704,55 @@ class KernelRenderer {
            ", long long rlo, long long rhi) {\n" + w.out.str() + "}\n";
   }
 
+  // lane(ptrs, i..., rlo, rhi, l): lane l of one block, the elements rlo + l, rlo + l + 8, ...
+  // below rhi in increasing order (render_reduce's a<l>, computed by one thread).
+  std::string render_lane() {
+    DType t = acc_type();
+    std::string ty = reg_type(t);
+    size_t k = k_.shape.size();
+    SourceWriter w;
+    w.line(ty + " a = " + const_text(t, reduce_identity(k_.reduce_op, t)) + ";");
+    if (!d_.unroll.empty()) w.line(d_.unroll);
+    w.open("for (long long j = rlo + l; j < rhi; j += " + std::to_string(kReduceLanes) + "LL)");
+    w.line("a = " + fn("combine") + "(a, " + fn("rbody") + "(" + ptr_args() + idx_args(k) +
+           ", j));");
+    w.close();
+    w.line("return a;");
+    return d_.device_fn + " " + ty + " " + fn("lane") + "(" + ptr_params() + idx_params(k) +
+           ", long long rlo, long long rhi, long long l) {\n" + w.out.str() + "}\n";
+  }
+  // `v` of lane l + k of this thread's group of 8, as the accumulator type.
+  std::string lane_shuffle(const std::string& v, int k) const {
+    DType t = acc_type();
+    std::string ks = std::to_string(k);
+    const std::string &s32 = d_.lane_shfl_u32, &s64 = d_.lane_shfl_u64;
+    switch (t) {
+      case DType::Float32:
+        return "rune_u32_f32(" + s32 + "(rune_f32_u32(" + v + "), " + ks + "))";
+      case DType::Float64:
+        return "rune_u64_f64(" + s64 + "(rune_f64_u64(" + v + "), " + ks + "))";
+      case DType::Int64:
+        return "(long long)" + s64 + "((unsigned long long)" + v + ", " + ks + ")";
+      case DType::Bool:
+        return "(" + s32 + "((unsigned)" + v + ", " + ks + ") != 0u)";
+      default:
+        return "(" + std::string(reg_type(t)) + ")" + s32 + "((unsigned)" + v + ", " + ks + ")";
+    }
+  }
+  // Lane l of the work item's group (l = w & 7) reduces its lane of the block [rlo, rhi), then
+  // the fixed tree of docs/numerics.md as exchanges: after the step with offset 4, lane l < 4
+  // holds q_l = p_l (+) p_{l+4}; after 2, lane l < 2 holds s_l = q_l (+) q_{l+2}; after 1, lane 0
+  // holds s_0 (+) s_1. Lanes >= 4, 2, 1 compute values nobody reads.
+  void lane_reduce(SourceWriter& w, const std::string& out, const std::string& rlo,
+                   const std::string& rhi) {
+    static_assert(kReduceLanes == 8, "the tree below is written for 8 lanes");
+    std::string ty = reg_type(acc_type());
+    w.line(ty + " " + out + " = " + fn("lane") + "(" + ptr_args() + idx_args(k_.shape.size()) +
+           ", " + rlo + ", " + rhi + ", (long long)l);");
+    for (int k : {4, 2, 1})
+      w.line(out + " = " + fn("combine") + "(" + out + ", " + lane_shuffle(out, k) + ");");
+  }
+
   // body(ptrs, i..., [acc]): the output value at index i.
   std::string render_body() {
     SourceWriter w;
@@ -716,16 +793,28 @@ class KernelRenderer {
     size_t k = k_.shape.size();
     std::string nb = std::to_string(nb_) + "ull";
     open_grid_loop(w);
-    w.line("const unsigned long long o = w / " + nb + ";");
-    w.line("const long long blk = (long long)(w % " + nb + ");");
+    // pw: the (output, block) pair of this work item.
+    if (lanes_) {
+      w.line("const unsigned long long pw = w >> 3;");
+      w.line("const unsigned l = (unsigned)(w & 7ull);");
+    } else {
+      w.line("const unsigned long long pw = w;");
+    }
+    w.line("const unsigned long long o = pw / " + nb + ";");
+    w.line("const long long blk = (long long)(pw % " + nb + ");");
     decompose_index(w, "o", k_.shape, "i");
     w.line("const long long rlo = blk * " + std::to_string(kReduceBlock) + "LL;");
     w.line("const long long rend = rlo + " + std::to_string(kReduceBlock) + "LL;");
     w.line("const long long rhi = (rend > " + std::to_string(reduce_size()) + "LL) ? " +
            std::to_string(reduce_size()) + "LL : rend;");
-    w.line("const " + std::string(reg_type(t)) + " part = " + fn("reduce") + "(" + ptr_args() +
-           idx_args(k) + ", rlo, rhi);");
-    w.line("ps[w] = " + to_mem(t, "part") + ";");
+    if (lanes_) {
+      lane_reduce(w, "part", "rlo", "rhi");
+      w.line("if (l == 0u) ps[pw] = " + to_mem(t, "part") + ";");
+    } else {
+      w.line("const " + std::string(reg_type(t)) + " part = " + fn("reduce") + "(" + ptr_args() +
+             idx_args(k) + ", rlo, rhi);");
+      w.line("ps[pw] = " + to_mem(t, "part") + ";");
+    }
     w.close();
     return d_.kernel_qualifier + " void " + fn("p1") + "(" + entry_params() + ") {\n" +
            w.out.str() + "}\n";
@@ -735,18 +824,29 @@ class KernelRenderer {
     SourceWriter w;
     size_t k = k_.shape.size();
     open_grid_loop(w);
-    decompose_index(w, "w", k_.shape, "i");
+    // o: the output of this work item.
+    const bool lanes = lanes_ && !two_phase_;
+    if (lanes) {
+      w.line("const unsigned long long o = w >> 3;");
+      w.line("const unsigned l = (unsigned)(w & 7ull);");
+    } else {
+      w.line("const unsigned long long o = w;");
+    }
+    decompose_index(w, "o", k_.shape, "i");
     std::string accarg;
     if (k_.rbody) {
       DType t = acc_type();
       std::string ty = reg_type(t);
-      if (!two_phase_) {
+      if (lanes) {
+        lane_reduce(w, "acc", "0LL", std::to_string(reduce_size()) + "LL");
+        w.line("if (l != 0u) continue;");
+      } else if (!two_phase_) {
         w.line("const " + ty + " acc = " + fn("reduce") + "(" + ptr_args() + idx_args(k) +
                ", 0LL, " + std::to_string(reduce_size()) + "LL);");
       } else {
         // Block partials combine left to right.
         std::string nb = std::to_string(nb_) + "ull";
-        w.line("const unsigned long long sb = w * " + nb + ";");
+        w.line("const unsigned long long sb = o * " + nb + ";");
         w.line(ty + " cacc = " + from_mem(t, "ps[sb]") + ";");
         w.line("for (unsigned long long b = 1; b < " + nb + "; ++b) cacc = " + fn("combine") +
                "(cacc, " + from_mem(t, "ps[sb + b]") + ");");
@@ -757,7 +857,7 @@ class KernelRenderer {
     DType ot = k_.out_dtype;
     w.line("const " + std::string(reg_type(ot)) + " val = " + fn("body") + "(" + ptr_args() +
            idx_args(k) + accarg + ");");
-    w.line("p0[w] = " + to_mem(ot, "val") + ";");
+    w.line("p0[o] = " + to_mem(ot, "val") + ";");
     w.close();
     return d_.kernel_qualifier + " void " + name_ + "(" + entry_params() + ") {\n" + w.out.str() +
            "}\n";
@@ -769,6 +869,7 @@ class KernelRenderer {
   std::vector<DType> dtypes_;
   int64_t nb_ = 1;
   bool two_phase_ = false;
+  bool lanes_ = false;  // the lanes of a block run as 8 threads (c_lane_threads)
 };
 
 // A contraction kernel (ir::Op::Dot): one thread per output, the fma chain over k in
@@ -912,7 +1013,7 @@ const CDialect& cuda_dialect() {
   static const CDialect d = [] {
     CDialect c;
     c.name = "cuda";
-    c.prelude = "";  // no includes: NVRTC provides the device builtins used here
+    // No includes: NVRTC provides the device builtins used here.
     c.kernel_qualifier = "extern \"C\" __global__";
     c.device_fn = "static __device__ __forceinline__";
     c.restrict_kw = "__restrict__";
@@ -928,10 +1029,23 @@ const CDialect& cuda_dialect() {
     c.u64_as_f64 = "__longlong_as_double";
     c.fma_f32 = "__fmaf_rn";
     c.fma_f64 = "__fma_rn";
+    // The 8 lanes of a group sit in one warp (blocks are whole warps, groups 8-aligned); the
+    // mask names exactly the group, whose threads are active together.
+    c.prelude =
+        "static __device__ __forceinline__ unsigned rune_shfl_u32(unsigned v, int k) {\n"
+        "  return __shfl_down_sync(0xffu << (threadIdx.x & 24u), v, k, 8);\n}\n"
+        "static __device__ __forceinline__ unsigned long long rune_shfl_u64(unsigned long long "
+        "v, int k) {\n"
+        "  return __shfl_down_sync(0xffu << (threadIdx.x & 24u), v, k, 8);\n}\n";
+    c.lane_shfl_u32 = "rune_shfl_u32";
+    c.lane_shfl_u64 = "rune_shfl_u64";
+    c.unroll = "#pragma unroll 4";
     return c;
   }();
   return d;
 }
+
+bool c_lane_threads(const KernelSpec& k, const CDialect& d) { return lane_threads_for(k, d); }
 
 std::vector<DType> c_param_dtypes(const KernelSpec& k) {
   if (k.contract) return std::vector<DType>(k.slots.size(), k.out_dtype);

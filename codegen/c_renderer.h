@@ -7,10 +7,14 @@
 //       grid-stride over n = numel(shape) outputs (C order); p0[w] = body(w).
 //   reduction, 1 block:     name(p0, p1, ..., long long n)
 //       one thread per output (n = numel(shape)); the whole reduction in the documented order.
+//       With lane threads (c_lane_threads): n = numel(shape) * 8, the 8 lanes of output o are
+//       the 8 consecutive work items 8o .. 8o+7 (one thread each), combined by the fixed tree
+//       through lane shuffles; the item of lane 0 writes p0[o].
 //   reduction, B > 1 blocks (KernelSpec::blocks()): a scratch buffer `ps` of B partials per
 //   output (dtype of rbody, bool as a byte) is the last pointer param of both entries:
 //       name_p1(p0, p1, ..., ps, long long n)  n = numel(shape) * B: one thread per
-//           (output o, block b) pair w = o * B + b writes ps[w];
+//           (output o, block b) pair w = o * B + b writes ps[w]; with lane threads
+//           n = numel(shape) * B * 8 and the 8 lanes of pair w are the items 8w .. 8w+7;
 //       name(p0, p1, ..., ps, long long n)     n = numel(shape): combines ps[o*B .. o*B+B-1]
 //           left to right, applies body, writes p0[o].
 //   contraction (KernelSpec::contract):  name(p0, p1, p2, long long n)
@@ -45,11 +49,24 @@ struct CDialect {
   std::string f64_as_u64, u64_as_f64;  // double <-> long long
   // Fused multiply-add with one rounding (IEEE fma), for contraction kernels (ir::Op::Dot).
   std::string fma_f32 = "__builtin_fmaf", fma_f64 = "__builtin_fma";
+  // Lane exchange inside a group of 8 consecutive, 8-aligned threads: fn(v, k) returns v of the
+  // group's lane l + k (its own v when l + k >= 8), for unsigned (32-bit) and unsigned long long.
+  // Every lane of a group calls it together. Empty: the dialect has no exchange, and a
+  // reduction's 8 lanes run in one thread.
+  std::string lane_shfl_u32, lane_shfl_u64;
+  std::string unroll;  // a loop pragma for the lanes' loops (e.g. "#pragma unroll 4"), or empty
 };
 
 const CDialect& cuda_dialect();
 // HIP C for hiprtc (codegen/hip/hip_dialect.cpp).
 const CDialect& hip_dialect();
+
+// Whether a reduction kernel runs its 8 lanes as 8 threads (see the entry points above): the
+// dialect has a lane exchange, each output reduces at least 16 elements, and the reduced
+// elements are contiguous in memory (a reduction over a strided axis, such as the column sums
+// of a row-major matrix, keeps one thread per output so neighbouring threads read neighbouring
+// addresses).
+bool c_lane_threads(const KernelSpec& k, const CDialect& d);
 
 // The param dtypes of the rendered entry points in order (scratch last when two-phase).
 std::vector<ir::DType> c_param_dtypes(const KernelSpec& k);

@@ -90,6 +90,7 @@ std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>
   // its own text (equal kernels share one name and one function).
   std::string source = render_c_prelude(*target.dialect);
   std::vector<std::string> names;
+  std::vector<int64_t> lanes;  // threads per reduction work item (c_lane_threads: 8)
   std::map<std::string, bool> seen;
   for (const auto& spec : s.kernels) {
     KernelSpec k = spec;
@@ -100,6 +101,7 @@ std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>
     std::snprintf(name, sizeof name, "rk_%016llx", static_cast<unsigned long long>(fnv(text)));
     replace_all(text, "RUNE_KERNEL_NAME", name);
     names.push_back(name);
+    lanes.push_back(c_lane_threads(k, *target.dialect) ? kReduceLanes : 1);
     if (!seen.emplace(name, true).second) continue;
     source += text;
   }
@@ -148,12 +150,14 @@ std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>
       p->slot_bytes.push_back(outs * nb * itemsize(k.rbody->dtype));
       auto slots = k.slots;
       slots.push_back(scratch);
+      int64_t items = outs * nb * lanes[j];
       p->steps.push_back(
-          {function(name + "_p1"), name + "_p1", outs * nb, bytes, slots, geometry(outs * nb)});
+          {function(name + "_p1"), name + "_p1", items, bytes, slots, geometry(items)});
       int64_t combine_bytes = outs * (itemsize(k.out_dtype) + nb * itemsize(k.rbody->dtype));
       p->steps.push_back({function(name), name, outs, combine_bytes, slots, geometry(outs)});
     } else {
-      p->steps.push_back({function(name), name, outs, bytes, k.slots, geometry(outs)});
+      int64_t items = outs * lanes[j];
+      p->steps.push_back({function(name), name, items, bytes, k.slots, geometry(items)});
     }
   }
   p->inplace_inputs = inplace_inputs(s);

@@ -2,7 +2,8 @@
 //
 // hiprtc declares the HIP device builtins (blockIdx, __float_as_uint, floorf, ...) without any
 // include, so the source needs no header. The kernels use no wavefront-level operation
-// (grid-stride loops only), so nothing depends on the wavefront size (64 on CDNA, 32 on RDNA).
+// (grid-stride loops only) except the reductions' lane exchange, which stays inside a group of 8
+// aligned threads, so nothing depends on the wavefront size (64 on CDNA, 32 on RDNA).
 //
 // Correctly rounded float32 sqrt (measured with hiprtc of ROCm 5.2): sqrtf, __fsqrt_rn and
 // __builtin_sqrtf all become a bare v_sqrt_f32 (1 ulp), because hiprtc links the device
@@ -21,7 +22,15 @@ const CDialect& hip_dialect() {
     c.prelude =
         "static __device__ __forceinline__ float rune_hip_sqrt_f32(float x) {\n"
         "  return (float)__dsqrt_rn((double)x);\n"
-        "}\n";
+        "}\n"
+        "static __device__ __forceinline__ unsigned rune_shfl_u32(unsigned v, int k) {\n"
+        "  return __shfl_down(v, (unsigned)k, 8);\n}\n"
+        "static __device__ __forceinline__ unsigned long long rune_shfl_u64(unsigned long long "
+        "v, int k) {\n"
+        "  return __shfl_down(v, (unsigned)k, 8);\n}\n";
+    c.lane_shfl_u32 = "rune_shfl_u32";
+    c.lane_shfl_u64 = "rune_shfl_u64";
+    c.unroll = "#pragma unroll 4";
     c.kernel_qualifier = "extern \"C\" __global__";
     c.device_fn = "static __device__ __forceinline__";
     c.restrict_kw = "__restrict__";

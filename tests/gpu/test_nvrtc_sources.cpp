@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -168,3 +169,27 @@ TEST(NvrtcLoad, MessageNamesTheLibrary) {
 }
 
 }  // namespace
+
+// Reductions over contiguous elements run their 8 lanes as 8 threads joined by shuffles; short
+// ones and reductions over a strided axis keep one thread per output (c_lane_threads).
+TEST(CudaReductions, LaneThreadsWhereTheReducedElementsAreContiguous) {
+  std::map<std::string, bool> want = {
+      {"ReduceSum float32 [2, 65536] #0", true}, {"ReduceMax int64 [2, 200000] #0", true},
+      {"ReduceSum bool [2, 65536] #0", true},    {"ReduceSum float32 [3, 7] #0", false},
+      {"min transposed float32 #0", false},      {"sum all float16 #0", true}};
+  size_t seen = 0;
+  for (const auto& [label, k] : corpus_reductions()) {
+    auto it = want.find(label);
+    if (it == want.end()) continue;
+    ++seen;
+    const bool lanes = codegen::c_lane_threads(k, codegen::cuda_dialect());
+    EXPECT_EQ(lanes, it->second) << label;
+    std::string src = codegen::render_c(k, "k", codegen::cuda_dialect());
+    EXPECT_EQ(
+        src.find("rune_shfl_u") != std::string::npos && src.find("k_lane(") != std::string::npos,
+        lanes)
+        << label << "\n"
+        << src;
+  }
+  EXPECT_EQ(seen, want.size());
+}

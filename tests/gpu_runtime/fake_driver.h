@@ -1,20 +1,27 @@
 // A fake CUDA driver that runs on the host, so the GPU runtime (contexts, the caching device
 // allocator, transfers, GpuProgram slots and scratch, the launch helper, donation, checks read
 // at the next wait) runs in CI without a GPU. "Device memory" is host memory; kernels are the
-// shared C renderer's output in a host dialect (thread 0 of a 1-thread grid walks the whole
-// grid-stride loop), compiled by the system compiler into a shared object whose path is the
-// module image. Install it before anything asks for a CUDA device (install_fake_cuda()).
+// shared C renderer's output in a host dialect, compiled by the system compiler into a shared
+// object whose path is the module image. A launch runs the grid-stride loop on 8 host threads
+// (thread t takes the work items t, t + 8, ...), which are the 8 lanes of every reduction group:
+// the dialect's lane exchange is a barrier-synchronised exchange between them, so the reductions'
+// lane-thread path (codegen/c_renderer.h) runs here exactly as rendered for a GPU.
+// Install it before anything asks for a CUDA device (install_fake_cuda()).
 #pragma once
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <barrier>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "codegen/gpu_compile.h"
 #include "runtime/gpu/driver.h"
@@ -114,22 +121,70 @@ inline int module_load(void** m, const void* image) {
   *m = dlopen(static_cast<const char*>(image), RTLD_NOW | RTLD_LOCAL);
   return *m ? 0 : 200;  // CUDA_ERROR_INVALID_IMAGE
 }
+// The host threads of a launch (= the lanes of a reduction group).
+inline constexpr unsigned kThreads = 8;
+using Exchange = unsigned long long (*)(unsigned long long, int);
+using Bind = void (*)(unsigned long long tid, unsigned long long threads, Exchange);
+
+// A kernel: its entry and its module's rune_fake_bind (which sets the thread's id).
+struct Function {
+  void* entry;
+  Bind bind;
+};
+
+// One launch at a time (a mutex in launch): the exchange's slots and barrier are global.
+struct Lanes {
+  unsigned long long slot[kThreads] = {};
+  std::barrier<> sync{kThreads};
+};
+inline Lanes*& current_lanes() {
+  static Lanes* l = nullptr;
+  return l;
+}
+inline thread_local unsigned this_lane = 0;
+// Lane l gets the value of lane l + k (its own when l + k >= 8); all 8 threads call it together.
+inline unsigned long long exchange(unsigned long long v, int k) {
+  Lanes& g = *current_lanes();
+  g.slot[this_lane] = v;
+  g.sync.arrive_and_wait();
+  unsigned long long r = this_lane + k < kThreads ? g.slot[this_lane + k] : v;
+  g.sync.arrive_and_wait();
+  return r;
+}
+
 inline int module_function(void** f, void* m, const char* name) {
-  *f = dlsym(m, name);
-  return *f ? 0 : 500;  // CUDA_ERROR_NOT_FOUND
+  void* entry = dlsym(m, name);
+  void* bind = dlsym(m, "rune_fake_bind");
+  if (!entry || !bind) return 500;                         // CUDA_ERROR_NOT_FOUND
+  *f = new Function{entry, reinterpret_cast<Bind>(bind)};  // lives as long as the module
+  return 0;
 }
 // Every param is 8 bytes (pointers and n); the x86-64 calling convention lets a call pass
 // more integer arguments than the callee reads.
 inline int launch(void* f, unsigned grid, unsigned block, void*, void** params, unsigned n) {
   ++counters().launches;
   if (grid == 0 || block == 0 || n > 16) return 1;
+  static std::mutex one_launch;
+  std::lock_guard lock(one_launch);
   uint64_t a[16] = {};
   for (unsigned i = 0; i < n; ++i) std::memcpy(&a[i], params[i], 8);
   using Fn =
       void (*)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
                uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
-  reinterpret_cast<Fn>(f)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
-                          a[12], a[13], a[14], a[15]);
+  const Function& fn = *static_cast<const Function*>(f);
+  Lanes lanes;
+  current_lanes() = &lanes;
+  auto run = [&](unsigned t) {
+    this_lane = t;
+    fn.bind(t, kThreads, exchange);
+    reinterpret_cast<Fn>(fn.entry)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
+                                   a[10], a[11], a[12], a[13], a[14], a[15]);
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < kThreads; ++t) threads.emplace_back(run, t);
+  run(0);
+  for (auto& t : threads) t.join();
+  current_lanes() = nullptr;
   return 0;
 }
 inline const char* error_string(int code) {
@@ -192,12 +247,24 @@ inline const codegen::CDialect& host_dialect() {
         "static inline float h_u32_f32(unsigned u) { float x; memcpy(&x, &u, 4); return x; }\n"
         "static inline long long h_f64_i64(double x) { long long u; memcpy(&u, &x, 8); return u; "
         "}\n"
-        "static inline double h_i64_f64(long long u) { double x; memcpy(&x, &u, 8); return x; }\n";
+        "static inline double h_i64_f64(long long u) { double x; memcpy(&x, &u, 8); return x; }\n"
+        // The launching thread's id and the exchange (fake_gpu::launch binds them per thread).
+        "static thread_local unsigned long long rune_fake_tid = 0, rune_fake_threads = 1;\n"
+        "static thread_local unsigned long long (*rune_fake_exchange)(unsigned long long, int);\n"
+        "extern \"C\" void rune_fake_bind(unsigned long long t, unsigned long long n,\n"
+        "    unsigned long long (*x)(unsigned long long, int)) {\n"
+        "  rune_fake_tid = t; rune_fake_threads = n; rune_fake_exchange = x;\n}\n"
+        "static inline unsigned rune_shfl_u32(unsigned v, int k) {\n"
+        "  return (unsigned)rune_fake_exchange(v, k);\n}\n"
+        "static inline unsigned long long rune_shfl_u64(unsigned long long v, int k) {\n"
+        "  return rune_fake_exchange(v, k);\n}\n";
     c.kernel_qualifier = "extern \"C\"";
     c.device_fn = "static inline";
     c.restrict_kw = "__restrict__";
-    c.thread_id = "0ull";
-    c.thread_stride = "1ull";
+    c.thread_id = "rune_fake_tid";
+    c.thread_stride = "rune_fake_threads";
+    c.lane_shfl_u32 = "rune_shfl_u32";
+    c.lane_shfl_u64 = "rune_shfl_u64";
     c.sqrt_f32 = "sqrtf";
     c.sqrt_f64 = "sqrt";
     c.f32_as_u32 = "h_f32_u32";

@@ -3,6 +3,8 @@
 // and compiler runs here: contexts, the caching allocator, transfers, GpuProgram slots and
 // two-phase scratch, the launch helper, eager ops, rune::jit, donation and checks.
 // The donation and check suite of tests/runtime runs here too, on CUDA:0.
+#include <cstring>
+
 #include "fake_driver.h"
 #include "runtime/gpu/context.h"
 #include "runtime/test_donation_checks.cpp"
@@ -68,6 +70,32 @@ TEST(FakeGpu, MultiBlockReductionsUseScratch) {
   auto gx = nx::place(x, kCuda);
   EXPECT_EQ(bits_of<float>(nx::sum(gx)), bits_of<float>(nx::sum(x)));
   EXPECT_EQ(bits_of<float>(nx::mean(gx * gx)), bits_of<float>(nx::mean(x * x)));
+}
+
+// Contiguous reductions run their 8 lanes on 8 threads joined by the lane exchange (the fake
+// runs 8 host threads per launch): every dtype, a length that is not a multiple of 8, one block
+// and several, give the host's bits.
+TEST(FakeGpu, LaneThreadReductionsMatchTheHostInEveryDtype) {
+  auto bits = [](const Tensor& t) {
+    auto v = nx::to_array(t);
+    std::vector<uint64_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * 8);
+    return b;
+  };
+  auto base = nx::randn(nx::key(7), nx::float32, {3, 1037}) * 20.0;
+  auto big = nx::randn(nx::key(8), nx::float32, {140003});
+  for (ir::DType t :
+       {ir::DType::Float32, ir::DType::Float64, ir::DType::Float16, ir::DType::BFloat16,
+        ir::DType::Int32, ir::DType::Int64, ir::DType::UInt8, ir::DType::Bool}) {
+    SCOPED_TRACE(std::string(ir::name(t)));
+    auto x = nx::cast(base, t), y = nx::cast(big, t);
+    auto gx = nx::place(x, kCuda), gy = nx::place(y, kCuda);
+    EXPECT_EQ(bits(nx::sum(gx, {1})), bits(nx::sum(x, {1})));
+    EXPECT_EQ(bits(nx::max(gx, {1})), bits(nx::max(x, {1})));
+    EXPECT_EQ(bits(nx::min(gx, {1}, true)), bits(nx::min(x, {1}, true)));
+    EXPECT_EQ(bits(nx::sum(gy)), bits(nx::sum(y)));
+    EXPECT_EQ(bits(nx::max(gy)), bits(nx::max(y)));
+  }
 }
 
 TEST(FakeGpu, CompiledCallsBindDeviceArgumentsAndKeepResultsThere) {

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -240,6 +241,8 @@ struct Env {
   std::vector<std::string> ptrs;                 // param pointer names
   std::vector<std::string> idx;                  // index per iteration dim (shape ++ rshape)
   std::unordered_map<int64_t, std::string> acc;  // Acc leaves by arg (default 0)
+  // Loads already read (vector loads: one component each), as values in memory form.
+  std::unordered_map<NodeRef, std::string> loaded;
 };
 
 class Emitter {
@@ -281,6 +284,8 @@ class Emitter {
   std::string load(NodeRef n) {
     const auto& la = arg_load(n);
     DType t = n->dtype;
+    if (auto it = env_.loaded.find(n); it != env_.loaded.end())
+      return w_.let(t, t == DType::Bool ? paren(it->second + " != 0") : it->second);
     std::string valid = valid_of(la.view);
     std::string x = env_.ptrs.at(la.param) + "[" + offset_of(la.view) + "]";
     if (t == DType::Bool) x = paren(x + " != 0");
@@ -541,6 +546,63 @@ bool reduction_contiguous(const KernelSpec& k) {
   return true;
 }
 
+// An elementwise kernel whose loads are each either the output's own index (a C-contiguous view
+// of the output's shape, unmasked, from an offset that is a multiple of 4) or one element
+// (every stride 0): 4 consecutive outputs read 4 consecutive elements of each param, so a thread
+// can move them as one vector (codegen/c_renderer.h, "vector loads").
+bool vector_loads_for(const KernelSpec& k, const CDialect& d) {
+  if (!d.vector_loads || k.rbody || k.contract || k.library || !k.body) return false;
+  if (numel(k.shape) < 4) return false;
+  const Shape& shape = k.shape;
+  const View flat = View::contiguous(shape);
+  for (NodeRef n : toposort({k.body})) {
+    if (n->op == Op::Valid || n->op == Op::Index) return false;
+    if (n->op != Op::Load) continue;
+    const View& v = arg_load(n).view;
+    if (!v.mask.empty() || v.strides.size() != shape.size()) return false;
+    bool scalar = true, same = v.offset % 4 == 0;
+    for (size_t a = 0; a < shape.size(); ++a) {
+      if (v.strides[a] != 0) scalar = false;
+      if (shape[a] > 1 && v.strides[a] != flat.strides[a]) same = false;
+    }
+    if (!scalar && !same) return false;
+  }
+  return true;
+}
+bool flat_load(NodeRef n) {
+  for (int64_t st : arg_load(n).view.strides)
+    if (st != 0) return true;
+  return false;
+}
+// The vector type moving 4 elements of t (8-byte types: two 2-element vectors), and its
+// element count.
+std::string vec_type(DType t) {
+  switch (t) {
+    case DType::Bool:
+    case DType::UInt8:
+      return "uchar4";
+    case DType::Float16:
+    case DType::BFloat16:
+      return "ushort4";
+    case DType::Int32:
+      return "int4";
+    case DType::Float32:
+      return "float4";
+    case DType::Int64:
+      return "longlong2";
+    case DType::Float64:
+      return "double2";
+  }
+  return "?";
+}
+int vec_width(DType t) { return ir::itemsize(t) == 8 ? 2 : 4; }
+// Component c (0..3) of the 4 elements held in vector variables <v>0 (and <v>1 for 8-byte types).
+std::string vec_component(DType t, const std::string& v, int c) {
+  static const char* xyzw[] = {"x", "y", "z", "w"};
+  int w = vec_width(t);
+  return v + std::to_string(c / w) + "." + xyzw[c % w];
+}
+
 bool lane_threads_for(const KernelSpec& k, const CDialect& d) {
   return k.rbody && !k.contract && !k.library && !d.lane_shfl_u32.empty() &&
          numel(k.rshape) >= 2 * kReduceLanes && reduction_contiguous(k);
@@ -557,6 +619,7 @@ class KernelRenderer {
     nb_ = k.rbody ? blocks() : 1;
     two_phase_ = k.rbody && nb_ > 1;
     lanes_ = lane_threads_for(k, d);
+    vec_ = vector_loads_for(k, d);
   }
 
   std::vector<DType> entry_dtypes() const {
@@ -575,6 +638,7 @@ class KernelRenderer {
       s << (lanes_ ? render_lane() : render_reduce());
     }
     s << render_body();
+    if (vec_) s << render_body4();
     if (two_phase_) s << render_phase1();
     s << render_main();
     return s.str();
@@ -769,6 +833,44 @@ class KernelRenderer {
            ") {\n" + w.out.str() + "  return " + r + ";\n}\n";
   }
 
+  // body4(ptrs, base): outputs base .. base + 3 (base a multiple of 4, every pointer 16-byte
+  // aligned): each param read through the output's index is read as one vector, the body is
+  // evaluated 4 times on its components, and the 4 outputs are stored as one vector.
+  std::string render_body4() {
+    SourceWriter w;
+    std::vector<Env> envs(4, base_env(0));
+    std::map<std::pair<int, int64_t>, std::string> vars;  // (param, offset) -> vector name
+    for (NodeRef n : toposort({k_.body})) {
+      if (n->op != Op::Load || !flat_load(n)) continue;
+      const auto& la = arg_load(n);
+      auto key = std::make_pair(la.param, la.view.offset);
+      auto it = vars.find(key);
+      if (it == vars.end()) {
+        std::string v = "v" + std::to_string(vars.size()) + "_";
+        it = vars.emplace(key, v).first;
+        std::string vt = vec_type(n->dtype);
+        std::string src = "((const " + vt + "*)(p" + std::to_string(la.param) + " + " +
+                          std::to_string(la.view.offset) + "LL + (long long)base))";
+        for (int h = 0; h < 4 / vec_width(n->dtype); ++h)
+          w.line("const " + vt + " " + v + std::to_string(h) + " = " + src + "[" +
+                 std::to_string(h) + "];");
+      }
+      for (int c = 0; c < 4; ++c) envs[c].loaded[n] = vec_component(n->dtype, it->second, c);
+    }
+    DType ot = k_.out_dtype;
+    std::string ovt = vec_type(ot);
+    for (int h = 0; h < 4 / vec_width(ot); ++h) w.line(ovt + " o" + std::to_string(h) + ";");
+    for (int c = 0; c < 4; ++c) {
+      auto r = Emitter(w, envs[c]).emit(k_.body);
+      w.line(vec_component(ot, "o", c) + " = " + to_mem(ot, r) + ";");
+    }
+    for (int h = 0; h < 4 / vec_width(ot); ++h)
+      w.line("((" + ovt + "*)(p0 + (long long)base))[" + std::to_string(h) + "] = o" +
+             std::to_string(h) + ";");
+    return d_.device_fn + " void " + fn("body4") + "(" + ptr_params() +
+           ", unsigned long long base) {\n" + w.out.str() + "}\n";
+  }
+
   std::string entry_params() const {
     std::string s = ptr_params();
     if (two_phase_) s += std::string(", ") + mem_type(acc_type()) + "* " + d_.restrict_kw + " ps";
@@ -823,6 +925,26 @@ class KernelRenderer {
   std::string render_main() {
     SourceWriter w;
     size_t k = k_.shape.size();
+    if (vec_) {
+      // Vectors of 4 outputs when every pointer is 16-byte aligned (a uniform branch), then the
+      // last n % 4 outputs one by one; otherwise the scalar loop below.
+      std::string ored;
+      for (size_t p = 0; p < dtypes_.size(); ++p)
+        ored += std::string(p ? " | " : "") + "(unsigned long long)p" + std::to_string(p);
+      w.open("if (((" + ored + ") & 15ull) == 0ull)");
+      w.line("const unsigned long long n4 = (unsigned long long)n >> 2;");
+      w.line("for (unsigned long long w = " + d_.thread_id + "; w < n4; w += " + d_.thread_stride +
+             ") " + fn("body4") + "(" + ptr_args() + ", w << 2);");
+      w.open("for (unsigned long long w = (n4 << 2) + " + d_.thread_id +
+             "; w < (unsigned long long)n; w += " + d_.thread_stride + ")");
+      decompose_index(w, "w", k_.shape, "i");
+      w.line("const " + std::string(reg_type(k_.out_dtype)) + " val = " + fn("body") + "(" +
+             ptr_args() + idx_args(k) + ");");
+      w.line("p0[w] = " + to_mem(k_.out_dtype, "val") + ";");
+      w.close();
+      w.line("return;");
+      w.close();
+    }
     open_grid_loop(w);
     // o: the output of this work item.
     const bool lanes = lanes_ && !two_phase_;
@@ -870,6 +992,7 @@ class KernelRenderer {
   int64_t nb_ = 1;
   bool two_phase_ = false;
   bool lanes_ = false;  // the lanes of a block run as 8 threads (c_lane_threads)
+  bool vec_ = false;    // vector loads and stores of 4 outputs (c_vector_loads)
 };
 
 // A contraction kernel (ir::Op::Dot): one thread per output, the fma chain over k in
@@ -1039,13 +1162,15 @@ const CDialect& cuda_dialect() {
         "  return __shfl_down_sync(0xffu << (threadIdx.x & 24u), v, k, 8);\n}\n";
     c.lane_shfl_u32 = "rune_shfl_u32";
     c.lane_shfl_u64 = "rune_shfl_u64";
-    c.unroll = "#pragma unroll 4";
+    c.unroll = "#pragma unroll 16";
+    c.vector_loads = true;
     return c;
   }();
   return d;
 }
 
 bool c_lane_threads(const KernelSpec& k, const CDialect& d) { return lane_threads_for(k, d); }
+bool c_vector_loads(const KernelSpec& k, const CDialect& d) { return vector_loads_for(k, d); }
 
 std::vector<DType> c_param_dtypes(const KernelSpec& k) {
   if (k.contract) return std::vector<DType>(k.slots.size(), k.out_dtype);

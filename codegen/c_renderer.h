@@ -4,7 +4,10 @@
 //
 // Entry points of the rendered source (all `extern "C"`, named after `name`):
 //   elementwise:            name(P0* p0, const P1* p1, ..., long long n)
-//       grid-stride over n = numel(shape) outputs (C order); p0[w] = body(w).
+//       grid-stride over n = numel(shape) outputs (C order); p0[w] = body(w). With vector loads
+//       (c_vector_loads) and every pointer 16-byte aligned (checked in the kernel), a thread
+//       takes 4 consecutive outputs at a time, reading each param as one vector (two for 8-byte
+//       types) and storing one; the last n % 4 outputs and unaligned calls run one by one.
 //   reduction, 1 block:     name(p0, p1, ..., long long n)
 //       one thread per output (n = numel(shape)); the whole reduction in the documented order.
 //       With lane threads (c_lane_threads): n = numel(shape) * 8, the 8 lanes of output o are
@@ -55,6 +58,9 @@ struct CDialect {
   // reduction's 8 lanes run in one thread.
   std::string lane_shfl_u32, lane_shfl_u64;
   std::string unroll;  // a loop pragma for the lanes' loops (e.g. "#pragma unroll 4"), or empty
+  // The dialect has CUDA's vector types (uchar4, ushort4, int4, float4, longlong2, double2 with
+  // members x, y, z, w) for elementwise kernels' vector loads (c_vector_loads).
+  bool vector_loads = false;
 };
 
 const CDialect& cuda_dialect();
@@ -67,6 +73,11 @@ const CDialect& hip_dialect();
 // of a row-major matrix, keeps one thread per output so neighbouring threads read neighbouring
 // addresses).
 bool c_lane_threads(const KernelSpec& k, const CDialect& d);
+
+// Whether an elementwise kernel moves 4 outputs per work item as vectors ("vector loads" above):
+// every load reads the output's own index from an offset that is a multiple of 4, or a single
+// element, and the kernel has at least 4 outputs.
+bool c_vector_loads(const KernelSpec& k, const CDialect& d);
 
 // The param dtypes of the rendered entry points in order (scratch last when two-phase).
 std::vector<ir::DType> c_param_dtypes(const KernelSpec& k);

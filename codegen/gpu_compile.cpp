@@ -91,6 +91,7 @@ std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>
   std::string source = render_c_prelude(*target.dialect);
   std::vector<std::string> names;
   std::vector<int64_t> lanes;  // threads per reduction work item (c_lane_threads: 8)
+  std::vector<bool> vectors;   // 4 outputs per thread (c_vector_loads)
   std::map<std::string, bool> seen;
   for (const auto& spec : s.kernels) {
     KernelSpec k = spec;
@@ -102,6 +103,7 @@ std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>
     replace_all(text, "RUNE_KERNEL_NAME", name);
     names.push_back(name);
     lanes.push_back(c_lane_threads(k, *target.dialect) ? kReduceLanes : 1);
+    vectors.push_back(c_vector_loads(k, *target.dialect));
     if (!seen.emplace(name, true).second) continue;
     source += text;
   }
@@ -157,7 +159,8 @@ std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>
       p->steps.push_back({function(name), name, outs, combine_bytes, slots, geometry(outs)});
     } else {
       int64_t items = outs * lanes[j];
-      p->steps.push_back({function(name), name, items, bytes, k.slots, geometry(items)});
+      int64_t threads = vectors[j] ? (items + 3) / 4 : items;
+      p->steps.push_back({function(name), name, items, bytes, k.slots, geometry(threads)});
     }
   }
   p->inplace_inputs = inplace_inputs(s);

@@ -7,7 +7,9 @@
 namespace runtime::gpu {
 
 inline constexpr unsigned kThreadsPerBlock = 256;
-inline constexpr int kBlocksPerMultiprocessor = 4;
+// 8 blocks of 256: the 2048 resident threads of an SM since Volta (fewer where a kernel's
+// registers do not allow it; the rest then wait their turn, which a grid-stride loop tolerates).
+inline constexpr int kBlocksPerMultiprocessor = 8;
 
 struct LaunchGeometry {
   unsigned grid = 0;   // blocks; 0: nothing to launch (n == 0)
@@ -15,7 +17,7 @@ struct LaunchGeometry {
   bool operator==(const LaunchGeometry&) const = default;
 };
 
-// grid = min(ceil(n / 256), 4 * multiprocessors); block = 256, or n rounded up to the warp
+// grid = min(ceil(n / 256), 8 * multiprocessors); block = 256, or n rounded up to the warp
 // size when n is smaller (a 3-element call launches one warp).
 inline LaunchGeometry launch_geometry(int64_t n, int multiprocessors, int warp_size) {
   if (n <= 0) return {};

@@ -193,3 +193,34 @@ TEST(CudaReductions, LaneThreadsWhereTheReducedElementsAreContiguous) {
   }
   EXPECT_EQ(seen, want.size());
 }
+
+// Elementwise kernels reading each param at the output's index (or one element) move 4 outputs
+// as vectors; strided, masked or misaligned reads keep one output per item (c_vector_loads).
+TEST(CudaElementwise, VectorLoadsWhereEveryReadIsTheOutputsIndex) {
+  std::vector<Labelled> ks;
+  add_program(ks, "add", {{DType::Float32, {5, 8}}, {DType::Float32, {5, 8}}},
+              [](auto& a) { return std::vector<Tensor>{a[0] + a[1]}; });
+  add_program(ks, "scalar broadcast", {{DType::Float64, {9}}, {DType::Float64, {1}}},
+              [](auto& a) { return std::vector<Tensor>{a[0] * nx::broadcast_to(a[1], {9})}; });
+  add_program(ks, "row broadcast", {{DType::Float32, {5, 8}}, {DType::Float32, {8}}},
+              [](auto& a) { return std::vector<Tensor>{a[0] + a[1]}; });
+  add_program(ks, "transposed", {{DType::Int32, {5, 8}}},
+              [](auto& a) { return std::vector<Tensor>{nx::transpose(a[0]) * 2}; });
+  add_program(ks, "offset 1", {{DType::Float32, {9}}}, [](auto& a) {
+    return std::vector<Tensor>{nx::slice(a[0], {{1, 9}}) + 1.0};
+  });
+  add_program(ks, "offset 4", {{DType::Bool, {12}}}, [](auto& a) {
+    return std::vector<Tensor>{nx::logical_not(nx::slice(a[0], {{4, 12}}))};
+  });
+  const std::map<std::string, bool> want = {
+      {"add #0", true},         {"scalar broadcast #0", true}, {"row broadcast #0", false},
+      {"transposed #0", false}, {"offset 1 #0", false},        {"offset 4 #0", true}};
+  ASSERT_EQ(ks.size(), want.size());
+  for (const auto& [label, k] : ks) {
+    const bool vec = codegen::c_vector_loads(k, codegen::cuda_dialect());
+    EXPECT_EQ(vec, want.at(label)) << label;
+    std::string src = codegen::render_c(k, "k", codegen::cuda_dialect());
+    EXPECT_EQ(src.find("k_body4(") != std::string::npos, vec) << label << "\n" << src;
+  }
+  if (codegen::cuda::nvrtc_available()) expect_all_compile(ks);
+}

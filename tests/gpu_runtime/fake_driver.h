@@ -265,6 +265,15 @@ inline const codegen::CDialect& host_dialect() {
     c.thread_stride = "rune_fake_threads";
     c.lane_shfl_u32 = "rune_shfl_u32";
     c.lane_shfl_u64 = "rune_shfl_u64";
+    // CUDA's vector types, with CUDA's alignment (the kernels check 16-byte alignment).
+    c.prelude +=
+        "struct alignas(4) uchar4 { unsigned char x, y, z, w; };\n"
+        "struct alignas(8) ushort4 { unsigned short x, y, z, w; };\n"
+        "struct alignas(16) int4 { int x, y, z, w; };\n"
+        "struct alignas(16) float4 { float x, y, z, w; };\n"
+        "struct alignas(16) longlong2 { long long x, y; };\n"
+        "struct alignas(16) double2 { double x, y; };\n";
+    c.vector_loads = true;
     c.sqrt_f32 = "sqrtf";
     c.sqrt_f64 = "sqrt";
     c.f32_as_u32 = "h_f32_u32";
@@ -284,9 +293,10 @@ inline std::string compile_host(const std::string& source, const std::string&) {
                      std::to_string(getpid()) + "_" + std::to_string(serial++);
   std::ofstream(base + ".cpp") << source;
   const char* cxx = std::getenv("CXX");
-  std::string cmd = std::string(cxx && *cxx ? cxx : "c++") +
-                    " -std=c++17 -O1 -ffp-contract=off -fno-fast-math -fPIC -shared -w -o " + base +
-                    ".so " + base + ".cpp > " + base + ".log 2>&1";
+  std::string cmd =
+      std::string(cxx && *cxx ? cxx : "c++") +
+      " -std=c++17 -O1 -fno-strict-aliasing -ffp-contract=off -fno-fast-math -fPIC -shared -w -o " +
+      base + ".so " + base + ".cpp > " + base + ".log 2>&1";
   if (std::system(cmd.c_str()) != 0)
     throw std::runtime_error("fake gpu: host compile failed; see " + base + ".cpp");
   return base + ".so";

@@ -123,8 +123,8 @@ TEST(LaunchGeometry, GridStrideSizedToTheDevice) {
   EXPECT_EQ(launch_geometry(256, 132, 32), (G{1, 256}));
   EXPECT_EQ(launch_geometry(257, 132, 32), (G{2, 256}));
   EXPECT_EQ(launch_geometry(100000, 132, 32), (G{391, 256}));
-  EXPECT_EQ(launch_geometry(int64_t{1} << 28, 132, 32), (G{528, 256}));  // 4 per SM
-  EXPECT_EQ(launch_geometry(int64_t{1} << 40, 1, 32), (G{4, 256}));
+  EXPECT_EQ(launch_geometry(int64_t{1} << 28, 132, 32), (G{1056, 256}));  // 8 per SM
+  EXPECT_EQ(launch_geometry(int64_t{1} << 40, 1, 32), (G{8, 256}));
 }
 
 }  // namespace

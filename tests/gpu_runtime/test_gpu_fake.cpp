@@ -98,6 +98,37 @@ TEST(FakeGpu, LaneThreadReductionsMatchTheHostInEveryDtype) {
   }
 }
 
+// Elementwise kernels read and write 4 outputs as vectors where every load is the output's own
+// index from an offset that is a multiple of 4 (or one element): every dtype, lengths with a
+// tail, slices at offsets 4 (vectors) and 1 (scalar path), broadcast scalars, bool results.
+TEST(FakeGpu, VectorLoadsMatchTheHostInEveryDtype) {
+  auto bits = [](const Tensor& t) {
+    auto v = nx::to_array(t);
+    std::vector<uint64_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * 8);
+    return b;
+  };
+  auto a = nx::randn(nx::key(9), nx::float32, {1031}) * 30.0;
+  auto b = nx::randn(nx::key(10), nx::float32, {1031}) * 30.0;
+  for (ir::DType t :
+       {ir::DType::Float32, ir::DType::Float64, ir::DType::Float16, ir::DType::BFloat16,
+        ir::DType::Int32, ir::DType::Int64, ir::DType::UInt8, ir::DType::Bool}) {
+    SCOPED_TRACE(std::string(ir::name(t)));
+    auto x = nx::cast(a, t), y = nx::cast(b, t);
+    auto gx = nx::place(x, kCuda), gy = nx::place(y, kCuda);
+    EXPECT_EQ(bits(nx::maximum(gx, gy)), bits(nx::maximum(x, y)));
+    EXPECT_EQ(bits(nx::less(gx, gy)), bits(nx::less(x, y)));
+    auto s = nx::slice(x, {{4, 1024}}), gs = nx::slice(gx, {{4, 1024}});
+    auto u = nx::slice(y, {{1, 1021}}), gu = nx::slice(gy, {{1, 1021}});
+    EXPECT_EQ(bits(nx::where(nx::less(gs, gu), gs, nx::slice(gy, {{0, 1020}}))),
+              bits(nx::where(nx::less(s, u), s, nx::slice(y, {{0, 1020}}))));
+    auto one = nx::slice(x, {{7, 8}}), gone = nx::slice(gx, {{7, 8}});
+    EXPECT_EQ(bits(nx::maximum(gx, nx::broadcast_to(gone, {1031}))),
+              bits(nx::maximum(x, nx::broadcast_to(one, {1031}))));
+  }
+  EXPECT_EQ(bits(nx::exp(nx::place(a, kCuda) * 0.01)), bits(nx::exp(a * 0.01)));
+}
+
 TEST(FakeGpu, CompiledCallsBindDeviceArgumentsAndKeepResultsThere) {
   auto f = rune::jit([](const Tensor& x, const Tensor& y) {
     return std::make_pair(nx::tanh(x * y + 1.0), nx::sum(x - y));

@@ -1006,15 +1006,38 @@ std::string render_contraction(const KernelSpec& k, const std::string& name, con
   size_t nd = a.shape.size();
   auto ll = [](int64_t v) { return "(long long)" + std::to_string(v); };
   std::ostringstream s;
-  if (k.body && k.body->op != Op::Acc)
-    throw std::logic_error("render_c: contraction " + name + " with a fused epilogue");
+  // A fused epilogue (the schedule's fuse_epilogues): body computes each output from the
+  // product (its Acc leaf, of the output's dtype) and other loads at the output's shape.
+  const bool epilogue = k.body && k.body->op != Op::Acc;
+  std::vector<std::string> ptype(k.slots.size(), t);
+  if (epilogue)
+    for (NodeRef n : toposort({k.body}))
+      if (n->op == Op::Load) {
+        size_t p = static_cast<size_t>(arg_load(n).param);
+        if (p >= ptype.size()) ptype.resize(p + 1, t);
+        ptype[p] = mem_type(n->dtype);
+      }
+  std::string params;
+  for (size_t p = 1; p < ptype.size(); ++p)
+    params += ", const " + ptype[p] + "* " + d.restrict_kw + " p" + std::to_string(p);
   const std::string pa = "p" + std::to_string(k.contract->a_param);
   const std::string pb = "p" + std::to_string(k.contract->b_param);
   s << "// rune kernel " << name << ": contraction\n";
-  s << d.kernel_qualifier << " void " << name << "(" << t << "* " << d.restrict_kw << " p0";
-  for (size_t p = 1; p < k.slots.size(); ++p)
-    s << ", const " << t << "* " << d.restrict_kw << " p" << p;
-  s << ", long long n) {\n";
+  if (epilogue) {
+    SourceWriter w;
+    Env env;
+    for (size_t p = 0; p < ptype.size(); ++p) env.ptrs.push_back("p" + std::to_string(p));
+    for (size_t dd = 0; dd < k.shape.size(); ++dd) env.idx.push_back("e" + std::to_string(dd));
+    env.acc[0] = "acc";
+    auto r = Emitter(w, env).emit(k.body);
+    std::string idx;
+    for (size_t dd = 0; dd < k.shape.size(); ++dd) idx += ", long long e" + std::to_string(dd);
+    s << d.device_fn << " " << t << " " << name << "_epilogue(" << t << "* " << d.restrict_kw
+      << " p0" << params << idx << ", " << t << " acc) {\n"
+      << w.out.str() << "  return " << r << ";\n}\n";
+  }
+  s << d.kernel_qualifier << " void " << name << "(" << t << "* " << d.restrict_kw << " p0"
+    << params << ", long long n) {\n";
   s << "  for (unsigned long long w = " << d.thread_id
     << "; w < (unsigned long long)n; w += " << d.thread_stride << ") {\n";
   s << "    long long r = (long long)w;\n";
@@ -1030,7 +1053,18 @@ std::string render_contraction(const KernelSpec& k, const std::string& name, con
   s << "    for (long long p = 0; p < " << ll(a.shape[nd - 1]) << "; ++p)\n";
   s << "      acc = " << fma << "(" << pa << "[ao + p * " << ll(a.strides[nd - 1]) << "], " << pb
     << "[bo + p * " << ll(b.strides[nd - 2]) << "], acc);\n";
-  s << "    p0[w] = acc;\n  }\n}\n";
+  if (!epilogue) {
+    s << "    p0[w] = acc;\n  }\n}\n";
+    return s.str();
+  }
+  // The output's index over its own shape (the product's batch dims, then i, j).
+  SourceWriter w;
+  decompose_index(w, "w", k.shape, "e");
+  s << w.out.str();
+  std::string args = "p0";
+  for (size_t p = 1; p < ptype.size(); ++p) args += ", p" + std::to_string(p);
+  for (size_t dd = 0; dd < k.shape.size(); ++dd) args += ", e" + std::to_string(dd);
+  s << "    p0[w] = " << name << "_epilogue(" << args << ", acc);\n  }\n}\n";
   return s.str();
 }
 
@@ -1173,7 +1207,13 @@ bool c_lane_threads(const KernelSpec& k, const CDialect& d) { return lane_thread
 bool c_vector_loads(const KernelSpec& k, const CDialect& d) { return vector_loads_for(k, d); }
 
 std::vector<DType> c_param_dtypes(const KernelSpec& k) {
-  if (k.contract) return std::vector<DType>(k.slots.size(), k.out_dtype);
+  if (k.contract) {
+    std::vector<DType> v(k.slots.size(), k.out_dtype);
+    if (k.body)
+      for (NodeRef n : toposort({k.body}))
+        if (n->op == Op::Load) v.at(static_cast<size_t>(arg_load(n).param)) = n->dtype;
+    return v;
+  }
   if (k.library) return {k.out_dtype, k.library->in_dtype};
   return KernelRenderer(k, "k", cuda_dialect()).entry_dtypes();
 }

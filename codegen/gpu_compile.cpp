@@ -82,7 +82,7 @@ std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>
   runtime::gpu::Context& ctx = runtime::gpu::context(device, "rune::compile");
   auto it_t = c.targets.find(device.kind);
   GpuTarget target = it_t != c.targets.end() ? it_t->second : default_target(device.kind);
-  Schedule s = schedule(roots, n_inputs);
+  Schedule s = schedule(roots, n_inputs, /*fuse_epilogues=*/true);
   if (debug_level() >= 3)
     std::fprintf(stderr, "rune: schedule for %s: %zu kernels, %zu slots\n", device.name().c_str(),
                  s.kernels.size(), s.slots.size());

@@ -11,7 +11,7 @@ namespace codegen {
 // `roots` are the graph's outputs; Param leaves are the inputs (arg LoadArg{index, layout}),
 // numbered 0..n_inputs-1.
 // fuse_epilogues: elementwise consumers of a matrix product fuse into its kernel (the host's
-// gemm applies them tile by tile); GPU backends render products unfused.
+// gemm applies them tile by tile; the GPU kernel applies them to each finished output).
 Schedule schedule(const std::vector<ir::NodeRef>& roots, int n_inputs, bool fuse_epilogues = false);
 
 }  // namespace codegen

@@ -129,6 +129,19 @@ inline std::vector<Labelled> corpus_reductions() {
   }
   add_program(ks, "matmul", {{DType::Float32, {16, 32}}, {DType::Float32, {32, 8}}},
               [](auto& a) { return std::vector<Tensor>{nx::matmul(a[0], a[1])}; });
+  // Products with fused epilogues: bias and relu, a masked select, a batched float64 product.
+  add_program(ks, "matmul bias relu",
+              {{DType::Float32, {16, 32}}, {DType::Float32, {32, 8}}, {DType::Float32, {8}}},
+              [](auto& a) { return std::vector<Tensor>{nx::relu(nx::matmul(a[0], a[1]) + a[2])}; });
+  add_program(ks, "matmul where",
+              {{DType::Float32, {4, 5}}, {DType::Float32, {5, 6}}, {DType::Bool, {4, 6}}},
+              [](auto& a) {
+                auto m = nx::matmul(a[0], a[1]);
+                return std::vector<Tensor>{nx::where(a[2], m, nx::scalar_like(m, 0.5))};
+              });
+  add_program(ks, "batched matmul tanh float64",
+              {{DType::Float64, {3, 4, 5}}, {DType::Float64, {3, 5, 2}}},
+              [](auto& a) { return std::vector<Tensor>{nx::tanh(nx::matmul(a[0], a[1]))}; });
   add_program(ks, "empty sum", {{DType::Float32, {4, 0}}},
               [](auto& a) { return std::vector<Tensor>{nx::sum(a[0], {1})}; });
   // Library kernels: sort, argsort (rank sorts) and cumsum (one chain per row), every dtype,

@@ -129,6 +129,23 @@ TEST(FakeGpu, VectorLoadsMatchTheHostInEveryDtype) {
   EXPECT_EQ(bits(nx::exp(nx::place(a, kCuda) * 0.01)), bits(nx::exp(a * 0.01)));
 }
 
+// Matrix products take their elementwise consumers as epilogues on the GPU too (one kernel),
+// with the host's bits.
+TEST(FakeGpu, MatmulEpiloguesFuseAndMatchTheHost) {
+  auto x = nx::randn(nx::key(11), nx::float32, {33, 70});
+  auto w = nx::randn(nx::key(12), nx::float32, {70, 20});
+  auto b = nx::randn(nx::key(13), nx::float32, {20});
+  auto layer = rune::jit([](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return nx::relu(nx::matmul(x, w) + b);
+  });
+  auto host = layer(x, w, b);
+  int launches = fake_gpu::counters().launches.load();
+  auto dev = layer(nx::place(x, kCuda), nx::place(w, kCuda), nx::place(b, kCuda));
+  EXPECT_EQ(fake_gpu::counters().launches.load() - launches, 1);  // product and epilogue
+  EXPECT_EQ(dev.device().name(), "CUDA:0");
+  EXPECT_EQ(nx::to_vector<float>(dev), nx::to_vector<float>(host));
+}
+
 TEST(FakeGpu, CompiledCallsBindDeviceArgumentsAndKeepResultsThere) {
   auto f = rune::jit([](const Tensor& x, const Tensor& y) {
     return std::make_pair(nx::tanh(x * y + 1.0), nx::sum(x - y));

@@ -1118,8 +1118,8 @@ std::string render_sort_key(std::ostringstream& s, DType t, const std::string& n
 // operand's offset); n = numel(shape), the launch's element count.
 //   Sort / Argsort: a stable rank sort, one thread per element: its rank is the number of
 //     elements before it with key <= its key plus those after it with key < its key (O(L) per
-//     element; CUB's radix sort is the planned fast path, docs/sort.md). A stable sort's result
-//     is unique, so the bits match the host's sort.
+//     element: the fallback where CUB's radix sorts are not available, docs/sort.md). A stable
+//     sort's result is unique, so the bits match the host's sort.
 //   Cumsum: one thread per row, the chain acc = x[0]; acc = acc + x[i] in increasing i, the
 //     order of codegen/cpu/sort_scan.cpp, so the bits match the host.
 std::string render_library(const KernelSpec& k, const std::string& name, const CDialect& d) {

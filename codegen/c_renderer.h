@@ -20,11 +20,13 @@
 //           n = numel(shape) * B * 8 and the 8 lanes of pair w are the items 8w .. 8w+7;
 //       name(p0, p1, ..., ps, long long n)     n = numel(shape): combines ps[o*B .. o*B+B-1]
 //           left to right, applies body, writes p0[o].
-//   contraction (KernelSpec::contract):  name(p0, p1, p2, long long n)
+//   contraction (KernelSpec::contract):  name(p0, p1, p2, ..., long long n)
 //       grid-stride over n = numel(shape) outputs; each is the fma chain over k in increasing
-//       order from +0 of p1 (a) and p2 (b) read through the contraction's views.
+//       order from +0 of the contraction's params (a, b) read through its views, then the
+//       fused epilogue (body, reading other params at the output's index) when there is one.
 //   library (KernelSpec::library):  name(p0, p1, long long n)    n = numel(shape)
-//       Sort / Argsort: grid-stride over the n elements (a stable rank sort, one thread each);
+//       Sort / Argsort: grid-stride over the n elements (a stable rank sort, one thread each;
+//       on CUDA, CUB's radix sorts replace it where librune_cub.so loads, docs/sort.md);
 //       Cumsum: grid-stride over the n / L rows of L = shape.back() elements (one chain each).
 // p0 is the output (param 0); pk is kernel param k (KernelSpec::slots[k]). Params never loaded
 // are typed as float. Bool is stored as one byte (0 or 1); float16 and bfloat16 travel as their

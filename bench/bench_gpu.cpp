@@ -1,14 +1,16 @@
 // GPU benchmarks (tools/gpu-check runs them on CUDA:0): (a) a fused elementwise chain on 256M
 // float32 against a device-to-device copy in the same run (bandwidth ratio), (b) a sum over
 // 256M float32 against the copy, (c) a compiled call on a 3-element tensor (microseconds,
-// launch included), (d) the MLP training step 784-256-10, batch 128. Prints one line each and
-// exits 0 with "no CUDA device" where there is none.
+// launch included), (d) the MLP training step 784-256-10, batch 128, (e) sort and argsort of 16M
+// float32 normal values in one row (CUB's radix sort, docs/sort.md) against a device copy of
+// the same 64 MiB. Prints one line each and exits 0 with "no CUDA device" where there is none.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "runtime/cuda/cub_sort.h"
 #include "runtime/gpu/context.h"
 #include "runtime/gpu/transfer.h"
 #include "trace/rune.h"
@@ -117,5 +119,29 @@ int main(int argc, char** argv) {
   Tensor l;
   double step_us = time_us(dev, 50, [&] { std::tie(w1, w2, l) = step(w1, w2, xb, yb); });
   std::printf("mlp step 784-256-10 b128: %.1f us per step, loss %g\n", step_us, nx::item<float>(l));
+
+  // Sorts of one row of 16M float32 (the rank sort fallback is O(n^2): not timed).
+  std::string no_cub;
+  const auto* cub = runtime::cuda::cub_module_for(dev.kind, ctx.driver(), &no_cub);
+  if (!cub) {
+    std::printf("sort 16M f32: skipped (rank sort: %s)\n", no_cub.c_str());
+    return 0;
+  }
+  const int64_t ns = int64_t{1} << 24;
+  const size_t sort_bytes = static_cast<size_t>(ns) * 4;
+  Tensor v = nx::place(nx::randn(nx::key(5), nx::float32, {ns}), dev);
+  auto vdst = runtime::allocate(dev, sort_bytes);
+  double vcopy_us = time_us(dev, 20, [&] {
+    runtime::gpu::copy_on_device(ctx, vdst->data, v.impl().buffer->data, sort_bytes);
+  });
+  auto fsort = rune::jit([](const Tensor& a) { return nx::sort(a); });
+  auto fargsort = rune::jit([](const Tensor& a) { return nx::argsort(a); });
+  Tensor sorted, order;
+  double sort_us = time_us(dev, 10, [&] { sorted = fsort(v); });
+  double argsort_us = time_us(dev, 10, [&] { order = fargsort(v); });
+  std::printf("sort    16M f32: %9.1f us  (%.1f x a 64 MiB device copy: %.1f us; CUB %s)\n",
+              sort_us, sort_us / vcopy_us, vcopy_us, cub->api->build);
+  std::printf("sort argsort 16M f32: %9.1f us  (%.1f x the copy)\n", argsort_us,
+              argsort_us / vcopy_us);
   return 0;
 }

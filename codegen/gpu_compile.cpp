@@ -13,6 +13,7 @@
 #include "codegen/inplace.h"
 #include "codegen/schedule.h"
 #include "ir/debug.h"
+#include "runtime/cuda/cub_sort.h"
 #include "runtime/gpu/context.h"
 #include "runtime/profile.h"
 
@@ -74,6 +75,31 @@ int64_t kernel_bytes(const KernelSpec& k) {
       if (n->op == Op::Load) bytes += numel(arg_load(n).view.shape) * itemsize(n->dtype);
   }
   return bytes;
+}
+
+// A Sort / Argsort kernel on a device whose sorts use CUB (runtime/cuda/cub_sort.h): adds a host
+// step running the module's radix sort, and its scratch as a temporary slot, and returns true.
+// False: the rendered rank sort runs (HIP, a fake driver, no module). DEBUG=1 says which.
+bool add_cub_sort(runtime::gpu::GpuProgram& p, const KernelSpec& k, runtime::gpu::Context& ctx) {
+  if (!k.library || k.library->op == Op::Cumsum) return false;
+  const int64_t len = k.shape.empty() ? 1 : k.shape.back();
+  const int64_t rows = len == 0 ? 0 : numel(k.shape) / len;
+  std::string why;
+  const auto* m = runtime::cuda::cub_module_for(ctx.device().kind, ctx.driver(), &why);
+  if (debug_level() >= 1)
+    std::fprintf(stderr, "rune: %s of %lld x %lld %s on %s: %s%s\n",
+                 k.library->op == Op::Argsort ? "argsort" : "sort", static_cast<long long>(rows),
+                 static_cast<long long>(len), std::string(name(k.library->in_dtype)).c_str(),
+                 ctx.device().name().c_str(), m ? "CUB radix sort from " : "rank sort kernel (",
+                 m ? m->path.c_str() : (why + ")").c_str());
+  if (!m) return false;
+  int64_t scratch_bytes = 0;
+  auto st = runtime::cuda::cub_sort_step(ctx, *m, k.library->op == Op::Argsort, k.library->in_dtype,
+                                         k.library->offset, rows, len, &scratch_bytes);
+  st.slots = {k.slots[0], k.slots[1], static_cast<int>(p.slot_bytes.size())};
+  p.slot_bytes.push_back(scratch_bytes);
+  p.steps.push_back(std::move(st));
+  return true;
 }
 
 std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>& roots,
@@ -145,6 +171,7 @@ std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>
     const std::string& name = names[j];
     int64_t outs = numel(k.shape);
     int64_t bytes = kernel_bytes(k);
+    if (add_cub_sort(*p, k, ctx)) continue;  // CUB's radix sort instead of the rank sort kernel
     if (k.rbody && k.blocks() > 1) {
       // Two-phase reduction (codegen/c_renderer.h): B partials per output in a scratch slot.
       int64_t nb = k.blocks();

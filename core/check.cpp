@@ -13,9 +13,8 @@ namespace detail {
 
 Tensor first_false(const Tensor& ok) {
   int64_t n = ok.size();
+  CreateOn on(ok.device());  // the index grid lives with ok
   Tensor flat_index = reshape(arange(n), ok.shape());
-  if (!ok.is_traced() && !(ok.device() == Device::cpu()))
-    flat_index = place(flat_index, ok.device());
   return min(where(ok, const_int(DType::Int64, n), flat_index));
 }
 

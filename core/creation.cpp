@@ -8,6 +8,27 @@ namespace nx {
 using namespace detail;
 using ir::Op;
 
+namespace {
+
+// Runs a creation op's body on the device it creates on (creation_device): operand-less
+// primitives run there (an iota is computed on the device, not copied to it), and a host
+// value the body returns (raw bytes, a 0-d constant) is moved there. Under a tracer the body
+// builds the same nodes as ever; they run wherever the program runs.
+template <class F>
+Tensor created(const char* api, F&& body) {
+  Device d = creation_device(api);
+  CreateOn on(d);
+  Tensor t = body();
+  if (!t.is_traced() && !(t.device() == d)) t = place(t, d);
+  return t;
+}
+
+}  // namespace
+
+Tensor from_bytes(DType t, const Shape& shape, const void* data) {
+  return created("nx::from_bytes", [&] { return host_from_bytes(t, shape, data); });
+}
+
 Tensor create(DType t, const Shape& shape, const std::vector<double>& values) {
   for (auto d : shape)
     if (d < 0) fail("nx::create", "negative dimension in " + ir::to_string(shape));
@@ -22,27 +43,47 @@ Tensor create(DType t, const Shape& shape, const std::vector<double>& values) {
     uint64_t b = v.bits();
     std::memcpy(bytes.data() + i * isz, &b, isz);
   }
-  Tensor c = from_bytes(t, shape, bytes.data());
-  // Inside a trace, created values are constants of the program.
-  if (&current_interpreter() != &eager_interpreter()) return prim(Op::Copy, t, shape, {c});
-  return c;
+  // Inside a trace, created values are constants of the program (captured tensors, moved to
+  // the program's device with it).
+  return created("nx::create", [&] {
+    Tensor c = host_from_bytes(t, shape, bytes.data());
+    if (&current_interpreter() == &eager_interpreter()) return c;
+    return prim(Op::Copy, t, shape, {place(c, creation_device("nx::create"))});
+  });
 }
 
-Tensor full(DType t, const Shape& shape, double value) {
+static Tensor full_on(const char* api, DType t, const Shape& shape, double value) {
   for (auto d : shape)
-    if (d < 0) fail("nx::full", "negative dimension in " + ir::to_string(shape));
-  // Eager values are materialised (as numpy's are), so their layout is the ordinary contiguous
-  // one; under a tracer the broadcast constant fuses into its consumers instead.
-  Tensor b = broadcast_to(const_of(t, value), shape);
-  if (&current_interpreter() == &eager_interpreter() && !shape.empty()) return contiguous(b);
-  return b;
+    if (d < 0) fail(api, "negative dimension in " + ir::to_string(shape));
+  return created(api, [&] {
+    // Eager values are materialised (as numpy's are), so their layout is the ordinary
+    // contiguous one; under a tracer the broadcast constant fuses into its consumers instead.
+    Tensor b = broadcast_to(const_of(t, value), shape);
+    if (&current_interpreter() == &eager_interpreter() && !shape.empty()) return contiguous(b);
+    return b;
+  });
 }
-Tensor zeros(DType t, const Shape& shape) { return full(t, shape, 0); }
-Tensor ones(DType t, const Shape& shape) { return full(t, shape, 1); }
-Tensor scalar(DType t, double value) { return const_of(t, value); }
-Tensor full_like(const Tensor& x, double value) { return full(x.dtype(), x.shape(), value); }
-Tensor zeros_like(const Tensor& x) { return full_like(x, 0); }
-Tensor ones_like(const Tensor& x) { return full_like(x, 1); }
+Tensor full(DType t, const Shape& shape, double value) {
+  return full_on("nx::full", t, shape, value);
+}
+Tensor zeros(DType t, const Shape& shape) { return full_on("nx::zeros", t, shape, 0); }
+Tensor ones(DType t, const Shape& shape) { return full_on("nx::ones", t, shape, 1); }
+Tensor scalar(DType t, double value) {
+  return created("nx::scalar", [&] { return const_of(t, value); });
+}
+// As torch.full_like: on x's device, whatever the default.
+Tensor full_like(const Tensor& x, double value) {
+  CreateOn on(x.device());
+  return full_on("nx::full_like", x.dtype(), x.shape(), value);
+}
+Tensor zeros_like(const Tensor& x) {
+  CreateOn on(x.device());
+  return full_on("nx::zeros_like", x.dtype(), x.shape(), 0);
+}
+Tensor ones_like(const Tensor& x) {
+  CreateOn on(x.device());
+  return full_on("nx::ones_like", x.dtype(), x.shape(), 1);
+}
 
 Tensor iota(const Shape& shape, int axis) {
   int n = static_cast<int>(shape.size());
@@ -50,12 +91,12 @@ Tensor iota(const Shape& shape, int axis) {
   if (a < 0 || a >= n)
     fail("nx::iota",
          "axis " + std::to_string(axis) + " out of range for shape " + ir::to_string(shape));
-  return prim(Op::Iota, DType::Int64, shape, {}, int64_t{a});
+  return created("nx::iota", [&] { return prim(Op::Iota, DType::Int64, shape, {}, int64_t{a}); });
 }
 
 Tensor arange(int64_t n) {
   if (n < 0) fail("nx::arange", "negative length " + std::to_string(n));
-  return iota({n}, 0);
+  return created("nx::arange", [&] { return iota({n}, 0); });
 }
 
 Tensor arange(DType t, double start, double stop, double step) {
@@ -63,29 +104,35 @@ Tensor arange(DType t, double start, double stop, double step) {
     fail("nx::arange", "bad range start=" + std::to_string(start) +
                            " stop=" + std::to_string(stop) + " step=" + std::to_string(step));
   int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((stop - start) / step)));
-  // Values are start + i * step computed in float64, then converted once (as numpy does).
-  Tensor i = cast(arange(n), DType::Float64);
-  return cast(add(mul(i, const_of(DType::Float64, step)), const_of(DType::Float64, start)), t);
+  return created("nx::arange", [&] {
+    // Values are start + i * step computed in float64, then converted once (as numpy does).
+    Tensor i = cast(arange(n), DType::Float64);
+    return cast(add(mul(i, const_of(DType::Float64, step)), const_of(DType::Float64, start)), t);
+  });
 }
 
 Tensor linspace(DType t, double start, double stop, int64_t num, bool endpoint) {
   if (num < 0) fail("nx::linspace", "negative number of samples " + std::to_string(num));
   int64_t div = endpoint ? num - 1 : num;
   double step = div > 0 ? (stop - start) / static_cast<double>(div) : 0;
-  Tensor i = arange(num);
-  Tensor y = add(mul(cast(i, DType::Float64), const_of(DType::Float64, step)),
-                 const_of(DType::Float64, start));
-  if (endpoint && num > 1)
-    y = where(equal(i, const_int(DType::Int64, num - 1)), const_of(DType::Float64, stop), y);
-  return cast(y, t);
+  return created("nx::linspace", [&] {
+    Tensor i = arange(num);
+    Tensor y = add(mul(cast(i, DType::Float64), const_of(DType::Float64, step)),
+                   const_of(DType::Float64, start));
+    if (endpoint && num > 1)
+      y = where(equal(i, const_int(DType::Int64, num - 1)), const_of(DType::Float64, stop), y);
+    return cast(y, t);
+  });
 }
 
 Tensor eye(DType t, int64_t n, std::optional<int64_t> m) {
   int64_t cols = m.value_or(n);
   if (n < 0 || cols < 0)
     fail("nx::eye", "negative size " + std::to_string(n) + "x" + std::to_string(cols));
-  Tensor diag = equal(iota({n, cols}, 0), iota({n, cols}, 1));
-  return cast(diag, t);
+  return created("nx::eye", [&] {
+    Tensor diag = equal(iota({n, cols}, 0), iota({n, cols}, 1));
+    return cast(diag, t);
+  });
 }
 
 // ---- random numbers: splitmix64 of (key, flat index), all in int64 primitives ----
@@ -129,30 +176,37 @@ std::pair<Key, Key> split(Key k) { return {Key{mix64(k.value ^ 0x1)}, Key{mix64(
 
 Tensor rand(Key k, DType t, const Shape& shape) {
   if (!ir::is_float(t)) fail("nx::rand", "dtype must be float, got " + std::string(ir::name(t)));
-  Tensor u = uniform64(k, shape, 0);
-  if (t == DType::Float64) return u;
-  // Round down to t's precision so the result stays below 1.
-  Tensor c = cast(u, t);
-  int mant = t == DType::Float32 ? 24 : t == DType::Float16 ? 11 : 8;
-  return where(greater_equal(c, scalar_like(c, 1)), scalar_like(c, 1 - std::ldexp(1.0, -mant)), c);
+  return created("nx::rand", [&] {
+    Tensor u = uniform64(k, shape, 0);
+    if (t == DType::Float64) return u;
+    // Round down to t's precision so the result stays below 1.
+    Tensor c = cast(u, t);
+    int mant = t == DType::Float32 ? 24 : t == DType::Float16 ? 11 : 8;
+    return where(greater_equal(c, scalar_like(c, 1)), scalar_like(c, 1 - std::ldexp(1.0, -mant)),
+                 c);
+  });
 }
 
 Tensor randn(Key k, DType t, const Shape& shape) {
   if (!ir::is_float(t)) fail("nx::randn", "dtype must be float, got " + std::string(ir::name(t)));
-  // Box-Muller in float64: u1 in (0, 1] so the log is finite.
-  Tensor u1 = sub(const_of(DType::Float64, 1), uniform64(k, shape, 1));
-  Tensor u2 = uniform64(k, shape, 2);
-  Tensor r = sqrt(mul(const_of(DType::Float64, -2), log(u1)));
-  Tensor z = mul(r, cos(mul(u2, const_of(DType::Float64, 6.283185307179586))));
-  return cast(z, t);
+  return created("nx::randn", [&] {
+    // Box-Muller in float64: u1 in (0, 1] so the log is finite.
+    Tensor u1 = sub(const_of(DType::Float64, 1), uniform64(k, shape, 1));
+    Tensor u2 = uniform64(k, shape, 2);
+    Tensor r = sqrt(mul(const_of(DType::Float64, -2), log(u1)));
+    Tensor z = mul(r, cos(mul(u2, const_of(DType::Float64, 6.283185307179586))));
+    return cast(z, t);
+  });
 }
 
 Tensor randint(Key k, int64_t lo, int64_t hi, const Shape& shape) {
   if (hi <= lo)
     fail("nx::randint", "empty range [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
-  Tensor u = uniform64(k, shape, 3);
-  Tensor v = floor(mul(u, const_of(DType::Float64, static_cast<double>(hi - lo))));
-  return add(cast(v, DType::Int64), const_int(DType::Int64, lo));
+  return created("nx::randint", [&] {
+    Tensor u = uniform64(k, shape, 3);
+    Tensor v = floor(mul(u, const_of(DType::Float64, static_cast<double>(hi - lo))));
+    return add(cast(v, DType::Int64), const_int(DType::Int64, lo));
+  });
 }
 
 }  // namespace nx

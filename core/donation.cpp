@@ -64,11 +64,16 @@ namespace nx {
 namespace {
 thread_local int g_op_depth = 0;
 thread_local const char* g_outer_api = nullptr;
+thread_local const std::vector<const Tensor*>* g_outer_args = nullptr;
+const std::vector<const Tensor*> kNoArgs;
 }  // namespace
 
 bool OpScope::active() { return g_op_depth > 0; }
 int OpScope::depth() { return g_op_depth; }
 const char* OpScope::current_api() { return g_op_depth > 0 ? g_outer_api : nullptr; }
+const std::vector<const Tensor*>& OpScope::current_args() {
+  return g_op_depth > 0 && g_outer_args ? *g_outer_args : kNoArgs;
+}
 
 OpScope::OpScope(const char* api, std::initializer_list<const Tensor*> args) {
   if (g_op_depth == 0)
@@ -85,7 +90,10 @@ OpScope::OpScope(const char* api, const std::vector<Tensor>& args) {
 }
 
 void OpScope::enter(const char* api) {
-  if (g_op_depth == 0) g_outer_api = api;
+  if (g_op_depth == 0) {
+    g_outer_api = api;
+    g_outer_args = &args_;
+  }
   api_ = api;
   outer_ = g_op_depth == 0;
   if (outer_) {

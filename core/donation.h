@@ -44,6 +44,8 @@ class OpScope {
   static int depth();
   // The public op being applied on this thread (the outermost scope), or nullptr.
   static const char* current_api();
+  // That op's tensor arguments (empty outside any op).
+  static const std::vector<const Tensor*>& current_args();
 
  private:
   void enter(const char* api);

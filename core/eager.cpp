@@ -119,8 +119,9 @@ class Eager final : public Interpreter {
     if (!OpScope::active()) consume_donations(srcs, "nx::", ir::op_name(op));
     if (ir::is_movement(op) && op != ir::Op::Pad && op != ir::Op::Copy) {
       const Tensor& x = srcs[0];
+      // A view stays with its buffer (a view of a host scalar stays a host value).
       if (auto v = view_op(op, x.impl().view, shape, arg))
-        return make_concrete(out, x.impl().buffer, *v, device, x.impl().poison);
+        return make_concrete(out, x.impl().buffer, *v, x.device(), x.impl().poison);
       // The strides cannot express this reshape: copy to contiguous memory first.
       Tensor c = run_program(ir::Op::Copy, x.dtype(), x.shape(), {x}, {}, device);
       return make_concrete(out, c.impl().buffer, *c.impl().view.reshape(shape), device,
@@ -129,16 +130,13 @@ class Eager final : public Interpreter {
     return run_program(op, out, shape, srcs, arg, device);
   }
 
-  // Operands live on one device. 0-d host constants (scalar operands such as the 2 of x * 2)
-  // go with any CPU device, since every CPU device uses host memory.
+  // Operands live on one device. Host scalars (scalar operands such as the 2 of x * 2) go
+  // with any device: a CPU device reads host memory, a GPU gets the element uploaded. A
+  // primitive without any other operand runs where operandless_device() says, else on the host.
   static Device device_of(ir::Op op, const std::vector<Tensor>& srcs) {
     const Tensor* first = nullptr;
     for (const auto& s : srcs) {
-      // A host scalar, possibly broadcast (every stride 0): a constant operand.
-      bool host_scalar = s.device() == Device::cpu() && s.impl().buffer;
-      for (size_t d = 0; host_scalar && d < s.impl().view.strides.size(); ++d)
-        host_scalar = s.impl().view.strides[d] == 0 || s.shape()[d] == 1;
-      if (host_scalar) continue;
+      if (is_host_scalar(s)) continue;
       if (!first) {
         first = &s;
       } else if (!(s.device() == first->device())) {
@@ -149,18 +147,18 @@ class Eager final : public Interpreter {
             ") and " + s.device().name() + " (" + s.describe() + "); move one with nx::place");
       }
     }
-    if (!first) return Device::cpu();
-    if (first->device().kind != runtime::DeviceKind::CPU) {
+    Device device = first ? first->device() : operandless_device().value_or(Device::cpu());
+    if (device.kind != runtime::DeviceKind::CPU) {
       const char* api = OpScope::current_api();
-      runtime::stream_for(first->device(),  // raises: unavailable
+      runtime::stream_for(device,  // raises: unavailable
                           (api ? std::string(api) : "nx::" + std::string(ir::op_name(op))).c_str());
     }
-    return first->device();
+    return device;
   }
 
   Tensor constant(const ir::Value& v) override {
     uint64_t bits = v.bits();
-    return from_bytes(v.dtype, {}, &bits);  // little-endian: the low bytes hold the value
+    return host_from_bytes(v.dtype, {}, &bits);  // little-endian: the low bytes hold the value
   }
 
   void record_check(
@@ -366,7 +364,7 @@ class Eager final : public Interpreter {
       if (im.shape[k] != 1) off += idx[lead + k] * im.view.strides[k];
     uint64_t bits = 0;
     read_memory(d, off, &bits, static_cast<size_t>(ir::itemsize(im.dtype)));
-    return from_bytes(im.dtype, {}, &bits);
+    return host_from_bytes(im.dtype, {}, &bits);
   }
   static std::vector<int64_t> unravel(const Shape& shape, int64_t flat) {
     std::vector<int64_t> idx(shape.size());
@@ -380,8 +378,30 @@ class Eager final : public Interpreter {
 
 // The interpreters active on this thread, innermost last.
 thread_local std::vector<Interpreter*> g_stack;
+// The innermost CreateOn's device on this thread.
+thread_local std::optional<Device> g_create_on;
 
 }  // namespace
+
+CreateOn::CreateOn(Device d) : prev_(g_create_on) { g_create_on = d; }
+CreateOn::~CreateOn() { g_create_on = prev_; }
+
+bool is_host_scalar(const Tensor& t) {
+  const auto& im = t.impl();
+  if (!(im.device == Device::cpu()) || !im.buffer) return false;
+  for (size_t d = 0; d < im.view.strides.size(); ++d)
+    if (im.view.strides[d] != 0 && im.shape[d] != 1) return false;
+  return true;
+}
+
+std::optional<Device> operandless_device() {
+  if (g_create_on) return g_create_on;
+  const auto& args = OpScope::current_args();
+  for (const Tensor* t : args)
+    if (!is_host_scalar(*t)) return t->device();
+  if (!args.empty()) return Device::cpu();  // an op on host scalars only runs on the host
+  return std::nullopt;
+}
 
 Interpreter& eager_interpreter() {
   static Eager e;

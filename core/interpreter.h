@@ -3,6 +3,7 @@
 #pragma once
 #include <exception>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -40,6 +41,30 @@ class InterpreterScope {
   InterpreterScope(const InterpreterScope&) = delete;
   InterpreterScope& operator=(const InterpreterScope&) = delete;
 };
+
+// Where eager primitives with no operand on a device (none, like Iota, or host scalar constants
+// only) run. Such a primitive runs on the device of the innermost CreateOn of this thread; else,
+// inside a public op, on the device of that op's first argument that is not a host scalar (so
+// an op's internal index grids and masks live with its operands; the host when every argument
+// is a host scalar); else on the host.
+// Creation ops (core/creation.cpp) open a CreateOn for the device they create on; a replayed
+// gradient graph opens one for its primals' device.
+class CreateOn {
+ public:
+  explicit CreateOn(Device d);
+  ~CreateOn();
+  CreateOn(const CreateOn&) = delete;
+  CreateOn& operator=(const CreateOn&) = delete;
+
+ private:
+  std::optional<Device> prev_;
+};
+// The device an operand-less primitive would run on now, if anything but the host default
+// decides it: the innermost CreateOn, else the current public op's operands' device.
+std::optional<Device> operandless_device();
+// A host scalar: a concrete host value with one element, possibly broadcast (every stride 0).
+// Such constants combine with operands on any device.
+bool is_host_scalar(const Tensor& t);
 
 // Primitive entry point used by every nx op: dispatches to the interpreter that owns the
 // operands (a tracer if any operand is traced by an active tracer, else the current one).

@@ -14,6 +14,9 @@ namespace nx {
 using Axes = std::vector<int>;
 
 // ---- creation ----
+// Every creation op below (and nx::from_bytes) puts its result on the default device
+// (nx::default_device()); full_like, zeros_like and ones_like on x's device. Inside another
+// op (an index grid of argmax, a mask of pad) they create on that op's operands' device.
 Tensor create(DType t, const Shape& shape, const std::vector<double>& values);
 Tensor full(DType t, const Shape& shape, double value);
 Tensor zeros(DType t, const Shape& shape);
@@ -145,6 +148,11 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
 
 // ---- placement and waiting (SEMANTICS.md §6) ----
+// The device creation ops put their results on: RUNE_DEFAULT_DEVICE (CPU, CPU:n, CUDA:n or
+// HIP:n), read once, as torch.set_default_device or JAX's default device; the host when unset.
+// Every other op runs where its operands are. A bad value raises std::invalid_argument naming
+// the variable and the value (at each creation op, and here).
+Device default_device();
 // A copy of x on device d ("CPU", "CPU:1", ...); a transfer waits for x's device.
 Tensor place(const Tensor& x, Device d);
 Tensor place(const Tensor& x, const std::string& device);

@@ -175,7 +175,10 @@ Tensor relu(const Tensor& x) {
 }
 Tensor isnan(const Tensor& x) {
   OpScope scope_("nx::isnan", {&x});
-  if (!ir::is_float(x.dtype())) return broadcast_to(const_int(DType::Bool, 0), x.shape());
+  if (!ir::is_float(x.dtype())) {
+    CreateOn on(x.device());
+    return full(DType::Bool, x.shape(), 0);
+  }
   return prim(Op::IsNan, DType::Bool, x.shape(), {x});
 }
 

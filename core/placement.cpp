@@ -2,6 +2,7 @@
 // Every CPU device (CPU, CPU:n) uses host memory; a GPU (CUDA:n, HIP:n) has its own, reached
 // through runtime/gpu/transfer.h. A transfer waits for the source's work (and raises its
 // failures) and makes strided data contiguous on the source's side first.
+#include <cstdlib>
 #include <cstring>
 
 #include "core/donation.h"
@@ -39,6 +40,48 @@ const char* contiguous_host_bytes(const Tensor& x, std::vector<char>& scratch) {
 }
 
 }  // namespace
+
+namespace {
+
+// RUNE_DEFAULT_DEVICE, read once: the device, or why the value is not one.
+struct DefaultDevice {
+  Device device;
+  std::string error;  // "RUNE_DEFAULT_DEVICE=... is not a device ..." when the value is bad
+};
+const DefaultDevice& default_device_setting() {
+  static const DefaultDevice setting = [] {
+    DefaultDevice r;
+    const char* v = std::getenv("RUNE_DEFAULT_DEVICE");
+    if (!v || !*v) return r;
+    try {
+      r.device = Device::parse(v, "RUNE_DEFAULT_DEVICE");
+    } catch (const std::invalid_argument&) {
+      r.error = std::string("RUNE_DEFAULT_DEVICE=\"") + v +
+                "\" is not a device (expected CPU, CPU:n, CUDA:n or HIP:n)";
+    }
+    return r;
+  }();
+  return setting;
+}
+
+Device default_device_for(const char* api) {
+  const auto& s = default_device_setting();
+  if (!s.error.empty()) throw std::invalid_argument(std::string(api) + ": " + s.error);
+  return s.device;
+}
+
+}  // namespace
+
+Device default_device() { return default_device_for("nx::default_device"); }
+
+namespace detail {
+Device creation_device(const char* api) {
+  if (auto d = operandless_device()) return *d;
+  Device d = default_device_for(api);
+  runtime::stream_for(d, api);  // raises for a device that does not exist here
+  return d;
+}
+}  // namespace detail
 
 void wait(Device d) {
   if (runtime::Stream* s = runtime::stream_for(d, "nx::wait")) s->synchronize();

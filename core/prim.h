@@ -27,5 +27,9 @@ Tensor const_of(DType t, double v);    // 0-d constant (floats rounded, ints tru
 Tensor const_int(DType t, int64_t v);  // 0-d integer constant, exact
 Tensor binary(const std::string& api, ir::Op op, const Tensor& a, const Tensor& b);
 Tensor compare(const std::string& api, ir::Op op, const Tensor& a, const Tensor& b);
+// The device a creation op called as `api` creates on: operandless_device() inside another op
+// or a CreateOn, else the default device. Raises (naming `api`) for a bad RUNE_DEFAULT_DEVICE
+// or a device that is unavailable here.
+Device creation_device(const char* api);
 
 }  // namespace nx::detail

@@ -34,7 +34,7 @@ Tensor make_concrete(DType t, runtime::BufferRef buf, ir::View view, Device d,
   return Tensor(std::move(impl));
 }
 
-Tensor from_bytes(DType t, const Shape& shape, const void* data) {
+Tensor host_from_bytes(DType t, const Shape& shape, const void* data) {
   size_t n = static_cast<size_t>(ir::numel(shape) * ir::itemsize(t));
   auto buf = runtime::allocate(Device::cpu(), n);
   if (n) std::memcpy(buf->data, data, n);

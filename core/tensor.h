@@ -85,7 +85,10 @@ class Tensor {
 // Makes a concrete tensor from a buffer and a view.
 Tensor make_concrete(DType t, runtime::BufferRef buf, ir::View view, Device d = Device::cpu(),
                      std::shared_ptr<runtime::Poison> poison = nullptr);
-// A fresh contiguous host tensor holding raw bytes (copied).
+// A fresh contiguous tensor holding raw bytes (copied), on the default device (a creation op:
+// core/ops.h, docs/gpu.md "The default device").
 Tensor from_bytes(DType t, const Shape& shape, const void* data);
+// The same on the host, whatever the default device (the library's own constants).
+Tensor host_from_bytes(DType t, const Shape& shape, const void* data);
 
 }  // namespace nx

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -212,6 +213,29 @@ struct Rng {
     return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo));
   }
 };
+
+// ---- the default device (RUNE_DEFAULT_DEVICE; tools/gpu-check runs the suite on CUDA:0) ----
+
+// Whether creation ops put their results on the synchronous host (RUNE_DEFAULT_DEVICE unset or
+// CPU), as most tests' expectations about errors and devices assume.
+inline bool host_is_default() { return nx::default_device() == nx::Device::cpu(); }
+
+// Whether this process runs with the fake CUDA driver as CUDA:0 (RUNE_TEST_FAKE_CUDA=1,
+// tests/fake_cuda_hook.cpp). Child processes (samples) do not have it.
+inline bool fake_cuda() {
+  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
+  return v && std::string(v) == "1";
+}
+
+// Skips the current test, with `reason`, when the default device is not the host: for tests
+// whose expectation legitimately depends on it (a check raising at the call rather than at the
+// next wait, device names in messages, CPU:n streams, host allocator or compile counters).
+#define RUNE_SKIP_UNLESS_HOST_DEFAULT(reason)                                         \
+  do {                                                                                \
+    if (!::rt::host_is_default())                                                     \
+      GTEST_SKIP() << "needs the host as the default device (RUNE_DEFAULT_DEVICE is " \
+                   << nx::default_device().name() << "): " << (reason);               \
+  } while (0)
 
 // Runs fn and returns the what() of the std::invalid_argument it throws ("" if none / other).
 template <class Fn>

@@ -15,14 +15,20 @@ namespace {
 struct Traced {
   std::vector<ir::NodeRef> params, outputs;
   std::vector<nx::Tensor> bindings;  // Param i -> value (the params, then captured tensors)
+  nx::Device device;                 // where the graph runs: the params' device
 };
+
+nx::Device device_of(const std::vector<nx::Tensor>& params) {
+  return params.empty() ? nx::default_device() : params[0].device();
+}
 
 // Traces f over stand-ins for `params`; the stand-ins are Params 0..n-1.
 Traced trace(const char* api, const std::vector<nx::Tensor>& params, const FlatFn& f,
              int extra_params) {
-  nx::Device device = params.empty() ? nx::Device::cpu() : params[0].device();
+  nx::Device device = device_of(params);
   Tracer tracer(device, static_cast<int>(params.size()) + extra_params);
   Traced t;
+  t.device = device;
   std::vector<nx::Tensor> stand_ins;
   for (size_t i = 0; i < params.size(); ++i) {
     stand_ins.push_back(tracer.stand_in(static_cast<int>(i), params[i].dtype(),
@@ -89,7 +95,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
   auto grads = vjp_nodes(t.outputs, cots, t.params);
   std::vector<ir::NodeRef> roots = t.outputs;
   roots.insert(roots.end(), grads.begin(), grads.end());
-  auto vals = evaluate(roots, t.bindings);
+  auto vals = evaluate(roots, t.bindings, t.device);
   std::vector<nx::Tensor> outs(vals.begin(), vals.begin() + static_cast<long>(t.outputs.size()));
   std::vector<nx::Tensor> gs(vals.begin() + static_cast<long>(t.outputs.size()), vals.end());
   return {outs, gs};
@@ -126,12 +132,15 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(
         ir::LoadArg{static_cast<int>(base + m + i), ir::View::contiguous(primals[i].shape())}));
   auto jt = vjp_nodes(g, ts, us);  // d<J^T u, t>/du = J t
   std::vector<nx::Tensor> bindings = t.bindings;
-  for (size_t i = 0; i < m; ++i)
-    bindings.push_back(nx::zeros(t.outputs[i]->dtype, t.outputs[i]->shape));
+  {
+    nx::CreateOn on(t.device);  // the dummy cotangents live with the primals
+    for (size_t i = 0; i < m; ++i)
+      bindings.push_back(nx::zeros(t.outputs[i]->dtype, t.outputs[i]->shape));
+  }
   for (const auto& x : tangents) bindings.push_back(x);
   std::vector<ir::NodeRef> roots = t.outputs;
   roots.insert(roots.end(), jt.begin(), jt.end());
-  auto vals = evaluate(roots, bindings);
+  auto vals = evaluate(roots, bindings, t.device);
   return {std::vector<nx::Tensor>(vals.begin(), vals.begin() + static_cast<long>(m)),
           std::vector<nx::Tensor>(vals.begin() + static_cast<long>(m), vals.end())};
 }

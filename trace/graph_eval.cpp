@@ -8,7 +8,8 @@
 namespace rune {
 
 std::vector<nx::Tensor> evaluate(const std::vector<ir::NodeRef>& roots,
-                                 const std::vector<nx::Tensor>& bindings) {
+                                 const std::vector<nx::Tensor>& bindings, nx::Device device) {
+  nx::CreateOn on(device);
   std::unordered_map<ir::NodeRef, nx::Tensor> val;
   for (ir::NodeRef n : ir::toposort(roots)) {
     nx::Tensor t;

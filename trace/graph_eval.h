@@ -8,8 +8,9 @@
 
 namespace rune {
 
-// Evaluates `roots`; Param i is bound to bindings[i].
+// Evaluates `roots`; Param i is bound to bindings[i]. Eagerly, nodes without a device operand
+// (an iota, a constant broadcast and padded) run on `device`, the graph's params' device.
 std::vector<nx::Tensor> evaluate(const std::vector<ir::NodeRef>& roots,
-                                 const std::vector<nx::Tensor>& bindings);
+                                 const std::vector<nx::Tensor>& bindings, nx::Device device);
 
 }  // namespace rune

@@ -266,7 +266,9 @@ struct JitCore::Impl {
   size_t traces = 0;
 
   std::shared_ptr<const Compiled> build(const Flat& args, const Key& key, const TraceFn& trace) {
-    nx::Device device = args.leaves.empty() ? nx::Device::cpu() : args.leaves[0].device();
+    // Without tensor arguments the program runs on the default device, where creation ops
+    // would have put its values.
+    nx::Device device = args.leaves.empty() ? nx::default_device() : args.leaves[0].device();
     for (const auto& l : args.leaves)
       if (!(l.device() == device))
         throw std::invalid_argument(options.name + ": arguments on two devices: " + device.name() +
@@ -293,14 +295,14 @@ struct JitCore::Impl {
     for (const auto& k : c->checks) roots.push_back(k.first_false);
     c->captured = tracer.captured();
     c->n_params = static_cast<int>(args.leaves.size() + c->captured.size());
-    if (device.kind == runtime::DeviceKind::CPU) {
+    // Captured constants move to the program's device once, with the program (a host program
+    // cannot read GPU memory, nor a CPU:n value before its stream ran).
+    for (auto& t : c->captured)
+      if (!t.is_traced() && !(t.device() == device)) t = nx::place(t, device);
+    if (device.kind == runtime::DeviceKind::CPU)
       c->program = codegen::compile_host(roots, c->n_params);
-    } else {
-      // Captured constants move to the device once, with the program.
-      for (auto& t : c->captured)
-        if (!(t.device() == device)) t = nx::place(t, device);
+    else
       c->gpu_program = codegen::compile_gpu(roots, c->n_params, device);
-    }
     c->result_tokens = std::move(result.tokens);
     for (auto r : roots) c->outputs.push_back({r->dtype, r->shape});
     c->device = device;

@@ -37,11 +37,18 @@ void launch(Context& c, const GpuStep& step, char* const* bufs) {
   }
   long long n = step.items;
   params[np] = &n;
+  // Queues the step: a kernel launch (a driver status) or the host step (which throws itself).
+  auto queue = [&] {
+    if (step.host) {
+      step.host(c, bufs);
+      return 0;
+    }
+    return d.launch(step.fn, step.geometry.grid, step.geometry.block, c.handle(), params,
+                    static_cast<unsigned>(np + 1));
+  };
   const bool profiled = profile_enabled();
   if (ir::debug_level() < 2 && !profiled) {
-    c.check(d.launch(step.fn, step.geometry.grid, step.geometry.block, c.handle(), params,
-                     static_cast<unsigned>(np + 1)),
-            "launch");
+    c.check(queue(), "launch");
     return;
   }
   Handle start = nullptr, end = nullptr;
@@ -49,9 +56,15 @@ void launch(Context& c, const GpuStep& step, char* const* bufs) {
   c.check(d.event_create(&end), "event_create");
   float ms = 0;
   int rc = d.event_record(start, c.handle());
-  if (!rc)
-    rc = d.launch(step.fn, step.geometry.grid, step.geometry.block, c.handle(), params,
-                  static_cast<unsigned>(np + 1));
+  if (!rc) {
+    try {
+      rc = queue();
+    } catch (...) {
+      d.event_destroy(start);
+      d.event_destroy(end);
+      throw;
+    }
+  }
   if (!rc) rc = d.event_record(end, c.handle());
   if (!rc) rc = d.event_synchronize(end);
   if (!rc) rc = d.event_elapsed_ms(&ms, start, end);

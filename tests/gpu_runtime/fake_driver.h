@@ -14,6 +14,7 @@
 #include <atomic>
 #include <barrier>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -299,6 +300,19 @@ inline std::string compile_host(const std::string& source, const std::string&) {
       base + ".so " + base + ".cpp > " + base + ".log 2>&1";
   if (std::system(cmd.c_str()) != 0)
     throw std::runtime_error("fake gpu: host compile failed; see " + base + ".cpp");
+  std::remove((base + ".cpp").c_str());
+  std::remove((base + ".log").c_str());
+  // The shared object is the module image until it is loaded; removed when the process exits.
+  struct Scratch {
+    std::mutex mu;
+    std::vector<std::string> files;
+    ~Scratch() {
+      for (const auto& f : files) std::remove(f.c_str());
+    }
+  };
+  static Scratch scratch;
+  std::lock_guard lock(scratch.mu);
+  scratch.files.push_back(base + ".so");
   return base + ".so";
 }
 

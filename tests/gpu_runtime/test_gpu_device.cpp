@@ -7,8 +7,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "runtime/cuda/cub_sort.h"
 #include "runtime/gpu/context.h"
 #include "trace/rune.h"
+
+#ifndef RUNE_EXPECT_CUB_MODULE
+#define RUNE_EXPECT_CUB_MODULE 0
+#endif
 
 namespace {
 
@@ -143,6 +148,105 @@ TEST(OnGpu, TrainingStepIsBitIdentical) {
   EXPECT_EQ(bits(g1), bits(h1));
   EXPECT_EQ(bits(g2), bits(h2));
   EXPECT_EQ(bits(gl), bits(hl));
+}
+
+// Sorts (docs/sort.md): on CUDA, CUB's radix sorts from librune_cub.so where rune was built
+// with it (the rendered rank sort elsewhere); the host's bits either way, sorted values (-0 and
+// NaN payloads included: compared without canonicalising NaN) and argsort positions.
+
+// rows x len values of t with NaN, +-inf, -0 and +0 (floats), many duplicates, negatives.
+Tensor sort_input(nx::DType t, int64_t rows, int64_t len, uint64_t seed) {
+  std::vector<double> v(static_cast<size_t>(rows * len));
+  const double special[] = {NAN, -0.0, 0.0, INFINITY, -INFINITY};
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& e : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const unsigned r = static_cast<unsigned>(s >> 33);
+    if (ir::is_float(t) && r % 8 == 0)
+      e = special[(r / 8) % 5];
+    else if (t == nx::uint8)
+      e = r % 251;
+    else if (t == nx::bool_)
+      e = r % 2;
+    else if (ir::is_float(t))
+      e = std::ldexp(static_cast<double>(static_cast<int>(r % 2001) - 1000), -7);
+    else
+      e = static_cast<double>(static_cast<int>(r % 200001) - 100000);
+  }
+  return nx::create(t, {rows, len}, v);
+}
+
+std::vector<uint64_t> exact_bits(const Tensor& t) {
+  auto v = nx::to_array(nx::place(t, Device::cpu()));
+  std::vector<uint64_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * 8);
+  return b;
+}
+
+// sort and argsort along `axis`, eager and compiled, against the host.
+void expect_sorts_match(Device dev, const std::string& label, const Tensor& x, int axis = -1) {
+  Tensor g = nx::place(x, dev);
+  auto hs = nx::sort(x, axis), ha = nx::argsort(x, axis);
+  EXPECT_EQ(exact_bits(nx::sort(g, axis)), exact_bits(hs)) << label << " sort";
+  EXPECT_EQ(exact_bits(nx::argsort(g, axis)), exact_bits(ha)) << label << " argsort";
+  auto both = rune::jit(
+      [axis](const Tensor& a) { return std::make_pair(nx::sort(a, axis), nx::argsort(a, axis)); });
+  auto [js, ja] = both(g);
+  EXPECT_EQ(exact_bits(js), exact_bits(hs)) << label << " sort (compiled)";
+  EXPECT_EQ(exact_bits(ja), exact_bits(ha)) << label << " argsort (compiled)";
+}
+
+// The module sorts use on `dev` (nullptr: the rank sort), and why not.
+const runtime::cuda::CubModule* cub_for(Device dev, std::string* why) {
+  return runtime::cuda::cub_module_for(dev.kind, runtime::gpu::context(dev, "test").driver(), why);
+}
+
+TEST(OnGpu, SortsUseCubWhereRuneWasBuiltWithIt) {
+  REQUIRE_GPU();
+  if (dev.kind != DeviceKind::CUDA) GTEST_SKIP() << "CUB is CUDA only";
+  std::string why;
+  const auto* m = cub_for(dev, &why);
+  if (RUNE_EXPECT_CUB_MODULE && !std::getenv("RUNE_CUB_MODULE")) {
+    ASSERT_NE(m, nullptr) << why;
+  }
+  if (m) RecordProperty("cub_module", m->path + " (" + m->api->build + ")");
+}
+
+TEST(OnGpu, SortAndArgsortAreBitIdenticalInEveryDtype) {
+  REQUIRE_GPU();
+  for (nx::DType t : {nx::float32, nx::float64, nx::float16, nx::bfloat16, nx::int32, nx::int64,
+                      nx::uint8, nx::bool_}) {
+    std::string n(ir::name(t));
+    Tensor x = sort_input(t, 5, 1000, 1 + static_cast<int>(t));
+    expect_sorts_match(dev, n + " 5x1000", x);
+    expect_sorts_match(dev, n + " 1000x5 (axis 0)", x, 0);
+    expect_sorts_match(dev, n + " 1x5000", nx::reshape(x, {5000}));
+  }
+  // Empty rows and one-element rows.
+  expect_sorts_match(dev, "0x7", nx::zeros(nx::float32, {0, 7}));
+  expect_sorts_match(dev, "9x1", sort_input(nx::float32, 9, 1, 3));
+  // Cumsum keeps its rendered kernel.
+  Tensor c = sort_input(nx::float64, 7, 300, 4);
+  EXPECT_EQ(exact_bits(nx::cumsum(nx::place(c, dev))), exact_bits(nx::cumsum(c)));
+}
+
+TEST(OnGpu, SortsOfLongRowsAndOfManyShortRowsAreBitIdentical) {
+  REQUIRE_GPU();
+  std::string why;
+  if (dev.kind != DeviceKind::CUDA || !cub_for(dev, &why))
+    GTEST_SKIP() << "long rows need CUB's sort (the rank sort is O(n^2)): " << why;
+  // One long row: DeviceRadixSort over the whole device.
+  expect_sorts_match(dev, "f32 1x4M", sort_input(nx::float32, 1, 1 << 22, 5));
+  expect_sorts_match(dev, "i64 1x1M", sort_input(nx::int64, 1, 1 << 20, 6));
+  // A few long rows: DeviceRadixSort row by row.
+  expect_sorts_match(dev, "f64 3x100000", sort_input(nx::float64, 3, 100000, 7));
+  expect_sorts_match(dev, "bf16 2x70000", sort_input(nx::bfloat16, 2, 70000, 8));
+  // Many short rows: DeviceSegmentedRadixSort.
+  expect_sorts_match(dev, "f32 100000x7", sort_input(nx::float32, 100000, 7, 9));
+  expect_sorts_match(dev, "i32 20000x33", sort_input(nx::int32, 20000, 33, 10));
+  expect_sorts_match(dev, "u8 4096x300", sort_input(nx::uint8, 4096, 300, 11));
+  expect_sorts_match(dev, "f16 300x3000", sort_input(nx::float16, 300, 3000, 12));
+  expect_sorts_match(dev, "f32 700x4096 (axis 0)", sort_input(nx::float32, 4096, 700, 13), 0);
 }
 
 TEST(OnGpu, ChecksRaiseAtTheNextWaitAndDonationWritesInPlace) {

@@ -74,8 +74,9 @@ CubModule load_cub_module(const std::string& path) {
   auto fn = reinterpret_cast<RuneCubApiFn>(dlsym(h, "rune_cub_api"));
   if (!fn) {
     const char* e = dlerror();
+    const std::string why = e ? e : "";  // dlclose frees dlerror's string: copy it first
     dlclose(h);
-    throw std::runtime_error(head + "symbol rune_cub_api not found (" + (e ? e : "") + ")");
+    throw std::runtime_error(head + "symbol rune_cub_api not found (" + why + ")");
   }
   const RuneCubApi* api = fn(RUNE_CUB_API_VERSION);
   if (!api || api->version != RUNE_CUB_API_VERSION || !api->scratch_bytes || !api->sort ||

@@ -24,6 +24,14 @@ std::vector<T> bits_of(const Tensor& t) {
   return nx::to_vector<T>(t);
 }
 
+// The exact bits of any dtype's values, read as float64 (every dtype converts exactly).
+std::vector<uint64_t> bits(const Tensor& t) {
+  auto v = nx::to_array(t);
+  std::vector<uint64_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * 8);
+  return b;
+}
+
 TEST(FakeGpu, DeviceFactsAndCountErrors) {
   ASSERT_TRUE(installed);
   auto& c = runtime::gpu::context(kCuda, "test");
@@ -76,12 +84,6 @@ TEST(FakeGpu, MultiBlockReductionsUseScratch) {
 // runs 8 host threads per launch): every dtype, a length that is not a multiple of 8, one block
 // and several, give the host's bits.
 TEST(FakeGpu, LaneThreadReductionsMatchTheHostInEveryDtype) {
-  auto bits = [](const Tensor& t) {
-    auto v = nx::to_array(t);
-    std::vector<uint64_t> b(v.size());
-    std::memcpy(b.data(), v.data(), v.size() * 8);
-    return b;
-  };
   auto base = nx::randn(nx::key(7), nx::float32, {3, 1037}) * 20.0;
   auto big = nx::randn(nx::key(8), nx::float32, {140003});
   for (ir::DType t :
@@ -102,12 +104,6 @@ TEST(FakeGpu, LaneThreadReductionsMatchTheHostInEveryDtype) {
 // index from an offset that is a multiple of 4 (or one element): every dtype, lengths with a
 // tail, slices at offsets 4 (vectors) and 1 (scalar path), broadcast scalars, bool results.
 TEST(FakeGpu, VectorLoadsMatchTheHostInEveryDtype) {
-  auto bits = [](const Tensor& t) {
-    auto v = nx::to_array(t);
-    std::vector<uint64_t> b(v.size());
-    std::memcpy(b.data(), v.data(), v.size() * 8);
-    return b;
-  };
   auto a = nx::randn(nx::key(9), nx::float32, {1031}) * 30.0;
   auto b = nx::randn(nx::key(10), nx::float32, {1031}) * 30.0;
   for (ir::DType t :

@@ -14,6 +14,7 @@
 #include "fake_driver.h"
 #include "runtime/cuda/cub_sort.h"
 #include "runtime/gpu/context.h"
+#include "sort_input.h"
 #include "trace/rune.h"
 
 #ifndef RUNE_EXPECT_CUB_MODULE
@@ -143,22 +144,8 @@ TEST(SortPath, TheRealDriverGetsTheModule) {
 // rows x len values of dtype t with every case of the order where t has it: NaN, +-inf, -0 and
 // +0, many duplicates, negatives.
 Tensor awkward(nx::DType t, int64_t rows, int64_t len, uint64_t seed) {
-  std::vector<double> v(static_cast<size_t>(rows * len));
-  const double special[] = {NAN, -0.0, 0.0, INFINITY, -INFINITY};
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (auto& e : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    const unsigned r = static_cast<unsigned>(s >> 33);
-    if (ir::is_float(t) && r % 4 == 0)
-      e = special[(r / 4) % 5];
-    else if (t == nx::uint8)
-      e = r % 23;
-    else if (t == nx::bool_)
-      e = r % 2;
-    else
-      e = (static_cast<int>(r % 41) - 20) * (ir::is_float(t) ? 0.5 : 1.0);
-  }
-  return nx::create(t, {rows, len}, v);
+  return gpu_sort_test::sort_input(t, rows, len, seed, /*span=*/41, /*scale_exp=*/1,
+                                   /*special_every=*/4);
 }
 
 // The bits of a result, read back as float64 (every dtype converts exactly).

@@ -9,6 +9,7 @@
 
 #include "runtime/cuda/cub_sort.h"
 #include "runtime/gpu/context.h"
+#include "sort_input.h"
 #include "trace/rune.h"
 
 #ifndef RUNE_EXPECT_CUB_MODULE
@@ -156,24 +157,8 @@ TEST(OnGpu, TrainingStepIsBitIdentical) {
 
 // rows x len values of t with NaN, +-inf, -0 and +0 (floats), many duplicates, negatives.
 Tensor sort_input(nx::DType t, int64_t rows, int64_t len, uint64_t seed) {
-  std::vector<double> v(static_cast<size_t>(rows * len));
-  const double special[] = {NAN, -0.0, 0.0, INFINITY, -INFINITY};
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (auto& e : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    const unsigned r = static_cast<unsigned>(s >> 33);
-    if (ir::is_float(t) && r % 8 == 0)
-      e = special[(r / 8) % 5];
-    else if (t == nx::uint8)
-      e = r % 251;
-    else if (t == nx::bool_)
-      e = r % 2;
-    else if (ir::is_float(t))
-      e = std::ldexp(static_cast<double>(static_cast<int>(r % 2001) - 1000), -7);
-    else
-      e = static_cast<double>(static_cast<int>(r % 200001) - 100000);
-  }
-  return nx::create(t, {rows, len}, v);
+  return gpu_sort_test::sort_input(t, rows, len, seed, /*span=*/2001, /*scale_exp=*/7,
+                                   /*special_every=*/8);
 }
 
 std::vector<uint64_t> exact_bits(const Tensor& t) {

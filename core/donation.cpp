@@ -10,6 +10,67 @@ Tensor donate(const Tensor& x) {
 
 bool is_dead(const Tensor& t) { return t.impl().donation.load() == 2; }
 
+namespace {
+// Donors the current public op on this thread consumed early (consume_now), so its OpScope
+// does not consume them again.
+thread_local std::vector<const TensorImpl*> g_consumed_early;
+bool consumed_early(const TensorImpl* im) {
+  for (const TensorImpl* c : g_consumed_early)
+    if (c == im) return true;
+  return false;
+}
+
+// The claim: donated (1) -> dead (2). The consumer's name is set under the lock that
+// check_alive reads it under, in the same critical section as the claim, so a losing thread
+// never sees the tensor dead but unnamed. The dead value stops counting as a live observer of
+// its storage. Returns false if another thread consumed it first.
+bool claim(TensorImpl& im, const std::string& consumer) {
+  std::lock_guard lock(im.mu);
+  int expected = 1;
+  if (!im.donation.compare_exchange_strong(expected, 2)) return false;
+  im.consumer = consumer;
+  if (im.buffer) im.buffer->live_values.fetch_sub(1);
+  return true;
+}
+}  // namespace
+
+StorageReads::~StorageReads() {
+  for (int i = 0; i < n_; ++i) inline_[i]->reads.fetch_sub(1);
+  for (runtime::Buffer* b : more_) b->reads.fetch_sub(1);
+}
+
+void StorageReads::add(const Tensor& t) {
+  runtime::Buffer* b = t.impl().buffer.get();
+  if (!b) return;
+  b->reads.fetch_add(1);
+  if (n_ < 4)
+    inline_[n_++] = b;
+  else
+    more_.push_back(b);
+}
+
+int StorageReads::count(const runtime::Buffer* b) const {
+  int c = 0;
+  for (int i = 0; i < n_; ++i) c += inline_[i] == b;
+  for (runtime::Buffer* m : more_) c += m == b;
+  return c;
+}
+
+void consume_now(const Tensor& t, const char* consumer) {
+  auto& im = t.impl();
+  if (!claim(im, consumer)) check_alive(t, consumer);
+  g_consumed_early.push_back(&im);
+}
+
+int other_observers(const Tensor& t, int own_reads) {
+  const runtime::Buffer* b = t.impl().buffer.get();
+  if (!b) return 0;
+  // Reads first: a read that ended before this load left its views counted in live_values.
+  int reads = b->reads.load();
+  int live = b->live_values.load();
+  return reads - own_reads + live;
+}
+
 void check_alive(const Tensor& t, const char* api) {
   auto& im = t.impl();
   if (im.donation.load() != 2) return;
@@ -29,6 +90,7 @@ std::vector<bool> consume_donations(const std::vector<Tensor>& srcs,
   std::vector<bool> donated(srcs.size(), false);
   bool any = false;
   for (size_t i = 0; i < srcs.size(); ++i) {
+    if (consumed_early(&srcs[i].impl())) continue;
     check_alive(srcs[i], consumer.c_str());
     if (srcs[i].impl().donation.load() == 1) {
       donated[i] = any = true;
@@ -40,19 +102,8 @@ std::vector<bool> consume_donations(const std::vector<Tensor>& srcs,
   if (!any) return donated;
   for (size_t i = 0; i < srcs.size(); ++i) {
     if (!donated[i]) continue;
-    auto& im = srcs[i].impl();
-    {
-      // The consumer's name is set under the lock that check_alive reads it under, in the same
-      // critical section as the claim: a losing thread never sees the tensor dead but unnamed.
-      std::lock_guard lock(im.mu);
-      int expected = 1;
-      if (im.donation.compare_exchange_strong(expected, 2)) {
-        im.consumer = consumer;
-        continue;
-      }
-    }
-    // Another thread consumed it first; it is dead now (or was never ours to take).
-    check_alive(srcs[i], consumer.c_str());
+    // Another thread consumed it first: it is dead now.
+    if (!claim(srcs[i].impl(), consumer)) check_alive(srcs[i], consumer.c_str());
   }
   return donated;
 }
@@ -97,6 +148,8 @@ void OpScope::enter(const char* api) {
   api_ = api;
   outer_ = g_op_depth == 0;
   if (outer_) {
+    g_consumed_early.clear();
+    for (const Tensor* t : args_) reads_.add(*t);  // before the checks (see StorageReads)
     for (size_t i = 0; i < args_.size(); ++i) {
       check_alive(*args_[i], api);
       if (args_[i]->impl().donation.load() == 1)
@@ -112,7 +165,11 @@ void OpScope::enter(const char* api) {
 
 OpScope::~OpScope() noexcept(false) {
   --g_op_depth;
-  if (!outer_ || std::uncaught_exceptions() != exceptions_) return;
+  if (!outer_) return;
+  struct ClearEarly {
+    ~ClearEarly() { g_consumed_early.clear(); }
+  } clear_early;
+  if (std::uncaught_exceptions() != exceptions_) return;
   bool marked = false;
   for (const Tensor* t : args_) marked |= t->impl().donation.load(std::memory_order_relaxed) != 0;
   if (!marked) return;

@@ -20,6 +20,35 @@ std::vector<bool> consume_donations(const std::vector<Tensor>& srcs, std::string
                                     std::string_view consumer_suffix = {});
 bool is_dead(const Tensor& t);
 
+// Reads of storage in progress (runtime::Buffer::reads), registered for the guard's lifetime.
+// A read registers before it checks that its value is alive; a consumer kills its donor before
+// it counts the reads. So whatever the interleaving, either the read sees the donor dead (and
+// raises) or the consumer sees the read and computes into fresh memory.
+class StorageReads {
+ public:
+  StorageReads() = default;
+  ~StorageReads();
+  StorageReads(const StorageReads&) = delete;
+  StorageReads& operator=(const StorageReads&) = delete;
+  void add(const Tensor& t);  // nothing for a traced value
+  // How many of these reads reach `b`.
+  int count(const runtime::Buffer* b) const;
+
+ private:
+  runtime::Buffer* inline_[4] = {};
+  int n_ = 0;
+  std::vector<runtime::Buffer*> more_;
+};
+
+// Called by a consumer about to write into donor t's storage: kills t now, naming the public
+// op being applied (its OpScope then leaves t alone), and raises as check_alive does if another
+// thread consumed it first.
+void consume_now(const Tensor& t, const char* consumer);
+// After its donor t died: how many other values and reads can observe t's storage (live views,
+// bases, captured constants, reads in progress), not counting `own_reads` reads the consumer
+// registered itself. The consumer may write into the storage only when this is 0.
+int other_observers(const Tensor& t, int own_reads);
+
 }  // namespace nx
 
 namespace nx {
@@ -53,6 +82,7 @@ class OpScope {
   // The op's arguments, outermost scope only. Pointers: the arguments outlive the scope (they
   // are the public op's parameters), and the eager fast path must not copy tensors.
   std::vector<const Tensor*> args_;
+  StorageReads reads_;  // the outermost scope's reads of its arguments
   bool outer_ = false;
   int exceptions_ = 0;
 };

@@ -340,7 +340,10 @@ class Eager final : public Interpreter {
   // The buffer of a donated operand this one-op program may write its result into: an
   // elementwise op applied by the public op itself (OpScope::depth() == 1), whose operand has
   // the result's dtype and shape, is contiguous and covers its whole buffer (so it is read at
-  // each element's own index only).
+  // each element's own index only), and whose storage nothing else can observe (SEMANTICS.md
+  // §3): the donor is killed first, then no other value or read may reach its buffer (views,
+  // bases, captured constants, another operand, another thread's read). Otherwise the result
+  // takes fresh memory and the donor still dies with the op.
   static runtime::BufferRef donated_buffer(ir::Op op, DType out, const Shape& shape,
                                            const std::vector<Tensor>& srcs) {
     if (!ir::is_elementwise(op) || OpScope::depth() != 1) return nullptr;
@@ -349,6 +352,12 @@ class Eager final : public Interpreter {
       if (im.donation.load() != 1 || im.dtype != out || im.shape != shape) continue;
       if (im.view.offset != 0 || !im.view.is_contiguous()) continue;
       if (im.buffer->nbytes != static_cast<size_t>(ir::numel(shape) * ir::itemsize(out))) continue;
+      int own_reads = 0;  // the op's reads of this storage: its arguments reaching it
+      for (const Tensor* a : OpScope::current_args())
+        if (a->impl().buffer == im.buffer) ++own_reads;
+      if (own_reads != 1) return nullptr;  // another operand reads it at other indices
+      consume_now(s, OpScope::current_api());
+      if (other_observers(s, own_reads) != 0) return nullptr;
       return im.buffer;
     }
     return nullptr;

@@ -20,9 +20,14 @@ void for_each_value(const Tensor& x, const char* api, F&& fn) {
   // A traced value: its tracer raises (naming nx::where). A concrete value is read the same
   // way inside or outside a trace: a wait on its device, then the donation and poison checks.
   if (x.is_traced()) current_interpreter().check_readable(x, api);
+  StorageReads reading;  // registered before the checks: no consumer writes into x meanwhile
+  reading.add(x);
   eager_interpreter().check_readable(x, api);
   // A GPU value is read from a host copy (the wait above already raised any failure).
   if (x.device().kind != runtime::DeviceKind::CPU) {
+    // The copy is part of this read, not an op reading x: under the reader's own scope (with
+    // no arguments) it consumes nothing, as a read on the host consumes nothing.
+    OpScope reader(api, {});
     Tensor host = place(x, Device::cpu());
     for_each_value(host, api, std::forward<F>(fn));
     return;
@@ -127,14 +132,13 @@ template int64_t item<int64_t>(const Tensor&);
 template uint8_t item<uint8_t>(const Tensor&);
 template bool item<bool>(const Tensor&);
 
-std::string to_string(const Tensor& x) {
+namespace {
+// x printed, read under the name of the entry point the user called (a dead or traced value
+// raises like every other read).
+std::string format_tensor(const Tensor& x, const char* api) {
   std::string head = x.describe() + " ";
-  if (x.defined() && is_dead(x)) {
-    std::lock_guard lock(x.impl().mu);
-    return head + "<donated to " + x.impl().consumer + ">";
-  }
   std::vector<std::string> vals;
-  for_each_value(x, "nx::print", [&](const ir::Value& v) { vals.push_back(format_value(v)); });
+  for_each_value(x, api, [&](const ir::Value& v) { vals.push_back(format_value(v)); });
   const Shape& s = x.shape();
   if (s.empty()) return head + vals[0];
   // Summarise long axes as numpy does: above 1000 elements, 3 items at each end.
@@ -167,6 +171,10 @@ std::string to_string(const Tensor& x) {
   return out;
 }
 
-void print(const Tensor& x) { std::cout << to_string(x) << "\n"; }
+}  // namespace
+
+std::string to_string(const Tensor& x) { return format_tensor(x, "nx::to_string"); }
+
+void print(const Tensor& x) { std::cout << format_tensor(x, "nx::print") << "\n"; }
 
 }  // namespace nx

@@ -29,6 +29,7 @@ Tensor make_concrete(DType t, runtime::BufferRef buf, ir::View view, Device d,
   impl->shape = view.shape;
   impl->device = d;
   impl->buffer = std::move(buf);
+  if (impl->buffer) impl->buffer->live_values.fetch_add(1);
   impl->view = std::move(view);
   impl->poison = std::move(poison);
   return Tensor(std::move(impl));

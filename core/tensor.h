@@ -58,6 +58,14 @@ struct TensorImpl {
   std::atomic<int> donation{0};  // 0 live, 1 donated (not yet consumed), 2 dead
   std::string consumer;          // who consumed it, once dead
   std::mutex mu;                 // guards consumer
+  // A live value counts itself in buffer->live_values (make_concrete); it stops counting when
+  // it dies (its donation is consumed) or is destroyed.
+  TensorImpl() = default;
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+  ~TensorImpl() {
+    if (buffer && donation.load() != 2) buffer->live_values.fetch_sub(1);
+  }
 };
 
 class Tensor {

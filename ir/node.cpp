@@ -95,6 +95,12 @@ NodeRef make(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Arg arg)
   return n;
 }
 
+size_t interned_nodes() {
+  auto& t = table();
+  std::lock_guard lock(t.mu);
+  return t.nodes.size();
+}
+
 template <class T>
 static const T& get_arg(NodeRef n, const char* what) {
   if (auto* p = std::get_if<T>(&n->arg)) return *p;

@@ -64,6 +64,8 @@ struct Node {
 
 // Returns the unique node with these fields (created on first use; never freed).
 NodeRef make(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Arg arg = {});
+// How many nodes the intern table holds (for memory reports and tests).
+size_t interned_nodes();
 
 // Argument accessors (throw std::logic_error on the wrong alternative).
 int64_t arg_int(NodeRef n);

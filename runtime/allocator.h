@@ -2,6 +2,7 @@
 // reused by the next request of the same rounded size, so a loop that allocates the same
 // shapes every step stops paying for fresh memory (page faults on the host, cudaMalloc on a GPU).
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -44,11 +45,20 @@ class Allocator {
 Allocator& host_allocator();
 
 // A block of device memory, returned to its allocator when the last reference goes.
+//
+// Who can observe it (donation, SEMANTICS.md §3): `live_values` counts the live (not donated
+// away) tensor values whose view reaches this storage, `reads` the reads in progress (an op or
+// a compiled call between its argument checks and its launch, a read back to the host). A
+// consumer may write into a donated value's storage only when, after it killed the donor, no
+// live value and no other read reaches it. Raw BufferRef holders (queued stream tasks) are not
+// counted: they run in stream order, before any later writer.
 struct Buffer {
   Device device;
   void* data = nullptr;
   size_t nbytes = 0;
   Allocator* alloc = nullptr;
+  std::atomic<int> live_values{0};
+  std::atomic<int> reads{0};
   Buffer(Device d, size_t n, Allocator* a);
   ~Buffer();
   Buffer(const Buffer&) = delete;

@@ -3,6 +3,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "ir/debug.h"
 #include "runtime/gpu/context.h"
 
 namespace runtime {
@@ -22,12 +23,38 @@ Stream::~Stream() {
   worker_.join();
 }
 
+size_t Stream::queue_depth() {
+  static const size_t depth = [] {
+    int v = ir::env_int("RUNE_STREAM_QUEUE_DEPTH", 64);
+    return static_cast<size_t>(v < 1 ? 1 : v);
+  }();
+  return depth;
+}
+
 void Stream::enqueue(std::function<void()> task) {
-  {
+  if (device_wait_) {
+    // A device stream's host tasks run at a wait: a full queue runs them now (the device work
+    // they follow first), keeping their failures for the next wait as a wait would.
+    bool full;
+    {
+      std::lock_guard l(mu_);
+      full = queue_.size() >= queue_depth();
+    }
+    if (full) wait_device();
     std::lock_guard l(mu_);
     queue_.push_back(std::move(task));
+    return;
   }
-  if (!device_wait_) cv_.notify_one();
+  {
+    // A full queue blocks the caller until the worker took a task, as a GPU launch queue does,
+    // so a loop that never waits holds a bounded amount of queued work and its memory. The
+    // worker itself never blocks here (a task that enqueues must not wait on its own stream).
+    std::unique_lock l(mu_);
+    if (std::this_thread::get_id() != worker_.get_id())
+      space_cv_.wait(l, [&] { return queue_.size() < queue_depth(); });
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
 }
 
 // The device ran everything queued before this call, then the host tasks run in order; every
@@ -66,6 +93,7 @@ void Stream::loop() {
       queue_.pop_front();
       busy_ = true;
     }
+    space_cv_.notify_one();
     try {
       task();
     } catch (...) {

@@ -31,7 +31,11 @@ class Stream {
   // driver's error, which becomes the stream's failure).
   Stream(Device d, std::function<void()> device_wait);
   ~Stream();
+  // Queues a task. At most queue_depth() tasks wait at once: a host stream blocks the caller
+  // until there is room; a device stream runs its waiting host tasks first.
   void enqueue(std::function<void()> task);
+  // RUNE_STREAM_QUEUE_DEPTH (default 64), read once.
+  static size_t queue_depth();
   // Waits for every queued task; rethrows (and clears) the first failure since the last wait.
   void synchronize();
   // Records a failure to be raised at the next wait (a task's exception is recorded too).
@@ -45,7 +49,7 @@ class Stream {
   std::function<void()> device_wait_;  // set for a device stream
   std::recursive_mutex wait_mu_;       // device stream: one wait at a time
   std::mutex mu_;
-  std::condition_variable cv_, idle_cv_;
+  std::condition_variable cv_, idle_cv_, space_cv_;
   std::deque<std::function<void()>> queue_;
   bool busy_ = false, stop_ = false;
   std::exception_ptr failure_;

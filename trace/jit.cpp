@@ -377,45 +377,50 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
   }
   std::shared_ptr<const Compiled> c = future.get();
   // Donated leaves lend their memory to results that may take it (HostProgram::inplace_inputs).
-  // Checked before anything is consumed: a donated leaf must cover its whole buffer, and no
-  // other argument may reach that buffer.
+  // Every leaf's read is registered before the donors are killed (nx::StorageReads); a donor's
+  // storage is lent only when, after its death, no other value or read can observe it
+  // (SEMANTICS.md §3: views, bases, captured constants, other arguments, other threads' reads).
+  // Otherwise the results take fresh memory; the donor dies either way.
+  nx::StorageReads reads;
+  for (const auto& l : args.leaves) reads.add(l);
+  // Raises before killing anything; `donated` marks the leaves this call killed.
+  const std::vector<bool> donated = nx::consume_donations(args.leaves, m.options.name);
   std::vector<runtime::BufferRef> reuse;
   std::vector<std::pair<size_t, std::string>> fates;  // leaf index, fate
-  bool any_donated = false;
-  for (const auto& l : args.leaves) any_donated |= l.impl().donation.load() == 1;
-  if (any_donated && c->checks.empty()) {  // a failing check may still read donated inputs
+  if (!donated.empty()) {
     const auto& output_slots = c->program ? c->program->output_slots : c->gpu_program->output_slots;
     const auto& inplace_inputs =
         c->program ? c->program->inplace_inputs : c->gpu_program->inplace_inputs;
     reuse.resize(output_slots.size());
     for (size_t i = 0; i < args.leaves.size(); ++i) {
       const auto& im = args.leaves[i].impl();
-      if (im.donation.load() != 1) continue;
+      if (!donated[i]) continue;
       size_t bytes = static_cast<size_t>(ir::numel(im.shape) * ir::itemsize(im.dtype));
-      if (im.view.offset != 0 || !im.view.is_contiguous() || im.buffer->nbytes != bytes)
-        throw std::invalid_argument("nx::donate: the donated " + args.leaves[i].describe() +
-                                    " passed to " + m.options.name +
-                                    " is a view that does not cover its storage");
-      for (size_t j = 0; j < args.leaves.size(); ++j)
-        if (j != i && args.leaves[j].impl().buffer == im.buffer)
-          throw std::invalid_argument("nx::donate: argument " + std::to_string(j) + " of " +
-                                      m.options.name + " reaches the storage donated by argument " +
-                                      std::to_string(i));
       std::string fate = "consumed and lent to no result";
-      for (size_t o = 0; o < output_slots.size(); ++o) {
-        if (reuse[o] || c->outputs[o].first != im.dtype ||
-            ir::numel(c->outputs[o].second) != ir::numel(im.shape))
-          continue;
-        const auto& ok = inplace_inputs[o];
-        if (std::find(ok.begin(), ok.end(), static_cast<int>(i)) == ok.end()) continue;
-        reuse[o] = im.buffer;
-        fate = "reused by result " + std::to_string(o);
-        break;
+      int others = nx::other_observers(args.leaves[i], reads.count(im.buffer.get()));
+      if (!c->checks.empty()) {
+        fate = "copied: the program has checks, which may still read it";
+      } else if (im.view.offset != 0 || !im.view.is_contiguous() || im.buffer->nbytes != bytes) {
+        fate = "copied: a view that does not cover its storage";
+      } else if (reads.count(im.buffer.get()) != 1 || others != 0) {
+        int n = others + reads.count(im.buffer.get()) - 1;
+        fate = "copied: storage shared with " + std::to_string(n) + " live value" +
+               (n == 1 ? "" : "s");
+      } else {
+        for (size_t o = 0; o < output_slots.size(); ++o) {
+          if (reuse[o] || c->outputs[o].first != im.dtype ||
+              ir::numel(c->outputs[o].second) != ir::numel(im.shape))
+            continue;
+          const auto& ok = inplace_inputs[o];
+          if (std::find(ok.begin(), ok.end(), static_cast<int>(i)) == ok.end()) continue;
+          reuse[o] = im.buffer;
+          fate = "reused by result " + std::to_string(o);
+          break;
+        }
       }
       fates.push_back({i, fate});
     }
   }
-  nx::consume_donations(args.leaves, m.options.name);
   if (ir::jit_debug() && !fates.empty()) {
     std::vector<std::string> lp, tp;
     paths(lp, tp);

@@ -29,7 +29,13 @@ ir::NodeRef Tracer::node_of(const nx::Tensor& t) {
   ir::View layout = im.node ? ir::View::contiguous(im.shape) : im.view;
   layout.offset = 0;
   ir::NodeRef n = ir::make(ir::Op::Param, im.dtype, im.shape, {}, ir::LoadArg{index, layout});
-  captured_.push_back(t);
+  // A concrete capture is held as a value of its own over the same storage, so it counts as a
+  // live observer of that storage: a later donation of t never lends it to a result
+  // (SEMANTICS.md §3), and t's death leaves the program's constant alive.
+  if (im.node)
+    captured_.push_back(t);
+  else
+    captured_.push_back(nx::make_concrete(im.dtype, im.buffer, im.view, im.device, im.poison));
   lifted_[&im] = n;
   return n;
 }

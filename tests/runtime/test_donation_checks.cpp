@@ -41,7 +41,8 @@ TEST_P(OnDevice, DonatedValueDiesAndNamesItsConsumer) {
   EXPECT_EQ(error_of([&] { nx::to_vector<double>(w); }),
             "nx::to_vector: float64 [3] was donated to rune::jit");
   EXPECT_EQ(w.describe(), "float64 [3]");  // dtype and shape stay readable
-  EXPECT_EQ(nx::to_string(w), "float64 [3] <donated to rune::jit>");
+  EXPECT_EQ(error_of([&] { nx::to_string(w); }),
+            "nx::to_string: float64 [3] was donated to rune::jit");
   EXPECT_EQ(error_of([&] { w + 1.0; }), "nx::add: float64 [3] was donated to rune::jit");
 }
 
@@ -97,19 +98,20 @@ TEST_P(OnDevice, EagerOpsConsumeDonations) {
   EXPECT_EQ(nx::to_vector<double>(b), (std::vector<double>{1, 2}));
 }
 
-TEST_P(OnDevice, DonationMisuseRaisesBeforeConsuming) {
+// Donated storage that another value reaches is never written into (test_donation_sharing.cpp
+// has every case): the call computes into fresh memory and the donor still dies.
+TEST_P(OnDevice, DonatingSharedStorageComputesIntoFreshMemory) {
   auto f = rune::jit([](const Tensor& a, const Tensor& b) { return a + b; });
   auto base = make({4}, {1, 2, 3, 4});
   auto part = nx::slice(base, {{0, 2}});
-  EXPECT_EQ(error_of([&] { f(nx::donate(part), part * 1.0); }),
-            "nx::donate: the donated float64 [2] passed to rune::jit is a view that does not cover "
-            "its storage");
-  EXPECT_EQ(nx::to_vector<double>(part), (std::vector<double>{1, 2}));  // still alive
+  EXPECT_EQ(nx::to_vector<double>(f(nx::donate(part), part * 1.0)), (std::vector<double>{2, 4}));
+  EXPECT_EQ(error_of([&] { nx::to_vector<double>(part); }),
+            "nx::to_vector: float64 [2] was donated to rune::jit");
+  EXPECT_EQ(nx::to_vector<double>(base), (std::vector<double>{1, 2, 3, 4}));
   auto whole = make({2}, {1, 2});
-  auto alias = nx::reshape(whole, {2});
-  EXPECT_EQ(error_of([&] { f(nx::donate(whole), alias); }),
-            "nx::donate: argument 1 of rune::jit reaches the storage donated by argument 0");
-  EXPECT_EQ(nx::to_vector<double>(whole), (std::vector<double>{1, 2}));
+  auto alias = nx::reshape(whole, {1, 2});  // another value over the same storage
+  EXPECT_EQ(nx::to_vector<double>(f(nx::donate(whole), alias)), (std::vector<double>{2, 4}));
+  EXPECT_EQ(nx::to_vector<double>(alias), (std::vector<double>{1, 2}));
 }
 
 TEST_P(OnDevice, ConcurrentDonorsExactlyOneWins) {

@@ -140,12 +140,13 @@ std::string to_string(const Tensor& x) {
   // Only the printed items are read: each summarised axis is cut to its 2 * edge end items
   // first, so printing a huge value (a broadcast of 2^40 elements, say) reads at most
   // (2 * edge)^ndim of them. The cuts are views and one gather on x's device, made inside an op
-  // scope without arguments so they consume no donation.
+  // scope without arguments so they consume no donation (printing never did).
   Tensor src = x;
   Shape rs = s;  // src's shape
   if (summarise && !x.is_traced()) {
     static const std::vector<Tensor> kNoArgs;
     OpScope scope_("nx::print", kNoArgs);
+    CreateOn on(x.device());  // the gather's masks and constants live with x
     for (size_t d = 0; d < s.size(); ++d) {
       if (s[d] <= 2 * edge) continue;
       std::vector<Slice> head_cut(d + 1), tail_cut(d + 1);

@@ -1,13 +1,14 @@
 #include "codegen/disk_cache.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "ir/debug.h"
 
@@ -30,6 +31,54 @@ uint64_t get_u64(const std::string& s, size_t at) {
   uint64_t v;
   std::memcpy(&v, s.data() + at, 8);
   return v;
+}
+
+// The whole of the regular file at `path`, or nullopt. O_NONBLOCK: opening a FIFO (or a device)
+// put where an entry belongs would otherwise wait for a writer forever; anything that is not a
+// regular file is then refused by fstat before a byte is read.
+std::optional<std::string> read_regular(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return std::nullopt;
+  std::optional<std::string> out;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    std::string s;
+    s.reserve(static_cast<size_t>(st.st_size));
+    char buf[65536];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;  // an I/O error: a miss
+      if (n == 0) {
+        out = std::move(s);
+        break;
+      }
+      s.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+// Writes all of `data` to a new file `path` and makes it durable; false (and nothing left at
+// `path`) when any step fails: a short or failed write (a full disk, a file size limit), fsync or
+// close. Only a file written in full may be renamed into the cache.
+bool write_new_file(const std::string& path, const std::string& data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0644);
+  if (fd < 0) return false;
+  bool ok = true;
+  for (size_t done = 0; ok && done < data.size();) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      ok = false;
+    else
+      done += static_cast<size_t>(n);
+  }
+  if (ok && ::fsync(fd) != 0) ok = false;
+  if (::close(fd) != 0) ok = false;
+  if (!ok) ::unlink(path.c_str());
+  return ok;
 }
 }  // namespace
 
@@ -60,11 +109,11 @@ std::string DiskCache::path_for(const std::string& key) const {
 std::optional<std::string> DiskCache::get(const std::string& key) {
   if (!enabled()) return std::nullopt;
   std::string path = path_for(key);
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return std::nullopt;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string s = ss.str();
+  // Missing, unreadable or not a regular file: a miss. A non-regular file is left alone (it is
+  // not ours to remove); the next put renames a good entry over it.
+  std::optional<std::string> file = read_regular(path);
+  if (!file) return std::nullopt;
+  const std::string& s = *file;
   const size_t header = 8 + 8 + 8 + 8;
   bool ok = s.size() >= header && std::memcmp(s.data(), kMagic, 8) == 0 &&
             get_u64(s, 8) == s.size() - header && get_u64(s, 24) == fnv1a(key);
@@ -89,15 +138,9 @@ void DiskCache::put(const std::string& key, const std::string& data) {
   put_u64(blob, fnv1a(data));
   put_u64(blob, fnv1a(key));
   blob += data;
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) return;  // read-only or full: caching is an optimisation, never an error
-    f.write(blob.data(), static_cast<std::streamsize>(blob.size()));
-    if (!f) {
-      std::remove(tmp.c_str());
-      return;
-    }
-  }
+  // Read-only, full or over a size limit: caching is an optimisation, never an error, and a
+  // failed write installs nothing.
+  if (!write_new_file(tmp, blob)) return;
   if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
 }
 

@@ -1,6 +1,9 @@
 // The on-disk cache of compiled kernels, shared by processes. Entries are written to a
-// temporary file and renamed into place, so readers never see a torn entry; every entry
-// carries a checksum, so an unreadable or corrupt file is a miss (removed and rebuilt).
+// temporary file and renamed into place only when every write, the fsync and the close
+// succeeded, so readers never see a torn or truncated entry (a full disk installs nothing);
+// every entry carries a checksum, so an unreadable or corrupt file is a miss (removed and
+// rebuilt). Entries are opened with O_NONBLOCK and read only if they are regular files: a FIFO
+// or other non-regular file in an entry's place is a miss and can never block a reader.
 // Directory: RUNE_CACHE_DIR, else $XDG_CACHE_HOME/rune, else ~/.cache/rune. RUNE_CACHE_DIR=""
 // or RUNE_DISK_CACHE=0 turns it off.
 #pragma once

@@ -1,7 +1,9 @@
 // The on-disk cache of GPU binaries (cubins, AMDGPU code objects), shared by the NVRTC and
 // hiprtc paths: a kernel compiled once is loaded from disk by every later process. Entries live
 // in the kernel disk cache (codegen/disk_cache.h: checksummed, written by rename, RUNE_CACHE_DIR),
-// so a corrupt entry is a miss that is rebuilt, and with the disk cache off every call compiles.
+// so a corrupt entry is a miss that is rebuilt, an entry that is not a regular file (a FIFO) is a
+// miss that cannot block, a write that fails (a full disk) installs nothing, and with the disk
+// cache off every call compiles.
 #pragma once
 #include <functional>
 #include <string>

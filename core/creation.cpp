@@ -1,7 +1,11 @@
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 
+#include "core/donation.h"
 #include "core/prim.h"
+#include "runtime/allocator.h"
 
 namespace nx {
 
@@ -10,12 +14,21 @@ using ir::Op;
 
 namespace {
 
+// Allocation errors name the public op that allocated (runtime/allocator.h). Installed here, at
+// static initialisation, because every program that makes a tensor links this file's ops.
+const bool kAllocationsNameTheirOp = (runtime::set_op_name_source(&OpScope::current_api), true);
+
 // Runs a creation op's body on the device it creates on (creation_device): operand-less
 // primitives run there (an iota is computed on the device, not copied to it), and a host
 // value the body returns (raw bytes, a 0-d constant) is moved there. Under a tracer the body
 // builds the same nodes as ever; they run wherever the program runs.
+//
+// The op scope names the creation op to the allocator (an allocation that fails names it) and to
+// the device checks; it has no tensor arguments, so it consumes nothing.
 template <class F>
 Tensor created(const char* api, F&& body) {
+  static const std::vector<Tensor> kNoArgs;
+  OpScope scope_(api, kNoArgs);
   Device d = creation_device(api);
   CreateOn on(d);
   Tensor t = body();
@@ -23,24 +36,51 @@ Tensor created(const char* api, F&& body) {
   return t;
 }
 
+std::string num_str(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
+// The value `v` given to creation op `api` as an element of dtype t (docs/design-notes.md "Sizes,
+// files and creation rules"): floats round to t (overflowing to inf, as numpy's). Other dtypes
+// take v truncated toward zero: bool is that != 0; an integer dtype raises for a truncation
+// outside its range (an implicit conversion must not wrap; nx::cast is the explicit, saturating
+// one). NaN has no truncation and raises for both.
+ir::Value creation_value(const char* api, DType t, double v) {
+  if (ir::is_float(t)) return ir::Value::of_float(t, v);
+  if (std::isnan(v)) fail(api, "value nan cannot be " + std::string(ir::name(t)));
+  if (t == DType::Bool) return ir::Value::of_int(t, std::trunc(v) != 0);
+  double lo = t == DType::UInt8 ? 0 : t == DType::Int32 ? -2147483648.0 : -0x1p63;
+  double hi = t == DType::UInt8 ? 255 : t == DType::Int32 ? 2147483647.0 : 0x1p63;
+  double tv = std::trunc(v);
+  // int64's upper bound 2^63 is exclusive (2^63 - 1 is not a double); the others are exact.
+  bool ok = tv >= lo && (t == DType::Int64 ? tv < hi : tv <= hi);
+  if (!ok)
+    fail(api, "value " + num_str(v) + " is out of range for " + std::string(ir::name(t)) + " [" +
+                  num_str(lo) + ", " + (t == DType::Int64 ? "9223372036854775807" : num_str(hi)) +
+                  "]");
+  return ir::Value::of_int(t, static_cast<int64_t>(tv));
+}
+
+Tensor constant(const ir::Value& v) { return current_interpreter().constant(v); }
+
 }  // namespace
 
 Tensor from_bytes(DType t, const Shape& shape, const void* data) {
+  ir::checked_numel("nx::from_bytes", shape);
   return created("nx::from_bytes", [&] { return host_from_bytes(t, shape, data); });
 }
 
 Tensor create(DType t, const Shape& shape, const std::vector<double>& values) {
-  for (auto d : shape)
-    if (d < 0) fail("nx::create", "negative dimension in " + ir::to_string(shape));
-  if (static_cast<int64_t>(values.size()) != ir::numel(shape))
+  int64_t n = ir::checked_numel("nx::create", shape);
+  if (static_cast<int64_t>(values.size()) != n)
     fail("nx::create", std::to_string(values.size()) + " values for shape " + ir::to_string(shape) +
-                           " (" + std::to_string(ir::numel(shape)) + " elements)");
+                           " (" + std::to_string(n) + " elements)");
   int64_t isz = ir::itemsize(t);
   std::vector<char> bytes(values.size() * isz);
   for (size_t i = 0; i < values.size(); ++i) {
-    ir::Value v = ir::is_float(t) ? ir::Value::of_float(t, values[i])
-                                  : ir::Value::of_int(t, static_cast<int64_t>(values[i]));
-    uint64_t b = v.bits();
+    uint64_t b = creation_value("nx::create", t, values[i]).bits();
     std::memcpy(bytes.data() + i * isz, &b, isz);
   }
   // Inside a trace, created values are constants of the program (captured tensors, moved to
@@ -53,12 +93,12 @@ Tensor create(DType t, const Shape& shape, const std::vector<double>& values) {
 }
 
 static Tensor full_on(const char* api, DType t, const Shape& shape, double value) {
-  for (auto d : shape)
-    if (d < 0) fail(api, "negative dimension in " + ir::to_string(shape));
+  ir::checked_numel(api, shape);
+  ir::Value v = creation_value(api, t, value);
   return created(api, [&] {
     // Eager values are materialised (as numpy's are), so their layout is the ordinary
     // contiguous one; under a tracer the broadcast constant fuses into its consumers instead.
-    Tensor b = broadcast_to(const_of(t, value), shape);
+    Tensor b = broadcast_to(constant(v), shape);
     if (&current_interpreter() == &eager_interpreter() && !shape.empty()) return contiguous(b);
     return b;
   });
@@ -69,7 +109,8 @@ Tensor full(DType t, const Shape& shape, double value) {
 Tensor zeros(DType t, const Shape& shape) { return full_on("nx::zeros", t, shape, 0); }
 Tensor ones(DType t, const Shape& shape) { return full_on("nx::ones", t, shape, 1); }
 Tensor scalar(DType t, double value) {
-  return created("nx::scalar", [&] { return const_of(t, value); });
+  ir::Value v = creation_value("nx::scalar", t, value);
+  return created("nx::scalar", [&] { return constant(v); });
 }
 // As torch.full_like: on x's device, whatever the default.
 Tensor full_like(const Tensor& x, double value) {
@@ -91,11 +132,14 @@ Tensor iota(const Shape& shape, int axis) {
   if (a < 0 || a >= n)
     fail("nx::iota",
          "axis " + std::to_string(axis) + " out of range for shape " + ir::to_string(shape));
+  ir::checked_numel("nx::iota", shape);
   return created("nx::iota", [&] { return prim(Op::Iota, DType::Int64, shape, {}, int64_t{a}); });
 }
 
+// As numpy's arange(n): a negative n is an empty range, like arange(int64, 0, n, 1).
 Tensor arange(int64_t n) {
-  if (n < 0) fail("nx::arange", "negative length " + std::to_string(n));
+  n = std::max<int64_t>(n, 0);
+  ir::checked_numel("nx::arange", {n});
   return created("nx::arange", [&] { return iota({n}, 0); });
 }
 
@@ -103,7 +147,19 @@ Tensor arange(DType t, double start, double stop, double step) {
   if (step == 0 || !std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
     fail("nx::arange", "bad range start=" + std::to_string(start) +
                            " stop=" + std::to_string(stop) + " step=" + std::to_string(step));
-  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((stop - start) / step)));
+  // The count in float64 first: (stop - start) / step may exceed any int64 (or be inf), and
+  // converting such a double to int64 is undefined.
+  double count = std::max(0.0, std::ceil((stop - start) / step));
+  if (!(count <= static_cast<double>(ir::kMaxElements)))
+    ir::fail_too_large("nx::arange", "[" + num_str(count) + "] (start=" + num_str(start) +
+                                         " stop=" + num_str(stop) + " step=" + num_str(step) + ")");
+  int64_t n = static_cast<int64_t>(count);
+  // Every value start + i * step lies between the first and the last, so checking those two
+  // against an integer dtype's range checks them all.
+  if (n > 0) {
+    creation_value("nx::arange", t, start);
+    creation_value("nx::arange", t, start + static_cast<double>(n - 1) * step);
+  }
   return created("nx::arange", [&] {
     // Values are start + i * step computed in float64, then converted once (as numpy does).
     Tensor i = cast(arange(n), DType::Float64);
@@ -113,6 +169,14 @@ Tensor arange(DType t, double start, double stop, double step) {
 
 Tensor linspace(DType t, double start, double stop, int64_t num, bool endpoint) {
   if (num < 0) fail("nx::linspace", "negative number of samples " + std::to_string(num));
+  ir::checked_numel("nx::linspace", {num});
+  // Integer dtypes take the floor of each sample (numpy's linspace); the samples lie between
+  // start and stop, so those two decide whether they fit the dtype.
+  const bool integer = ir::is_int(t);
+  if (num > 0) {
+    creation_value("nx::linspace", t, integer ? std::floor(start) : start);
+    if (num > 1) creation_value("nx::linspace", t, integer ? std::floor(stop) : stop);
+  }
   int64_t div = endpoint ? num - 1 : num;
   double step = div > 0 ? (stop - start) / static_cast<double>(div) : 0;
   return created("nx::linspace", [&] {
@@ -121,6 +185,7 @@ Tensor linspace(DType t, double start, double stop, int64_t num, bool endpoint) 
                    const_of(DType::Float64, start));
     if (endpoint && num > 1)
       y = where(equal(i, const_int(DType::Int64, num - 1)), const_of(DType::Float64, stop), y);
+    if (integer) y = floor(y);
     return cast(y, t);
   });
 }
@@ -129,6 +194,7 @@ Tensor eye(DType t, int64_t n, std::optional<int64_t> m) {
   int64_t cols = m.value_or(n);
   if (n < 0 || cols < 0)
     fail("nx::eye", "negative size " + std::to_string(n) + "x" + std::to_string(cols));
+  ir::checked_numel("nx::eye", {n, cols});
   return created("nx::eye", [&] {
     Tensor diag = equal(iota({n, cols}, 0), iota({n, cols}, 1));
     return cast(diag, t);
@@ -176,6 +242,7 @@ std::pair<Key, Key> split(Key k) { return {Key{mix64(k.value ^ 0x1)}, Key{mix64(
 
 Tensor rand(Key k, DType t, const Shape& shape) {
   if (!ir::is_float(t)) fail("nx::rand", "dtype must be float, got " + std::string(ir::name(t)));
+  ir::checked_numel("nx::rand", shape);
   return created("nx::rand", [&] {
     Tensor u = uniform64(k, shape, 0);
     if (t == DType::Float64) return u;
@@ -189,6 +256,7 @@ Tensor rand(Key k, DType t, const Shape& shape) {
 
 Tensor randn(Key k, DType t, const Shape& shape) {
   if (!ir::is_float(t)) fail("nx::randn", "dtype must be float, got " + std::string(ir::name(t)));
+  ir::checked_numel("nx::randn", shape);
   return created("nx::randn", [&] {
     // Box-Muller in float64: u1 in (0, 1] so the log is finite.
     Tensor u1 = sub(const_of(DType::Float64, 1), uniform64(k, shape, 1));
@@ -202,6 +270,7 @@ Tensor randn(Key k, DType t, const Shape& shape) {
 Tensor randint(Key k, int64_t lo, int64_t hi, const Shape& shape) {
   if (hi <= lo)
     fail("nx::randint", "empty range [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
+  ir::checked_numel("nx::randint", shape);
   return created("nx::randint", [&] {
     Tensor u = uniform64(k, shape, 3);
     Tensor v = floor(mul(u, const_of(DType::Float64, static_cast<double>(hi - lo))));

@@ -8,32 +8,42 @@ namespace nx {
 using namespace detail;
 using ir::Op;
 
+// Size checks (ir::checked_numel) name OpScope::current_api(), the op the user called: a shape
+// too large for nx::add's broadcast raises "nx::add: ...", not "nx::broadcast_to: ...".
+
 Tensor reshape(const Tensor& x, const Shape& shape) {
   OpScope scope_("nx::reshape", {&x});
   const std::string api = "nx::reshape";
   Shape s = shape;
   int infer = -1;
-  int64_t known = 1;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == -1) {
       if (infer >= 0) fail(api, "more than one -1 in " + ir::to_string(shape));
       infer = static_cast<int>(i);
     } else if (s[i] < 0) {
       fail(api, "negative dimension in " + ir::to_string(shape));
-    } else {
-      known *= s[i];
     }
   }
+  auto mismatch = [&](const std::string& count) {
+    fail(api, "cannot reshape " + x.describe() + " (" + std::to_string(x.size()) +
+                  " elements) into " + ir::to_string(shape) + count);
+  };
   if (infer >= 0) {
-    if (known == 0 || x.size() % known != 0)
-      fail(api, "cannot reshape " + x.describe() + " (" + std::to_string(x.size()) +
-                    " elements) into " + ir::to_string(shape));
+    // The other dims' product, overflow-checked: one past int64 exceeds x's size, so it cannot
+    // divide it.
+    int64_t known = 1;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (static_cast<int>(i) == infer) continue;
+      auto m = ir::checked_mul(known, s[i]);
+      if (!m) mismatch("");
+      known = *m;
+    }
+    if (known == 0 || x.size() % known != 0) mismatch("");
     s[infer] = x.size() / known;
   }
-  if (ir::numel(s) != x.size())
-    fail(api, "cannot reshape " + x.describe() + " (" + std::to_string(x.size()) +
-                  " elements) into " + ir::to_string(shape) + " (" + std::to_string(ir::numel(s)) +
-                  " elements)");
+  // The target's count, overflow-checked (a count that wraps could match x's and corrupt memory).
+  int64_t count = ir::checked_numel(OpScope::current_api(), s);
+  if (count != x.size()) mismatch(" (" + std::to_string(count) + " elements)");
   if (s == x.shape()) return x;
   return prim(Op::Reshape, x.dtype(), s, {x}, ir::Arg{});
 }
@@ -71,6 +81,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   OpScope scope_("nx::broadcast_to", {&x});
   const std::string api = "nx::broadcast_to";
   if (x.shape() == shape) return x;
+  ir::checked_numel(OpScope::current_api(), shape);
   if (shape.size() < x.shape().size())
     fail(api, "cannot broadcast " + x.describe() + " to " + ir::to_string(shape));
   size_t lead = shape.size() - x.shape().size();
@@ -164,6 +175,18 @@ Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& widt
     if (lo < 0 || hi < 0)
       fail(api, "negative pad width (" + std::to_string(lo) + ", " + std::to_string(hi) + ") for " +
                     x.describe());
+  // The padded shape, overflow-checked dim by dim and then as a whole.
+  Shape padded = x.shape();
+  for (size_t i = 0; i < widths.size(); ++i) {
+    auto d = ir::checked_add(padded[i], widths[i].first);
+    if (d) d = ir::checked_add(*d, widths[i].second);
+    if (!d)
+      fail(api, "pad widths (" + std::to_string(widths[i].first) + ", " +
+                    std::to_string(widths[i].second) + ") overflow axis " + std::to_string(i) +
+                    " of " + x.describe());
+    padded[i] = *d;
+  }
+  ir::checked_numel(OpScope::current_api(), padded);
   ir::Pairs w(widths.begin(), widths.end());
   Tensor p = pad_zero(x, w);
   if (value == 0) return p;
@@ -186,23 +209,31 @@ Tensor slice(const Tensor& x, const std::vector<Slice>& slices) {
                       std::to_string(ax) + " of " + x.describe());
       return v < 0 ? v + n : v;
     };
-    int64_t step = sl.step;
+    // numpy's slice.indices, in arithmetic that cannot overflow for any step (INT64_MIN has no
+    // int64 negation, so the step's magnitude is a uint64). A negative step flips the axis and
+    // slices the flipped axis forwards: numpy's start s0 (clamped to n - 1) and exclusive stop e0
+    // (-1: before index 0) become n - 1 - s0 and n - 1 - e0.
+    const uint64_t mag =
+        sl.step > 0 ? static_cast<uint64_t>(sl.step) : 0 - static_cast<uint64_t>(sl.step);
     int64_t start, stop;
-    if (step > 0) {
+    if (sl.step > 0) {
       start = sl.start ? check(*sl.start, "start") : 0;
       stop = sl.stop ? check(*sl.stop, "stop") : n;
     } else {
-      // Negative steps walk backwards: flip the axis and slice forwards.
       int64_t s0 = sl.start ? check(*sl.start, "start") : n - 1;
       int64_t e0 = sl.stop ? check(*sl.stop, "stop") : -1;
       s0 = std::min(s0, n - 1);
       start = n - 1 - s0;
       stop = n - 1 - e0;
-      step = -step;
       r = flip(r, {static_cast<int>(ax)});
     }
     stop = std::max(stop, start);
-    int64_t count = (stop - start + step - 1) / step;
+    // 0 <= stop - start <= n, so the count is at most n and, when it is above 1, the step is
+    // below n: step * count below then stays under 2n.
+    const int64_t count =
+        stop == start ? 0
+                      : static_cast<int64_t>((static_cast<uint64_t>(stop - start) - 1) / mag + 1);
+    const int64_t step = count > 1 ? static_cast<int64_t>(mag) : 1;
     ir::Pairs b;
     for (int d = 0; d < r.ndim(); ++d) b.push_back({0, r.shape()[d]});
     if (step == 1 || count <= 1) {
@@ -266,8 +297,13 @@ Tensor concatenate(const std::vector<Tensor>& xs, int axis) {
     if (!ok)
       fail(api, "shapes " + x0.describe() + " and " + x.describe() + " differ off axis " +
                     std::to_string(axis));
-    total += x.shape()[a];
+    auto t = ir::checked_add(total, x.shape()[a]);
+    if (!t) fail(api, "the extents along axis " + std::to_string(axis) + " overflow int64");
+    total = *t;
   }
+  Shape out = x0.shape();
+  out[a] = total;
+  ir::checked_numel(OpScope::current_api(), out);
   if (xs.size() == 1) return x0;
   // Each part padded to the full extent, selected by its own region's mask.
   Tensor r;

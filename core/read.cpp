@@ -137,15 +137,37 @@ namespace {
 // raises like every other read).
 std::string format_tensor(const Tensor& x, const char* api) {
   std::string head = x.describe() + " ";
-  std::vector<std::string> vals;
-  for_each_value(x, api, [&](const ir::Value& v) { vals.push_back(format_value(v)); });
   const Shape& s = x.shape();
-  if (s.empty()) return head + vals[0];
   // Summarise long axes as numpy does: above 1000 elements, 3 items at each end.
   const bool summarise = x.size() > 1000;
   const int64_t edge = 3;
+  // Only the printed items are read: each summarised axis is cut to its 2 * edge end items
+  // first, so printing a huge value (a broadcast of 2^40 elements, say) reads at most
+  // (2 * edge)^ndim of them. The cuts are views and one gather on x's device, made inside an op
+  // scope without arguments so they consume no donation (printing never did).
+  Tensor src = x;
+  Shape rs = s;  // src's shape
+  if (summarise && !x.is_traced()) {
+    check_alive(x, api);  // the cuts below are nested ops, which check nothing themselves
+    static const std::vector<Tensor> kNoArgs;
+    OpScope scope_(api, kNoArgs);
+    CreateOn on(x.device());  // the gather's masks and constants live with x
+    for (size_t d = 0; d < s.size(); ++d) {
+      if (s[d] <= 2 * edge) continue;
+      std::vector<Slice> head_cut(d + 1), tail_cut(d + 1);
+      head_cut[d] = {0, edge, 1};
+      tail_cut[d] = {s[d] - edge, s[d], 1};
+      src = concatenate({slice(src, head_cut), slice(src, tail_cut)}, static_cast<int>(d));
+      rs[d] = 2 * edge;
+    }
+  }
+  std::vector<std::string> vals;
+  for_each_value(src, api, [&](const ir::Value& v) { vals.push_back(format_value(v)); });
+  if (s.empty()) return head + vals[0];
+  // Position in src of item i of axis d (items past the first `edge` of a cut axis are its last).
+  auto at = [&](size_t d, int64_t i) { return rs[d] == s[d] || i < edge ? i : i - (s[d] - rs[d]); };
   std::vector<int64_t> strides(s.size(), 1);
-  for (size_t d = s.size() - 1; d > 0; --d) strides[d - 1] = strides[d] * s[d];
+  for (size_t d = s.size() - 1; d > 0; --d) strides[d - 1] = strides[d] * rs[d];
   std::string indent(head.size(), ' ');
   std::string out = head;
   // Recursive print of the sub-array at axis d starting at flat offset `base`.
@@ -159,9 +181,9 @@ std::string format_tensor(const Tensor& x, const char* api) {
         continue;
       }
       if (d + 1 == s.size()) {
-        out += vals[base + i];
+        out += vals[base + at(d, i)];
       } else {
-        self(self, d + 1, base + i * strides[d]);
+        self(self, d + 1, base + at(d, i) * strides[d]);
       }
       if (i + 1 < n) out += d + 1 == s.size() ? ", " : ",\n" + indent + std::string(d + 1, ' ');
     }

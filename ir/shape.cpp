@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <stdexcept>
 
 namespace ir {
 
@@ -11,6 +12,42 @@ int64_t numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
   return n;
+}
+
+std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+std::optional<int64_t> checked_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+
+void fail_too_large(const std::string& api, const std::string& shape) {
+  throw std::invalid_argument(api + ": shape " + shape + " is too large: over " +
+                              std::to_string(kMaxElements) +
+                              " elements, the most an array may hold");
+}
+
+int64_t checked_numel(const std::string& api, const Shape& s) {
+  for (int64_t d : s)
+    if (d < 0) throw std::invalid_argument(api + ": negative dimension in " + to_string(s));
+  // As numpy: the product of the non-zero dims must fit, even when a zero dim makes the count 0,
+  // so contiguous strides (which skip zero dims) fit as well.
+  int64_t n = 1;
+  bool zero = false;
+  for (int64_t d : s) {
+    if (d == 0) {
+      zero = true;
+      continue;
+    }
+    auto m = checked_mul(n, d);
+    if (!m || *m > kMaxElements) fail_too_large(api, to_string(s));
+    n = *m;
+  }
+  return zero ? 0 : n;
 }
 
 std::string to_string(const Shape& s) {

@@ -12,11 +12,28 @@ namespace ir {
 
 using Shape = std::vector<int64_t>;
 
-int64_t numel(const Shape& s);
+int64_t numel(const Shape& s);             // unchecked: for shapes that passed checked_numel
 std::string to_string(const Shape& s);     // "[2, 3]"
 Shape contiguous_strides(const Shape& s);  // C order, in elements
 // numpy broadcasting of two shapes; nullopt when incompatible.
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+
+// ---- Overflow-safe size arithmetic ----
+// A shape is valid when every dim is >= 0 and its element count, times the largest itemsize
+// (8 bytes), fits in int64. Every byte count, contiguous stride, offset and span computed from a
+// valid shape (or from a view of a valid shape) then fits in int64 too, whatever the dtype, so
+// no later layer has to check again. Every creation, view and movement op checks the shape it
+// makes with checked_numel (eagerly and while tracing in rune::jit: both run the same op code).
+constexpr int64_t kMaxElements = INT64_MAX / 8;
+// a * b and a + b, or nullopt where the result does not fit in int64.
+std::optional<int64_t> checked_mul(int64_t a, int64_t b);
+std::optional<int64_t> checked_add(int64_t a, int64_t b);
+// The element count of `s`; raises std::invalid_argument "<api>: ..." naming the shape when a dim
+// is negative or the count exceeds kMaxElements.
+int64_t checked_numel(const std::string& api, const Shape& s);
+// Raises checked_numel's "too large" error for a shape described by `shape` (for a count
+// computed in a wider type before it becomes a dim, e.g. arange's in float64).
+[[noreturn]] void fail_too_large(const std::string& api, const std::string& shape);
 
 struct View {
   Shape shape;

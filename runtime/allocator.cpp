@@ -1,5 +1,6 @@
 #include "runtime/allocator.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
@@ -90,17 +91,27 @@ Buffer::Buffer(Device d, size_t n, Allocator* a) : device(d), nbytes(n), alloc(a
 }
 Buffer::~Buffer() { alloc->release(data, nbytes); }
 
+namespace {
+std::atomic<OpNameSource> g_op_name{nullptr};
+}  // namespace
+
+void set_op_name_source(OpNameSource f) { g_op_name.store(f); }
+
 BufferRef allocate(Device d, size_t nbytes) {
   // Every CPU device (the synchronous host and the asynchronous CPU:n) uses host memory.
-  if (d.kind == DeviceKind::CPU) return std::make_shared<Buffer>(d, nbytes, &host_allocator());
-  Allocator& a = gpu::context(d, "runtime::allocate").allocator();
+  Allocator& a = d.kind == DeviceKind::CPU ? host_allocator()
+                                           : gpu::context(d, "runtime::allocate").allocator();
   try {
     return std::make_shared<Buffer>(d, nbytes, &a);
   } catch (const std::bad_alloc&) {
+    // Allocator::allocate has already emptied the cache and retried. The shared_ptr's control
+    // block failing is the same condition and gets the same message.
+    OpNameSource src = g_op_name.load();
+    const char* op = src ? src() : nullptr;
     auto st = a.stats();
-    throw std::runtime_error("runtime::allocate: out of memory on " + d.name() + " allocating " +
-                             std::to_string(nbytes) + " bytes (" + std::to_string(st.in_use) +
-                             " bytes in use)");
+    throw OutOfMemory(std::string(op ? op : "runtime::allocate") + ": out of memory on " +
+                      d.name() + " allocating " + std::to_string(nbytes) + " bytes (" +
+                      std::to_string(st.in_use) + " bytes in use)");
   }
 }
 

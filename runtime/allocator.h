@@ -8,6 +8,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "runtime/device.h"
@@ -65,6 +67,19 @@ struct Buffer {
   Buffer& operator=(const Buffer&) = delete;
 };
 using BufferRef = std::shared_ptr<Buffer>;
+
+// Raised when a buffer's memory cannot be had (the host's or a GPU's):
+// "<op>: out of memory on <device> allocating <n> bytes (<m> bytes in use)", where <op> is the
+// public operation running on this thread (set_op_name_source), else runtime::allocate.
+class OutOfMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// Where allocation errors learn the public operation running on the calling thread. The runtime
+// does not know the layers above it; core installs nx::OpScope::current_api here. Unset, or
+// returning nullptr, errors name runtime::allocate.
+using OpNameSource = const char* (*)();
+void set_op_name_source(OpNameSource f);
 
 // A buffer on `d`: host memory for every CPU device, the device's caching allocator for a GPU
 // (runtime/gpu/context.h; throws naming the device when it is unavailable).

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "test_util.h"
+#include "trace/rune.h"
 
 namespace {
 
@@ -26,7 +27,7 @@ TEST(Create, RoundsAndTruncatesToTheDtype) {
             (D{ir::round_to(nx::float16, 0.1), INFINITY}));
   EXPECT_EQ(dv(nx::create(nx::bfloat16, {1}, {1.00390625})), D{1.0});  // ties to even
   EXPECT_EQ(iv(nx::create(nx::int32, {4}, {2.7, -2.7, 0, 7})), (V{2, -2, 0, 7}));
-  EXPECT_EQ(iv(nx::create(nx::uint8, {2}, {255, 256})), (V{255, 0}));
+  EXPECT_EQ(iv(nx::create(nx::uint8, {3}, {255, 255.9, -0.5})), (V{255, 255, 0}));
   EXPECT_EQ(nx::to_vector<bool>(nx::create(nx::bool_, {3}, {0, 2, -0.5})),
             (std::vector<bool>{false, true, false}));
   Tensor e = nx::create(nx::float32, {0, 3}, {});
@@ -99,6 +100,93 @@ TEST(Create, Linspace) {
   EXPECT_EQ(l[1], 0.09999999999999999);
   EXPECT_EQ(dv(nx::linspace(nx::float32, 1, -1, 3)), (D{1, 0, -1}));
   EXPECT_EQ(iv(nx::linspace(nx::int32, 0, 10, 4)), (V{0, 3, 6, 10}));
+}
+
+// Integer linspace floors each sample as numpy's does (truncation would round -1.67 up to -1).
+TEST(Create, IntegerLinspaceFloors) {
+  EXPECT_EQ(iv(nx::linspace(nx::int32, -5, 5, 4)), (V{-5, -2, 1, 5}));
+  EXPECT_EQ(iv(nx::linspace(nx::int64, -5, 5, 4, false)), (V{-5, -3, 0, 2}));
+  EXPECT_EQ(iv(nx::linspace(nx::int32, 2, -2, 4)), (V{2, 0, -1, -2}));
+  EXPECT_EQ(iv(nx::linspace(nx::uint8, 0, 255, 3)), (V{0, 127, 255}));
+  // Floats are unaffected.
+  EXPECT_EQ(dv(nx::linspace(nx::float64, -5, 5, 4))[1], -5 + 10.0 / 3);
+  auto f = rune::jit([] { return nx::linspace(nx::int32, -5, 5, 4); });
+  EXPECT_EQ(iv(f()), (V{-5, -2, 1, 5}));
+}
+
+// arange(n) with n < 0 is empty, as numpy's arange(-3) and rune's arange(int64, 0, -3, 1).
+TEST(Create, NegativeArangeIsEmpty) {
+  for (int64_t n : {int64_t{-1}, int64_t{-3}, INT64_MIN}) {
+    Tensor a = nx::arange(n);
+    EXPECT_EQ(a.shape(), (Shape{0}));
+    EXPECT_EQ(a.dtype(), nx::int64);
+    EXPECT_EQ(a.device(), nx::default_device());
+  }
+  EXPECT_EQ(nx::arange(nx::int64, 0, -3, 1).shape(), (Shape{0}));
+  auto f = rune::jit([] { return nx::arange(int64_t{-3}) + 1.0; });
+  EXPECT_EQ(f().shape(), (Shape{0}));
+}
+
+// Values out of an integer dtype's range raise in every creation op (eager and traced); in
+// range, fractions truncate toward zero (np.full(2, 2.5, dtype=np.int32) is [2, 2]); NaN raises
+// for every non-float dtype; nx::cast still saturates.
+TEST(Create, OutOfRangeIntegerValuesRaise) {
+  auto expect_range_error = [](const std::function<Tensor()>& f, const std::string& what) {
+    try {
+      f();
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(what, 0), 0u) << e.what();
+    }
+  };
+  expect_range_error([] { return nx::full(nx::int32, {2}, 3e9); },
+                     "nx::full: value 3000000000 is out of range for int32 [-2147483648, "
+                     "2147483647]");
+  expect_range_error(
+      [] {
+        return nx::create(nx::int32, {2}, {1, -3e9});
+      },
+      "nx::create: value -3000000000 is out of range for int32");
+  expect_range_error([] { return nx::create(nx::uint8, {1}, {256}); },
+                     "nx::create: value 256 is out of range for uint8 [0, 255]");
+  expect_range_error([] { return nx::create(nx::uint8, {1}, {-1}); },
+                     "nx::create: value -1 is out of range for uint8");
+  expect_range_error([] { return nx::create(nx::int64, {1}, {0x1p63}); },
+                     "nx::create: value 9.2233720368547758e+18 is out of range for int64 "
+                     "[-9.2233720368547758e+18, 9223372036854775807]");
+  expect_range_error([] { return nx::scalar(nx::int32, INFINITY); },
+                     "nx::scalar: value inf is out of range for int32");
+  expect_range_error([] { return nx::create(nx::int32, {1}, {NAN}); },
+                     "nx::create: value nan cannot be int32");
+  expect_range_error([] { return nx::full(nx::bool_, {1}, NAN); },
+                     "nx::full: value nan cannot be bool");
+  expect_range_error([] { return nx::full_like(nx::zeros(nx::uint8, {2}), 300); },
+                     "nx::full_like: value 300 is out of range for uint8");
+  // The last value, 3e9, is out of range (arange(int32, 0, 3e9, 1e9) ends at 2e9 and fits).
+  expect_range_error([] { return nx::arange(nx::int32, 0, 4e9, 1e9); },
+                     "nx::arange: value 3000000000 is out of range for int32");
+  EXPECT_EQ(iv(nx::arange(nx::int32, 0, 3e9, 1e9)), (V{0, 1000000000, 2000000000}));
+  expect_range_error([] { return nx::arange(nx::uint8, -1, 3); },
+                     "nx::arange: value -1 is out of range for uint8");
+  expect_range_error([] { return nx::linspace(nx::uint8, 0, 300, 3); },
+                     "nx::linspace: value 300 is out of range for uint8");
+  // Compiled: the same error while tracing, and nothing is installed.
+  auto f = rune::jit([] { return nx::full(nx::int32, {2}, 3e9); });
+  expect_range_error([&] { return f(); }, "nx::full: value 3000000000 is out of range for int32");
+  // In range: truncation toward zero, the extremes exact.
+  EXPECT_EQ(iv(nx::full(nx::int32, {2}, 2.5)), (V{2, 2}));
+  EXPECT_EQ(iv(nx::full(nx::int32, {1}, -2.5)), (V{-2}));
+  EXPECT_EQ(iv(nx::create(nx::int32, {2}, {2147483647.9, -2147483648.9})),
+            (V{2147483647, -2147483648}));
+  EXPECT_EQ(iv(nx::create(nx::int64, {1}, {-0x1p63})), (V{INT64_MIN}));
+  EXPECT_EQ(iv(nx::create(nx::uint8, {1}, {-0.99})), (V{0}));
+  EXPECT_EQ(nx::to_vector<bool>(nx::full(nx::bool_, {2}, INFINITY)), (std::vector<bool>{1, 1}));
+  auto g = rune::jit([] { return nx::full(nx::int32, {2}, 2.5) + nx::scalar(nx::int32, -1.5); });
+  EXPECT_EQ(iv(g()), (V{1, 1}));
+  // Floats keep rounding (to inf past their range), and cast keeps saturating.
+  EXPECT_EQ(dv(nx::full(nx::float16, {1}, 1e6)), (D{INFINITY}));
+  EXPECT_EQ(iv(nx::cast(nx::create(nx::float64, {2}, {3e9, -3e9}), nx::int32)),
+            (V{2147483647, -2147483648}));
 }
 
 TEST(Create, EyeAndIota) {
@@ -281,6 +369,20 @@ TEST(Print, SummarisesLargeTensors) {
                    "[1480, 1481, 1482, ..., 1517, 1518, 1519],\n" + pad +
                    "[1520, 1521, 1522, ..., 1557, 1558, 1559],\n" + pad +
                    "[1560, 1561, 1562, ..., 1597, 1598, 1599]]");
+}
+
+// Only the printed items are read: a huge view prints at once (it used to be read in full).
+TEST(Print, HugeValuesReadOnlyThePrintedItems) {
+  const int64_t n = int64_t{1} << 40;
+  Tensor b = nx::broadcast_to(nx::scalar(nx::float32, 1.5), {n});
+  EXPECT_EQ(nx::to_string(b), "float32 [1099511627776] [1.5, 1.5, 1.5, ..., 1.5, 1.5, 1.5]");
+  Tensor rows = nx::broadcast_to(nx::reshape(nx::arange(3), {3, 1}), {3, n});
+  std::string pad(26, ' ');
+  EXPECT_EQ(nx::to_string(rows), "int64 [3, 1099511627776] [[0, 0, 0, ..., 0, 0, 0],\n" + pad +
+                                     "[1, 1, 1, ..., 1, 1, 1],\n" + pad +
+                                     "[2, 2, 2, ..., 2, 2, 2]]");
+  // The value printed is still usable (printing consumed nothing).
+  EXPECT_EQ(nx::item<int64_t>(nx::index(nx::index(rows, 0, 2), 0, n - 1)), 2);
 }
 
 TEST(Print, PrintWritesToStringAndNewline) {

@@ -1,7 +1,13 @@
 // The on-disk kernel cache, across processes: a fresh directory is filled by the first run and
-// serves the second; corrupt, truncated or misplaced entries are misses that get rebuilt.
+// serves the second; corrupt, truncated or misplaced entries are misses that get rebuilt; an entry
+// that is not a regular file (a FIFO) is a miss that cannot block; a write that fails (a file size
+// limit) installs nothing.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -32,9 +38,19 @@ struct ProbeRun {
   long compiled = -1, disk = -1;
 };
 
+void parse_stats(ProbeRun& r) {
+  std::smatch m;
+  if (std::regex_search(r.output, m, std::regex("compiled=(\\d+) disk=(\\d+)\\n$"))) {
+    r.compiled = std::stol(m[1]);
+    r.disk = std::stol(m[2]);
+  }
+}
+
+// Runs the probe against `dir`. `timeout 120`: a probe that blocks (as one did on a FIFO entry)
+// fails the test instead of hanging it.
 ProbeRun probe(const fs::path& dir) {
-  std::string cmd = "env DEBUG=0 RUNE_CACHE_DIR='" + dir.string() + "' RUNE_DISK_CACHE=1 '" +
-                    RUNE_CACHE_PROBE + "' 2>&1";
+  std::string cmd = "timeout 120 env DEBUG=0 RUNE_CACHE_DIR='" + dir.string() +
+                    "' RUNE_DISK_CACHE=1 '" + RUNE_CACHE_PROBE + "' 2>&1";
   ProbeRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -43,12 +59,54 @@ ProbeRun probe(const fs::path& dir) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
   int st = pclose(p);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::smatch m;
-  if (std::regex_search(r.output, m, std::regex("compiled=(\\d+) disk=(\\d+)\\n$"))) {
-    r.compiled = std::stol(m[1]);
-    r.disk = std::stol(m[2]);
-  }
+  parse_stats(r);
   return r;
+}
+
+// The probe in a child whose files may not grow past `limit` bytes (RLIMIT_FSIZE, SIGXFSZ
+// ignored so a write past it fails with EFBIG instead of killing the process): every cache write
+// fails part-way, as on a full disk.
+ProbeRun probe_with_file_size_limit(const fs::path& dir, rlim_t limit) {
+  ProbeRun r;
+  int fds[2];
+  if (pipe(fds) != 0) return r;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    struct rlimit rl = {limit, limit};
+    signal(SIGXFSZ, SIG_IGN);
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(97);
+    setenv("DEBUG", "0", 1);
+    setenv("RUNE_CACHE_DIR", dir.c_str(), 1);
+    setenv("RUNE_DISK_CACHE", "1", 1);
+    alarm(120);  // a hang fails the test
+    execl(RUNE_CACHE_PROBE, RUNE_CACHE_PROBE, static_cast<char*>(nullptr));
+    _exit(98);
+  }
+  close(fds[1]);
+  if (pid < 0) {
+    close(fds[0]);
+    return r;
+  }
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) r.output.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  parse_stats(r);
+  return r;
+}
+
+// Every directory entry, whatever its kind.
+std::vector<fs::path> entries(const fs::path& dir) {
+  std::vector<fs::path> v;
+  for (const auto& e : fs::directory_iterator(dir)) v.push_back(e.path());
+  return v;
 }
 
 std::vector<fs::path> objects(const fs::path& dir) {
@@ -132,6 +190,50 @@ TEST_F(DiskCache, FillsThenServesThenRebuildsCorruptEntries) {
   ProbeRun healed = run_ok();
   EXPECT_EQ(healed.compiled, 0);
   EXPECT_EQ(healed.disk, first.compiled);
+}
+
+TEST_F(DiskCache, NonRegularEntriesAreMissesThatNeverBlock) {
+  ProbeRun first = run_ok();
+  auto objs = objects(dir_);
+  ASSERT_EQ(static_cast<long>(objs.size()), first.compiled);
+  ASSERT_GE(objs.size(), 2u);
+  // Every entry replaced by a FIFO without a writer (opening one for reading without O_NONBLOCK
+  // waits for a writer forever), one by a directory.
+  for (size_t i = 0; i < objs.size(); ++i) {
+    fs::remove(objs[i]);
+    if (i == 0)
+      fs::create_directory(objs[i]);
+    else
+      ASSERT_EQ(mkfifo(objs[i].c_str(), 0644), 0) << objs[i];
+  }
+  ProbeRun fifo = run_ok();
+  EXPECT_EQ(fifo.compiled, first.compiled);
+  EXPECT_EQ(fifo.disk, 0);
+  // The rebuilt entries were renamed over the FIFOs (a rename cannot replace the directory,
+  // which stays a miss), so the next run reads them.
+  for (size_t i = 1; i < objs.size(); ++i) EXPECT_TRUE(fs::is_regular_file(objs[i])) << objs[i];
+  EXPECT_TRUE(fs::is_directory(objs[0]));
+  ProbeRun healed = run_ok();
+  EXPECT_EQ(healed.compiled, 1);
+  EXPECT_EQ(healed.disk, first.compiled - 1);
+}
+
+TEST_F(DiskCache, FailedWritesInstallNothing) {
+  // Files may not grow past 40 bytes: the 32-byte header fits, no entry's payload does.
+  ProbeRun limited = probe_with_file_size_limit(dir_, 40);
+  EXPECT_EQ(limited.status, 0) << limited.output;
+  EXPECT_EQ(limited.output.rfind(kExpectedOutput, 0), 0u) << limited.output;
+  EXPECT_GT(limited.compiled, 0) << limited.output;
+  EXPECT_EQ(limited.disk, 0);
+  // Neither a truncated entry nor a leftover temporary file.
+  for (const auto& e : entries(dir_)) ADD_FAILURE() << "left behind: " << e;
+  // Without the limit the same run fills the cache in full, and the next is served from it.
+  ProbeRun first = run_ok();
+  EXPECT_EQ(first.compiled, limited.compiled);
+  EXPECT_EQ(static_cast<long>(objects(dir_).size()), first.compiled);
+  ProbeRun second = run_ok();
+  EXPECT_EQ(second.compiled, 0);
+  EXPECT_EQ(second.disk, first.compiled);
 }
 
 TEST_F(DiskCache, DisabledByEmptyDirectory) {

@@ -3,7 +3,11 @@
 // chains of them feeding elementwise ops and reductions.
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <optional>
+
 #include "test_util.h"
+#include "trace/rune.h"
 
 namespace {
 
@@ -136,6 +140,72 @@ TEST(Slice, OneDimensional) {
   EXPECT_EQ(sl({std::nullopt, std::nullopt, -20}), (V{9}));
   EXPECT_EQ(nx::slice(x, {{5, 5, 1}}).shape(), (Shape{0}));
   EXPECT_EQ(nx::slice(x, {}).shape(), (Shape{10}));
+}
+
+// numpy's x[start:stop:step] of arange(n) (PySlice_AdjustIndices: out-of-range bounds clamp),
+// in 128-bit arithmetic so no step overflows.
+V numpy_slice(int64_t n, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step) {
+  auto adjust = [&](std::optional<int64_t> v, __int128 dflt) -> __int128 {
+    if (!v) return dflt;
+    __int128 i = *v;
+    if (i < 0) {
+      i += n;
+      if (i < 0) i = step < 0 ? -1 : 0;
+    } else if (i >= n) {
+      i = step < 0 ? n - 1 : n;
+    }
+    return i;
+  };
+  __int128 lo = adjust(start, step < 0 ? n - 1 : 0), hi = adjust(stop, step < 0 ? -1 : n);
+  V out;
+  for (__int128 i = lo; step > 0 ? i < hi : i > hi; i += step)
+    out.push_back(static_cast<int64_t>(i));
+  return out;
+}
+
+// Extreme steps (INT64_MIN has no int64 negation; INT64_MAX overflows start + step) and the
+// extreme starts and stops rune accepts ([-n, n]), against numpy's rules: eager, and compiled
+// (one program per step, holding every start/stop pair).
+TEST(Slice, ExtremeStepsFollowNumpy) {
+  constexpr int64_t lo = std::numeric_limits<int64_t>::min(),
+                    hi = std::numeric_limits<int64_t>::max();
+  using O = std::optional<int64_t>;
+  for (int64_t n : {0, 1, 5}) {
+    Tensor x = nx::arange(n);
+    std::vector<O> bounds = {std::nullopt, -n, 0, n};
+    if (n > 1) bounds.insert(bounds.end(), {-1, 1, n - 1});
+    for (int64_t step :
+         {lo, lo + 1, int64_t{-2}, int64_t{-1}, int64_t{1}, int64_t{2}, hi - 1, hi}) {
+      std::vector<std::pair<O, O>> pairs;
+      for (O a : bounds)
+        for (O b : bounds) pairs.push_back({a, b});
+      auto where = [&](const std::pair<O, O>& p) {
+        auto str = [](O v) { return v ? std::to_string(*v) : std::string("None"); };
+        return "arange(" + std::to_string(n) + ")[" + str(p.first) + ":" + str(p.second) + ":" +
+               std::to_string(step) + "]";
+      };
+      for (const auto& p : pairs)
+        EXPECT_EQ(iv(nx::slice(x, {{p.first, p.second, step}})),
+                  numpy_slice(n, p.first, p.second, step))
+            << where(p);
+      auto f = rune::jit([&](Tensor t) {
+        std::vector<Tensor> r;
+        for (const auto& p : pairs) r.push_back(nx::slice(t, {{p.first, p.second, step}}));
+        return r;
+      });
+      std::vector<Tensor> got = f(x);
+      ASSERT_EQ(got.size(), pairs.size());
+      for (size_t k = 0; k < pairs.size(); ++k)
+        EXPECT_EQ(iv(got[k]), numpy_slice(n, pairs[k].first, pairs[k].second, step))
+            << "compiled " << where(pairs[k]);
+    }
+  }
+  // The one-element results numpy gives for the extreme steps, spelled out.
+  Tensor x = nx::arange(5);
+  EXPECT_EQ(iv(nx::slice(x, {{std::nullopt, std::nullopt, lo}})), V{4});
+  EXPECT_EQ(iv(nx::slice(x, {{std::nullopt, std::nullopt, hi}})), V{0});
+  EXPECT_EQ(iv(nx::slice(x, {{5, -5, -1}})), (V{4, 3, 2, 1}));
+  EXPECT_EQ(iv(nx::slice(x, {{-5, 5, -1}})), V{});
 }
 
 TEST(Slice, MultiDimensional) {

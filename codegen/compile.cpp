@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "codegen/cpu/gemm.h"
@@ -40,21 +41,73 @@ struct SpecHash {
   size_t operator()(const KernelSpec& k) const { return k.hash(); }
 };
 
+// A loaded kernel: its entry points stay valid while `code` (or a program step holding a copy)
+// lives; the last owner unloads it (cpu::load_object).
 struct HostKernel {
   runtime::HostKernelFn main = nullptr, phase1 = nullptr;
   std::string name;
+  std::shared_ptr<void> code;
 };
+// The caches hold kernels and programs weakly: a program lives as long as its owners (a
+// rune::jit entry, an eager op cache, a call in progress) and its kernels as long as some
+// program uses them, so evicting the owners gives their memory back. Expired entries are
+// swept every kSweepEvery insertions and at each node collection (their keys hold nodes).
+struct CachedKernel {
+  runtime::HostKernelFn main = nullptr, phase1 = nullptr;
+  std::string name;
+  std::weak_ptr<void> code;
+  std::optional<HostKernel> get() const {
+    auto c = code.lock();
+    if (!c) return std::nullopt;
+    return HostKernel{main, phase1, name, std::move(c)};
+  }
+};
+constexpr size_t kSweepEvery = 1024;
 
 struct Caches {
   std::mutex programs_mu;
-  std::unordered_map<RootsKey, std::shared_ptr<const runtime::HostProgram>, RootsHash> programs;
+  std::unordered_map<RootsKey, std::weak_ptr<const runtime::HostProgram>, RootsHash> programs;
+  size_t program_inserts = 0;
   std::mutex compile_mu;  // one compile at a time; also guards kernels and stats
-  std::unordered_map<KernelSpec, HostKernel, SpecHash> kernels;
-  std::unordered_map<std::string, HostKernel> by_name;  // distinct specs may render alike
+  std::unordered_map<KernelSpec, CachedKernel, SpecHash> kernels;
+  std::unordered_map<std::string, CachedKernel> by_name;  // distinct specs may render alike
+  size_t kernel_inserts = 0;
   CompileStats stats;
+  int roots_id = -1;
 };
+
+template <class Map>
+void erase_expired(Map& m) {
+  for (auto it = m.begin(); it != m.end();)
+    it = it->second.code.expired() ? m.erase(it) : std::next(it);
+}
+template <class Map>
+void erase_expired_programs(Map& m) {
+  for (auto it = m.begin(); it != m.end();) it = it->second.expired() ? m.erase(it) : std::next(it);
+}
+
 Caches& caches() {
-  static auto* c = new Caches;  // kernels stay loaded for the process lifetime
+  static auto* c = [] {
+    auto* caches = new Caches;  // lives for the process: programs and kernels point into it
+    // The nodes its keys hold survive node collections (ir::collect_nodes); expired entries
+    // are dropped first, so their nodes can go.
+    caches->roots_id = ir::add_node_roots([caches](std::vector<NodeRef>& roots) {
+      {
+        std::lock_guard lock(caches->programs_mu);
+        erase_expired_programs(caches->programs);
+        for (const auto& [key, p] : caches->programs)
+          roots.insert(roots.end(), key.roots.begin(), key.roots.end());
+      }
+      std::lock_guard lock(caches->compile_mu);
+      erase_expired(caches->kernels);
+      erase_expired(caches->by_name);
+      for (const auto& [spec, k] : caches->kernels) {
+        if (spec.body) roots.push_back(spec.body);
+        if (spec.rbody) roots.push_back(spec.rbody);
+      }
+    });
+    return caches;
+  }();
   return *c;
 }
 
@@ -80,7 +133,8 @@ HostKernel build_kernel(const KernelSpec& spec, Caches& c) {
   std::snprintf(name, sizeof name, "rk_%016llx", static_cast<unsigned long long>(fnv(rendered.ir)));
   std::string ir = rendered.ir;
   replace_all(ir, "@KERNEL", std::string("@") + name);
-  if (auto it = c.by_name.find(name); it != c.by_name.end()) return it->second;
+  if (auto it = c.by_name.find(name); it != c.by_name.end())
+    if (auto live = it->second.get()) return *live;
   if (debug_level() >= 4) std::fprintf(stderr, "rune: kernel %s source:\n%s\n", name, ir.c_str());
   std::string key = cpu::target_id() + "\n" + ir;
   runtime::ProfileSpan span("compile", name, "CPU", static_cast<int64_t>(ir.size()));
@@ -97,7 +151,8 @@ HostKernel build_kernel(const KernelSpec& spec, Caches& c) {
   }
   std::vector<std::string> syms = {name};
   if (rendered.two_phase) syms.push_back(std::string(name) + "_p1");
-  auto addrs = cpu::load_object(obj, syms);
+  auto loaded = cpu::load_object(obj, syms);
+  const auto& addrs = loaded.addresses;
   if (debug_level() >= 1) {
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -107,14 +162,30 @@ HostKernel build_kernel(const KernelSpec& spec, Caches& c) {
   hk.name = name;
   hk.main = reinterpret_cast<runtime::HostKernelFn>(addrs[0]);
   if (rendered.two_phase) hk.phase1 = reinterpret_cast<runtime::HostKernelFn>(addrs[1]);
-  c.by_name.emplace(name, hk);
+  hk.code = loaded.owner;
+  c.by_name[name] = CachedKernel{hk.main, hk.phase1, hk.name, hk.code};
+  return hk;
+}
+
+// The kernel of `spec`, from the cache while some program still holds it, else built.
+HostKernel kernel_for(const KernelSpec& spec, Caches& c) {
+  if (auto it = c.kernels.find(spec); it != c.kernels.end())
+    if (auto live = it->second.get()) return *live;
+  HostKernel hk = build_kernel(spec, c);
+  c.kernels[spec] = CachedKernel{hk.main, hk.phase1, hk.name, hk.code};
+  if (++c.kernel_inserts % kSweepEvery == 0) {
+    erase_expired(c.kernels);
+    erase_expired(c.by_name);
+  }
   return hk;
 }
 
 runtime::HostStep kernel_step(runtime::HostKernelFn fn, std::string name, int64_t items,
-                              int64_t cost, int64_t bytes, std::vector<int> slots) {
+                              int64_t cost, int64_t bytes, std::vector<int> slots,
+                              std::shared_ptr<const void> code) {
   runtime::HostStep st;
   st.fn = fn;
+  st.keep = std::move(code);
   st.name = std::move(name);
   st.items = items;
   st.cost = cost;
@@ -139,6 +210,7 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
         static_cast<int>(i) < n_inputs ? -1 : s.slots[i].numel * itemsize(s.slots[i].dtype));
   for (const auto& k : s.kernels) {
     if (k.contract) {
+      std::shared_ptr<void> epilogue_code;
       auto plan = std::make_shared<cpu::GemmPlan>(cpu::plan_gemm(k, runtime::host_threads()));
       if (k.body && k.body->op != Op::Acc) {
         // The fused epilogue: an elementwise kernel over the output that reads the product
@@ -154,9 +226,9 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
           (void)src;
           return n->op == Op::Acc ? acc_load : nullptr;
         });
-        auto it = c.kernels.find(e);
-        if (it == c.kernels.end()) it = c.kernels.emplace(e, build_kernel(e, c)).first;
-        plan->epilogue = it->second.main;
+        HostKernel ek = kernel_for(e, c);
+        plan->epilogue = ek.main;
+        epilogue_code = ek.code;
       }
       runtime::HostStep st;
       st.name = "gemm_" + std::string(ir::name(k.out_dtype)) + (plan->epilogue ? "_epilogue" : "");
@@ -167,6 +239,7 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
       st.slots = k.slots;
       st.library = cpu::run_gemm;
       st.plan = std::move(plan);
+      st.keep = std::move(epilogue_code);
       p->steps.push_back(std::move(st));
       continue;
     }
@@ -183,9 +256,7 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
       p->steps.push_back(std::move(st));
       continue;
     }
-    auto it = c.kernels.find(k);
-    if (it == c.kernels.end()) it = c.kernels.emplace(k, build_kernel(k, c)).first;
-    const HostKernel& hk = it->second;
+    const HostKernel hk = kernel_for(k, c);
     int64_t outs = numel(k.shape);
     int64_t bytes = outs * itemsize(k.out_dtype);
     if (hk.phase1) {
@@ -195,11 +266,11 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
       auto slots = k.slots;
       slots.push_back(scratch);
       p->steps.push_back(
-          kernel_step(hk.phase1, hk.name + "_p1", outs * nb, kReduceBlock, bytes, slots));
-      p->steps.push_back(kernel_step(hk.main, hk.name, outs, nb, bytes, slots));
+          kernel_step(hk.phase1, hk.name + "_p1", outs * nb, kReduceBlock, bytes, slots, hk.code));
+      p->steps.push_back(kernel_step(hk.main, hk.name, outs, nb, bytes, slots, hk.code));
     } else {
       int64_t cost = k.rbody ? std::max<int64_t>(k.reduce_size(), 1) : 1;
-      p->steps.push_back(kernel_step(hk.main, hk.name, outs, cost, bytes * cost, k.slots));
+      p->steps.push_back(kernel_step(hk.main, hk.name, outs, cost, bytes * cost, k.slots, hk.code));
     }
   }
   p->inplace_inputs = inplace_inputs(s);
@@ -212,22 +283,21 @@ std::shared_ptr<const runtime::HostProgram> build_program(const std::vector<Node
 
 std::shared_ptr<const runtime::HostProgram> compile_host(const std::vector<NodeRef>& roots,
                                                          int n_inputs) {
+  ir::NodeUse use;  // the nodes built while compiling stay until it is done
   auto& c = caches();
   RootsKey key{roots, n_inputs};
-  {
+  auto cached = [&]() -> std::shared_ptr<const runtime::HostProgram> {
     std::lock_guard lock(c.programs_mu);
     auto it = c.programs.find(key);
-    if (it != c.programs.end()) return it->second;
-  }
+    return it == c.programs.end() ? nullptr : it->second.lock();
+  };
+  if (auto p = cached()) return p;
   std::lock_guard compile(c.compile_mu);
-  {
-    std::lock_guard lock(c.programs_mu);
-    auto it = c.programs.find(key);
-    if (it != c.programs.end()) return it->second;
-  }
+  if (auto p = cached()) return p;
   auto p = build_program(roots, n_inputs, c);
   std::lock_guard lock(c.programs_mu);
-  c.programs.emplace(key, p);
+  c.programs[key] = p;
+  if (++c.program_inserts % kSweepEvery == 0) erase_expired_programs(c.programs);
   return p;
 }
 

@@ -40,13 +40,29 @@ struct KeyHash {
 
 struct Caches {
   std::mutex programs_mu;
-  std::unordered_map<Key, std::shared_ptr<const runtime::gpu::GpuProgram>, KeyHash> programs;
+  // Held weakly, as the host's (codegen/compile.cpp): a program lives as long as its owners.
+  std::unordered_map<Key, std::weak_ptr<const runtime::gpu::GpuProgram>, KeyHash> programs;
+  size_t inserts = 0;
   std::mutex compile_mu;  // one compile at a time; guards targets and stats
   std::map<runtime::DeviceKind, GpuTarget> targets;
   GpuCompileStats stats;
 };
+void erase_expired(Caches& c) {
+  for (auto it = c.programs.begin(); it != c.programs.end();)
+    it = it->second.expired() ? c.programs.erase(it) : std::next(it);
+}
 Caches& caches() {
-  static auto* c = new Caches;  // modules stay loaded for the process lifetime
+  static auto* c = [] {
+    auto* caches = new Caches;  // lives for the process: programs point into it
+    // The nodes its keys hold survive node collections; expired entries go first.
+    ir::add_node_roots([caches](std::vector<NodeRef>& roots) {
+      std::lock_guard lock(caches->programs_mu);
+      erase_expired(*caches);
+      for (const auto& [key, p] : caches->programs)
+        roots.insert(roots.end(), key.roots.begin(), key.roots.end());
+    });
+    return caches;
+  }();
   return *c;
 }
 
@@ -200,22 +216,21 @@ std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>
 
 std::shared_ptr<const runtime::gpu::GpuProgram> compile_gpu(const std::vector<NodeRef>& roots,
                                                             int n_inputs, runtime::Device device) {
+  ir::NodeUse use;  // the nodes built while compiling stay until it is done
   auto& c = caches();
   Key key{roots, n_inputs, device};
-  {
+  auto cached = [&]() -> std::shared_ptr<const runtime::gpu::GpuProgram> {
     std::lock_guard lock(c.programs_mu);
     auto it = c.programs.find(key);
-    if (it != c.programs.end()) return it->second;
-  }
+    return it == c.programs.end() ? nullptr : it->second.lock();
+  };
+  if (auto p = cached()) return p;
   std::lock_guard compile(c.compile_mu);
-  {
-    std::lock_guard lock(c.programs_mu);
-    auto it = c.programs.find(key);
-    if (it != c.programs.end()) return it->second;
-  }
+  if (auto p = cached()) return p;
   auto p = build(roots, n_inputs, device, c);
   std::lock_guard lock(c.programs_mu);
-  c.programs.emplace(key, p);
+  c.programs[key] = p;
+  if (++c.inserts % 1024 == 0) erase_expired(c);
   return p;
 }
 

@@ -10,6 +10,19 @@ Tensor donate(const Tensor& x) {
 
 bool is_dead(const Tensor& t) { return t.impl().donation.load() == 2; }
 
+Tensor identity_result(const Tensor& x) {
+  const auto& im = x.impl();
+  if (im.donation.load() == 0) return x;
+  if (!im.node) return make_concrete(im.dtype, im.buffer, im.view, im.device, im.poison);
+  auto alias = std::make_shared<TensorImpl>();
+  alias->dtype = im.dtype;
+  alias->shape = im.shape;
+  alias->device = im.device;
+  alias->node = im.node;
+  alias->tracer = im.tracer;
+  return Tensor(std::move(alias));
+}
+
 namespace {
 // Donors the current public op on this thread consumed early (consume_now), so its OpScope
 // does not consume them again.

@@ -20,6 +20,11 @@ std::vector<bool> consume_donations(const std::vector<Tensor>& srcs, std::string
                                     std::string_view consumer_suffix = {});
 bool is_dead(const Tensor& t);
 
+// x as the result of an op that returns its operand unchanged (a reshape to its own shape, a
+// cast to its own dtype, ...): x itself, or, when x is donated, a distinct value over the same
+// storage, so the op kills its donated operand and not its own result.
+Tensor identity_result(const Tensor& x);
+
 // Reads of storage in progress (runtime::Buffer::reads), registered for the guard's lifetime.
 // A read registers before it checks that its value is alive; a consumer kills its donor before
 // it counts the reads. So whatever the interleaving, either the read sees the donor dead (and

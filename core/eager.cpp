@@ -4,6 +4,7 @@
 // eager and compiled results share their bits and a repeated op never recompiles.
 #include <bit>
 #include <cstring>
+#include <list>
 #include <unordered_map>
 
 #include "codegen/compile.h"
@@ -12,6 +13,7 @@
 #include "core/donation.h"
 #include "core/interpreter.h"
 #include "core/ops.h"
+#include "ir/debug.h"
 #include "ir/scalar.h"
 #include "runtime/gpu/transfer.h"
 
@@ -103,6 +105,54 @@ void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape,
   size_t h = 1469598103934665603ull;
   for (auto x : v) h = (h ^ static_cast<size_t>(x)) * 1099511628211ull;
   f.hash = h;
+}
+
+// A thread's one-op programs by fingerprint: at most eager_cache_size() of them, the least
+// recently used evicted first, so a process whose shapes vary keeps a bounded set (the
+// programs' kernels and nodes go with their last owner, codegen/compile.cpp).
+size_t eager_cache_size() {
+  static const size_t n =
+      static_cast<size_t>(std::max(1, ir::env_int("RUNE_EAGER_CACHE_SIZE", 1024)));
+  return n;
+}
+template <class Program>
+class ProgramLru {
+ public:
+  using Ref = std::shared_ptr<const Program>;
+  // The program for f (now the most recent), or nullptr.
+  const Ref* find(const Fingerprint& f) {
+    auto it = index_.find(f);
+    if (it == index_.end()) return nullptr;
+    order_.splice(order_.begin(), order_, it->second);
+    return &it->second->second;
+  }
+  const Ref& insert(const Fingerprint& f, Ref p) {
+    order_.emplace_front(f, std::move(p));
+    index_[f] = order_.begin();
+    while (order_.size() > eager_cache_size()) {
+      index_.erase(order_.back().first);
+      order_.pop_back();
+    }
+    return order_.front().second;
+  }
+
+ private:
+  std::list<std::pair<Fingerprint, Ref>> order_;
+  std::unordered_map<Fingerprint, typename std::list<std::pair<Fingerprint, Ref>>::iterator,
+                     FingerprintHash>
+      index_;
+};
+
+// The graph of one primitive over Params 0..n-1 laid out as its operands are.
+ir::NodeRef one_op_root(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
+                        const ir::Arg& arg) {
+  std::vector<ir::NodeRef> params;
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    const auto& im = srcs[i].impl();
+    params.push_back(ir::make(ir::Op::Param, im.dtype, im.shape, {},
+                              ir::LoadArg{static_cast<int>(i), key_view(im.view)}));
+  }
+  return op == ir::Op::Copy ? params[0] : ir::make(op, out, shape, params, arg);
 }
 
 class Eager final : public Interpreter {
@@ -209,22 +259,21 @@ class Eager final : public Interpreter {
                      const ir::Arg& arg, Device device) {
     if (device.kind != runtime::DeviceKind::CPU) return run_gpu(op, out, shape, srcs, arg, device);
     // Programs by fingerprint, per thread (no lock); misses go to the shared compile cache.
-    thread_local std::unordered_map<Fingerprint, std::shared_ptr<const runtime::HostProgram>,
-                                    FingerprintHash>
-        programs;
+    thread_local ProgramLru<runtime::HostProgram> programs;
     thread_local Fingerprint fp;
     fingerprint(fp, op, out, shape, srcs, arg);
-    auto it = programs.find(fp);
-    if (it == programs.end()) {
-      std::vector<ir::NodeRef> params;
-      for (size_t i = 0; i < srcs.size(); ++i) {
-        const auto& im = srcs[i].impl();
-        params.push_back(ir::make(ir::Op::Param, im.dtype, im.shape, {},
-                                  ir::LoadArg{static_cast<int>(i), key_view(im.view)}));
+    const auto* found = programs.find(fp);
+    if (!found) {
+      std::shared_ptr<const runtime::HostProgram> built;
+      {
+        ir::NodeUse use;
+        built = codegen::compile_host({one_op_root(op, out, shape, srcs, arg)},
+                                      static_cast<int>(srcs.size()));
       }
-      ir::NodeRef root = op == ir::Op::Copy ? params[0] : ir::make(op, out, shape, params, arg);
-      it = programs.emplace(fp, codegen::compile_host({root}, static_cast<int>(srcs.size()))).first;
+      found = &programs.insert(fp, std::move(built));
+      ir::maybe_collect_nodes();
     }
+    const auto program = *found;  // a copy: the cache may evict it while it runs
     char* ptrs[4];
     std::vector<char*> many;
     char** p = ptrs;
@@ -239,7 +288,7 @@ class Eager final : public Interpreter {
     runtime::BufferRef lent = donated_buffer(op, out, shape, srcs);
     runtime::Stream* stream = runtime::stream_for(device);
     if (!stream) {
-      auto outs = it->second->run(p, srcs.size(), lent ? &lent : nullptr);
+      auto outs = program->run(p, srcs.size(), lent ? &lent : nullptr);
       return make_concrete(out, std::move(outs[0]), ir::View::contiguous(shape), device);
     }
     // Asynchronous device: the output exists now; the kernel runs in stream order. A poisoned
@@ -249,7 +298,7 @@ class Eager final : public Interpreter {
              : runtime::allocate(device, static_cast<size_t>(ir::numel(shape) * ir::itemsize(out)));
     auto poison = std::make_shared<runtime::Poison>();
     std::vector<char*> inputs(p, p + srcs.size());
-    stream->enqueue([program = it->second, inputs, srcs, result, poison] {
+    stream->enqueue([program, inputs, srcs, result, poison] {
       for (const auto& s : srcs)
         if (s.impl().poison)
           if (auto e = s.impl().poison->get()) {
@@ -266,27 +315,25 @@ class Eager final : public Interpreter {
   // first: one element, keeping their broadcast view.
   Tensor run_gpu(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
                  const ir::Arg& arg, Device device) {
-    thread_local std::unordered_map<Fingerprint, std::shared_ptr<const runtime::gpu::GpuProgram>,
-                                    FingerprintHash>
-        programs;
+    thread_local ProgramLru<runtime::gpu::GpuProgram> programs;
     thread_local Fingerprint fp;
     fingerprint(fp, op, out, shape, srcs, arg);
     int64_t dev = static_cast<int64_t>(device.kind) * 1024 + device.index;
     fp.v.push_back(dev);
     fp.hash = (fp.hash ^ static_cast<size_t>(dev)) * 1099511628211ull;
-    auto it = programs.find(fp);
-    if (it == programs.end()) {
-      std::vector<ir::NodeRef> params;
-      for (size_t i = 0; i < srcs.size(); ++i) {
-        const auto& im = srcs[i].impl();
-        params.push_back(ir::make(ir::Op::Param, im.dtype, im.shape, {},
-                                  ir::LoadArg{static_cast<int>(i), key_view(im.view)}));
+    const auto* found = programs.find(fp);
+    if (!found) {
+      std::shared_ptr<const runtime::gpu::GpuProgram> built;
+      {
+        ir::NodeUse use;
+        built = codegen::compile_gpu({one_op_root(op, out, shape, srcs, arg)},
+                                     static_cast<int>(srcs.size()), device);
       }
-      ir::NodeRef root = op == ir::Op::Copy ? params[0] : ir::make(op, out, shape, params, arg);
-      it = programs.emplace(fp, codegen::compile_gpu({root}, static_cast<int>(srcs.size()), device))
-               .first;
+      found = &programs.insert(fp, std::move(built));
+      ir::maybe_collect_nodes();
     }
-    std::vector<Tensor> bound;  // uploaded host scalars, alive until the launch is queued
+    const auto program = *found;  // a copy: the cache may evict it while it runs
+    std::vector<Tensor> bound;    // uploaded host scalars, alive until the launch is queued
     std::vector<char*> ptrs(srcs.size());
     std::shared_ptr<runtime::Poison> poison;
     for (size_t i = 0; i < srcs.size(); ++i) {
@@ -307,7 +354,7 @@ class Eager final : public Interpreter {
       return make_concrete(out, std::move(buf), ir::View::contiguous(shape), device, poison);
     }
     runtime::BufferRef lent = donated_buffer(op, out, shape, srcs);
-    auto outs = it->second->run(ptrs.data(), ptrs.size(), lent ? &lent : nullptr);
+    auto outs = program->run(ptrs.data(), ptrs.size(), lent ? &lent : nullptr);
     return make_concrete(out, std::move(outs[0]), ir::View::contiguous(shape), device, poison);
   }
 

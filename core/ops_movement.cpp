@@ -44,7 +44,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   // The target's count, overflow-checked (a count that wraps could match x's and corrupt memory).
   int64_t count = ir::checked_numel(OpScope::current_api(), s);
   if (count != x.size()) mismatch(" (" + std::to_string(count) + " elements)");
-  if (s == x.shape()) return x;
+  if (s == x.shape()) return identity_result(x);
   return prim(Op::Reshape, x.dtype(), s, {x}, ir::Arg{});
 }
 
@@ -66,7 +66,7 @@ Tensor permute(const Tensor& x, const Axes& perm) {
   }
   bool identity = true;
   for (size_t i = 0; i < p.size(); ++i) identity &= p[i] == static_cast<int64_t>(i);
-  if (identity) return x;
+  if (identity) return identity_result(x);
   return prim(Op::Permute, x.dtype(), s, {x}, p);
 }
 
@@ -80,7 +80,7 @@ Tensor transpose(const Tensor& x) {
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   OpScope scope_("nx::broadcast_to", {&x});
   const std::string api = "nx::broadcast_to";
-  if (x.shape() == shape) return x;
+  if (x.shape() == shape) return identity_result(x);
   ir::checked_numel(OpScope::current_api(), shape);
   if (shape.size() < x.shape().size())
     fail(api, "cannot broadcast " + x.describe() + " to " + ir::to_string(shape));
@@ -134,7 +134,7 @@ Tensor flatten(const Tensor& x) {
 Tensor flip(const Tensor& x, Axes axes) {
   OpScope scope_("nx::flip", {&x});
   auto a = norm_axes("nx::flip", axes, x);
-  if (a.empty()) return x;
+  if (a.empty()) return identity_result(x);
   return prim(Op::Flip, x.dtype(), x.shape(), {x}, a);
 }
 
@@ -145,7 +145,7 @@ static Tensor shrink(const Tensor& x, const ir::Pairs& bounds) {
     same &= bounds[i].first == 0 && bounds[i].second == x.shape()[i];
     s.push_back(bounds[i].second - bounds[i].first);
   }
-  if (same) return x;
+  if (same) return identity_result(x);
   return prim(Op::Shrink, x.dtype(), s, {x}, bounds);
 }
 
@@ -156,7 +156,7 @@ static Tensor pad_zero(const Tensor& x, const ir::Pairs& widths) {
     none &= widths[i].first == 0 && widths[i].second == 0;
     s[i] += widths[i].first + widths[i].second;
   }
-  if (none) return x;
+  if (none) return identity_result(x);
   return prim(Op::Pad, x.dtype(), s, {x}, widths);
 }
 

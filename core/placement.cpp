@@ -94,7 +94,7 @@ Tensor place(const Tensor& x, Device d) {
   if (x.is_traced())
     throw rune::jit_error("nx::place: cannot move traced value " + x.describe() + " while tracing");
   runtime::stream_for(d, "nx::place");  // raises for a device that does not exist here
-  if (x.device() == d) return x;
+  if (x.device() == d) return identity_result(x);
   // A transfer is a wait on the source's device.
   current_interpreter().check_readable(x, "nx::place");
   Tensor src = x;

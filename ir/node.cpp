@@ -1,12 +1,17 @@
 #include "ir/node.h"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
+#include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "ir/debug.h"
 
 namespace ir {
 
@@ -99,6 +104,94 @@ size_t interned_nodes() {
   auto& t = table();
   std::lock_guard lock(t.mu);
   return t.nodes.size();
+}
+
+namespace {
+// Held shared by every NodeUse (the outermost on a thread), exclusively by a collection.
+std::shared_mutex g_use_mu;
+thread_local int g_use_depth = 0;
+struct RootSets {
+  std::mutex mu;
+  std::map<int, NodeRootsFn> sets;
+  int next = 0;
+  size_t after_last = 0;  // table size after the last collection
+};
+RootSets& root_sets() {
+  static auto* r = new RootSets;
+  return *r;
+}
+size_t table_min() {
+  static const size_t v = static_cast<size_t>(std::max(1, env_int("RUNE_NODE_TABLE_MIN", 262144)));
+  return v;
+}
+}  // namespace
+
+NodeUse::NodeUse() {
+  if (g_use_depth++ == 0) g_use_mu.lock_shared();
+}
+NodeUse::~NodeUse() {
+  if (--g_use_depth == 0) g_use_mu.unlock_shared();
+}
+
+int add_node_roots(NodeRootsFn roots) {
+  auto& r = root_sets();
+  std::lock_guard lock(r.mu);
+  r.sets.emplace(r.next, std::move(roots));
+  return r.next++;
+}
+
+void remove_node_roots(int id) {
+  auto& r = root_sets();
+  std::lock_guard lock(r.mu);
+  r.sets.erase(id);
+}
+
+size_t collect_nodes() {
+  if (g_use_depth > 0) return 0;  // this thread holds nodes
+  std::unique_lock use(g_use_mu, std::try_to_lock);
+  if (!use.owns_lock()) return 0;  // a trace or compile is in progress somewhere
+  auto& r = root_sets();
+  std::lock_guard sets_lock(r.mu);
+  std::vector<NodeRef> stack;
+  for (auto& [id, fn] : r.sets) fn(stack);
+  std::unordered_set<NodeRef> live;
+  while (!stack.empty()) {
+    NodeRef n = stack.back();
+    stack.pop_back();
+    if (!n || !live.insert(n).second) continue;
+    for (NodeRef s : n->src) stack.push_back(s);
+  }
+  auto& t = table();
+  std::lock_guard lock(t.mu);
+  size_t freed = 0;
+  for (auto it = t.nodes.begin(); it != t.nodes.end();) {
+    if (live.count(*it)) {
+      ++it;
+      continue;
+    }
+    delete *it;
+    it = t.nodes.erase(it);
+    ++freed;
+  }
+  r.after_last = t.nodes.size();
+  return freed;
+}
+
+void maybe_collect_nodes() {
+  if (g_use_depth > 0) return;
+  size_t size, after;
+  {
+    auto& t = table();
+    std::lock_guard lock(t.mu);
+    size = t.nodes.size();
+  }
+  {
+    auto& r = root_sets();
+    std::lock_guard lock(r.mu);
+    after = r.after_last;
+  }
+  if (size < table_min() || size < 2 * after) return;
+  collect_nodes();
 }
 
 template <class T>

@@ -3,6 +3,7 @@
 // nodes are the same pointer, so a node pointer is its own structural cache key.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -62,10 +63,35 @@ struct Node {
   uint64_t id;  // creation order, for stable topological sorts
 };
 
-// Returns the unique node with these fields (created on first use; never freed).
+// Returns the unique node with these fields (created on first use; freed by collect_nodes once
+// nothing holds it).
 NodeRef make(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Arg arg = {});
 // How many nodes the intern table holds (for memory reports and tests).
 size_t interned_nodes();
+
+// Node collection (docs/design-notes.md "Bounded queues and caches"). The intern table is a
+// cache: a node survives a collection when it is reachable from a registered root set (every
+// structure that keeps nodes beyond one call registers one: the compile caches' keys, a
+// compiled function's checks), or while any thread holds a NodeUse (a trace or a compile in
+// progress: every node it holds stays). A collection runs only when no NodeUse is alive.
+class NodeUse {
+ public:
+  NodeUse();
+  ~NodeUse();
+  NodeUse(const NodeUse&) = delete;
+  NodeUse& operator=(const NodeUse&) = delete;
+};
+using NodeRootsFn = std::function<void(std::vector<NodeRef>&)>;
+// Registers a root set (called under the collector's lock: it must not wait for a NodeUse);
+// returns its id for remove_node_roots.
+int add_node_roots(NodeRootsFn roots);
+void remove_node_roots(int id);
+// Frees every node unreachable from the roots, if no NodeUse is alive anywhere (else does
+// nothing); returns how many it freed.
+size_t collect_nodes();
+// Collects when the table has grown past its limit: twice its size after the last collection,
+// and at least RUNE_NODE_TABLE_MIN nodes (default 262144). Cheap when it has not.
+void maybe_collect_nodes();
 
 // Argument accessors (throw std::logic_error on the wrong alternative).
 int64_t arg_int(NodeRef n);

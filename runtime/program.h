@@ -25,6 +25,8 @@ struct HostStep {
   // Set instead of fn for a library kernel; `plan` lives as long as the step.
   HostLibraryFn library = nullptr;
   std::shared_ptr<const void> plan;
+  // The loaded code fn (or the plan's epilogue) points into: alive as long as the step.
+  std::shared_ptr<const void> keep;
 
   void call(char** bufs, int64_t lo, int64_t hi) const {
     if (library)

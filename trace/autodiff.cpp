@@ -63,6 +63,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
           (paths.empty() || paths[i].empty() ? std::to_string(i) : paths[i]) + " is " +
           params[i].describe() + "; only float tensors have gradients");
   int n_cot = cotangents ? static_cast<int>(cotangents->size()) : 0;
+  ir::NodeUse use;  // the traced graph and its derivatives stay until they ran
   Traced t = trace(api, params, f, n_cot);
   std::vector<ir::NodeRef> cots;
   if (!cotangents) {
@@ -115,6 +116,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(
                                   " is " + primals[i].describe());
   // Forward mode by transposing reverse mode: u -> J^T u is linear, so the vjp of that map
   // at any u, applied to the tangent t, is (J^T)^T t = J t.
+  ir::NodeUse use;  // the traced graph and its derivatives stay until they ran
   Traced t = trace(api, primals, f, 0);
   size_t n = primals.size(), m = t.outputs.size();
   size_t base = t.bindings.size();

@@ -145,6 +145,14 @@ struct Compiled {
   std::vector<Tracer::Check> checks;
   int n_params = 0;
   nx::Device device;
+  // The checks' graphs (run again when a check fails) keep their nodes while this lives.
+  int roots_id = -1;
+  Compiled() = default;
+  Compiled(const Compiled&) = delete;
+  Compiled& operator=(const Compiled&) = delete;
+  ~Compiled() {
+    if (roots_id >= 0) ir::remove_node_roots(roots_id);
+  }
 };
 
 // The failure of the first failing check (in trace order) after a run, or null.
@@ -275,6 +283,7 @@ struct JitCore::Impl {
                                     " and " + l.device().name());
     // A device that does not exist here raises before anything is traced.
     if (device.kind != runtime::DeviceKind::CPU) runtime::stream_for(device, options.name.c_str());
+    ir::NodeUse use;  // the trace's nodes stay until the program is compiled
     Tracer tracer(device, static_cast<int>(args.leaves.size()));
     std::vector<nx::Tensor> stand_ins;
     for (size_t i = 0; i < args.leaves.size(); ++i) {
@@ -293,6 +302,10 @@ struct JitCore::Impl {
     c->n_results = roots.size();
     c->checks = tracer.checks();
     for (const auto& k : c->checks) roots.push_back(k.first_false);
+    if (!c->checks.empty())
+      c->roots_id = ir::add_node_roots([cp = c.get()](std::vector<ir::NodeRef>& r) {
+        for (const auto& k : cp->checks) r.insert(r.end(), k.data.begin(), k.data.end());
+      });
     c->captured = tracer.captured();
     c->n_params = static_cast<int>(args.leaves.size() + c->captured.size());
     // Captured constants move to the program's device once, with the program (a host program
@@ -309,6 +322,12 @@ struct JitCore::Impl {
     return c;
   }
 };
+
+size_t default_jit_cache_size() {
+  static const size_t n =
+      static_cast<size_t>(std::max(1, ir::env_int("RUNE_JIT_CACHE_SIZE", 4096)));
+  return n;
+}
 
 JitCore::JitCore(JitOptions o) : impl_(std::make_unique<Impl>()) { impl_->options = std::move(o); }
 JitCore::~JitCore() = default;
@@ -362,6 +381,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
   if (mine) {
     try {
       mine->set_value(m.build(args, key, trace));
+      ir::maybe_collect_nodes();  // a new program may have left the node table past its limit
     } catch (...) {
       // A failed trace or compile installs nothing; its error reaches this caller and any
       // caller that was waiting for the same key.

@@ -14,8 +14,13 @@
 
 namespace rune {
 
+// RUNE_JIT_CACHE_SIZE (default 4096), read once: the default of JitOptions::cache_size.
+size_t default_jit_cache_size();
+
 struct JitOptions {
-  size_t cache_size = 4096;        // programs kept per compiled function (least recently used go)
+  // Programs kept per compiled function: the least recently used go first, with their kernels
+  // and nodes once nothing else holds them (docs/design-notes.md "Bounded queues and caches").
+  size_t cache_size = default_jit_cache_size();
   std::string name = "rune::jit";  // the entry point named in messages
 };
 

@@ -18,6 +18,7 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 
+#include <map>
 #include <mutex>
 #include <stdexcept>
 
@@ -33,6 +34,13 @@ struct Host {
   const llvm::Target* target = nullptr;
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::mutex mu;
+  // Loaded objects by their first symbol, while an owner may still use them (load_object).
+  struct Loaded {
+    llvm::orc::ResourceTrackerSP tracker;
+    uint64_t generation;
+  };
+  std::map<std::string, Loaded> loaded;
+  uint64_t generation = 0;
 
   Host() {
     llvm::InitializeNativeTarget();
@@ -128,21 +136,43 @@ std::string compile_to_object(const std::string& ir, const std::string& module_n
   return std::string(buf.data(), buf.size());
 }
 
-std::vector<void*> load_object(const std::string& object, const std::vector<std::string>& symbols) {
+LoadedObject load_object(const std::string& object, const std::vector<std::string>& symbols) {
   Host& h = host();
   std::lock_guard lock(h.mu);
-  auto buf = llvm::MemoryBuffer::getMemBufferCopy(object, symbols.empty() ? "rune" : symbols[0]);
-  if (auto err = h.jit->addObjectFile(std::move(buf)))
+  const std::string name = symbols.empty() ? "rune" : symbols[0];
+  // An object of this name whose last owner is going away (its deleter waits for the lock)
+  // is removed now, so its symbols never clash with the new copy's.
+  if (auto it = h.loaded.find(name); it != h.loaded.end()) {
+    llvm::consumeError(it->second.tracker->remove());
+    h.loaded.erase(it);
+  }
+  auto buf = llvm::MemoryBuffer::getMemBufferCopy(object, name);
+  // One resource tracker per object: removing it frees the object's code and unbinds its
+  // symbols, so a kernel's memory goes back when its last program does.
+  auto tracker = h.jit->getMainJITDylib().createResourceTracker();
+  if (auto err = h.jit->addObjectFile(tracker, std::move(buf)))
     throw std::runtime_error("rune: cannot load compiled kernel: " +
                              llvm::toString(std::move(err)));
-  std::vector<void*> out;
+  LoadedObject out;
   for (const auto& s : symbols) {
     auto sym = h.jit->lookup(s);
-    if (!sym)
+    if (!sym) {
+      llvm::consumeError(tracker->remove());
       throw std::runtime_error("rune: compiled kernel lacks " + s + ": " +
                                llvm::toString(sym.takeError()));
-    out.push_back(compat::address(*sym));
+    }
+    out.addresses.push_back(compat::address(*sym));
   }
+  const uint64_t generation = ++h.generation;
+  h.loaded[name] = {tracker, generation};
+  out.owner = std::shared_ptr<void>(static_cast<void*>(&h), [name, generation](void*) {
+    Host& h = host();
+    std::lock_guard l(h.mu);
+    auto it = h.loaded.find(name);
+    if (it == h.loaded.end() || it->second.generation != generation) return;  // reloaded since
+    llvm::consumeError(it->second.tracker->remove());
+    h.loaded.erase(it);
+  });
   return out;
 }
 

@@ -134,7 +134,11 @@ const std::vector<const Tensor*> kNoArgs;
 
 bool OpScope::active() { return g_op_depth > 0; }
 int OpScope::depth() { return g_op_depth; }
-const char* OpScope::current_api() { return g_op_depth > 0 ? g_outer_api : nullptr; }
+thread_local const char* g_call_api = nullptr;
+const char* OpScope::current_api() { return g_op_depth > 0 ? g_outer_api : g_call_api; }
+
+CallName::CallName(const char* api) : prev_(g_call_api) { g_call_api = api; }
+CallName::~CallName() { g_call_api = prev_; }
 const std::vector<const Tensor*>& OpScope::current_args() {
   return g_op_depth > 0 && g_outer_args ? *g_outer_args : kNoArgs;
 }

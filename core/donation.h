@@ -54,6 +54,7 @@ void consume_now(const Tensor& t, const char* consumer);
 // registered itself. The consumer may write into the storage only when this is 0.
 int other_observers(const Tensor& t, int own_reads);
 
+
 }  // namespace nx
 
 namespace nx {
@@ -76,7 +77,8 @@ class OpScope {
   // the public op itself; composite ops reach primitives only through nested public ops, so a
   // depth-1 primitive is the op's only compute step and may write into a donated operand.
   static int depth();
-  // The public op being applied on this thread (the outermost scope), or nullptr.
+  // The public op being applied on this thread (the outermost scope), else the entry point a
+  // CallName names, or nullptr.
   static const char* current_api();
   // That op's tensor arguments (empty outside any op).
   static const std::vector<const Tensor*>& current_args();
@@ -90,6 +92,20 @@ class OpScope {
   StorageReads reads_;  // the outermost scope's reads of its arguments
   bool outer_ = false;
   int exceptions_ = 0;
+};
+
+
+// Names the entry point running on this thread outside any op scope (a compiled call running
+// its program), for messages raised below it, such as an allocation that cannot be satisfied.
+class CallName {
+ public:
+  explicit CallName(const char* api);
+  ~CallName();
+  CallName(const CallName&) = delete;
+  CallName& operator=(const CallName&) = delete;
+
+ private:
+  const char* prev_;
 };
 
 }  // namespace nx

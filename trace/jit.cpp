@@ -396,6 +396,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
     }
   }
   std::shared_ptr<const Compiled> c = future.get();
+  nx::CallName named(m.options.name.c_str());  // e.g. an allocation that fails names rune::jit
   // Donated leaves lend their memory to results that may take it (HostProgram::inplace_inputs).
   // Every leaf's read is registered before the donors are killed (nx::StorageReads); a donor's
   // storage is lent only when, after its death, no other value or read can observe it

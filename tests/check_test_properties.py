@@ -9,12 +9,19 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 
 def main():
     ctest, build = sys.argv[1], os.path.realpath(sys.argv[2])
-    out = subprocess.run([ctest, "--show-only=json-v1"], cwd=build, check=True,
-                         capture_output=True, text=True).stdout
+    # Listed from a scratch directory whose CTestTestfile includes the build's: ctest writes
+    # Testing/Temporary/LastTest.log wherever it runs, and this runs inside the build's own
+    # ctest run, whose log it would replace.
+    with tempfile.TemporaryDirectory() as scratch:
+        with open(os.path.join(scratch, "CTestTestfile.cmake"), "w") as f:
+            f.write(f'subdirs("{build}")\n')
+        out = subprocess.run([ctest, "--show-only=json-v1"], cwd=scratch, check=True,
+                             capture_output=True, text=True).stdout
     tests = json.loads(out)["tests"]
     problems = []
     names = collections.Counter(t["name"] for t in tests)

@@ -13,6 +13,6 @@ foreach(page ${RUNE_DOC_PAGES})
     add_test(NAME doc.${block}
       COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:doc_${block}> -DEXPECTED=${CMAKE_BINARY_DIR}/doc_blocks/${block}.expected
               -P ${CMAKE_CURRENT_SOURCE_DIR}/tools/compare_output.cmake)
-    set_tests_properties(doc.${block} PROPERTIES LABELS docs)
+    rune_test_properties(TESTS doc.${block} LABELS docs)  # tests/CMakeLists.txt
   endforeach()
 endforeach()

@@ -1,16 +1,46 @@
 // Matrix products: every output is the fused multiply-add chain over k in increasing order from
 // +0 (ir/ops.def, docs/numerics.md), bit for bit, whatever the shape, layout, blocking, thread
-// split or micro-kernel. The same file runs again with RUNE_GEMM_ISA=portable and =avx2 (the
-// narrower micro-kernels), so every kernel is held to the same reference.
+// split or micro-kernel. The same file runs again as test_matmul_portable and test_matmul_avx2
+// (the narrower micro-kernels), so every kernel is held to the same reference; each binary
+// checks that the kernel it asked for is the one that runs.
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
+#include "codegen/cpu/gemm.h"
 #include "trace/rune.h"
 
 namespace {
+
+#ifdef RUNE_TEST_GEMM_ISA
+// Set before main, so before the first product reads it (once per process): the binary runs
+// its kernel alone as under ctest.
+const bool isa_set = setenv("RUNE_GEMM_ISA", RUNE_TEST_GEMM_ISA, 1) == 0;
+#endif
+
+// The micro-kernel this binary must run (docs/env.md: RUNE_GEMM_ISA caps the CPU's widest).
+std::string expected_kernel() {
+  __builtin_cpu_init();
+  std::string best = __builtin_cpu_supports("avx512f")                                 ? "avx512"
+                     : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "avx2"
+                                                                                       : "portable";
+#ifdef RUNE_TEST_GEMM_ISA
+  std::string cap = RUNE_TEST_GEMM_ISA;
+  if (cap == "portable" || (cap == "avx2" && best == "avx512")) return cap;
+#endif
+  return best;
+}
+
+TEST(Matmul, RunsTheExpectedMicroKernel) {
+  EXPECT_EQ(nx::to_vector<float>(
+                nx::matmul(nx::ones(nx::float32, {2, 3}), nx::ones(nx::float32, {3, 2}))),
+            std::vector<float>(4, 3.0f));
+  EXPECT_EQ(std::string(codegen::cpu::gemm_kernel_name()), expected_kernel());
+}
 
 using nx::Tensor;
 using Shape = std::vector<int64_t>;
@@ -141,8 +171,22 @@ TEST(Matmul, EmptyExtents) {
 TEST(Matmul, VectorsAndSixteenBitFloats) {
   Tensor v = values(20, nx::float32, {9});
   Tensor m = values(21, nx::float32, {9, 4});
-  EXPECT_EQ(nx::matmul(v, m).shape(), (Shape{4}));
-  EXPECT_EQ(nx::matmul(nx::transpose(m), v).shape(), (Shape{4}));
+  // A 1-D operand is a row (on the left) or a column (on the right), dropped from the result:
+  // the values are the [1, 9] @ [9, 4] and [4, 9] @ [9, 1] chains.
+  Tensor vm = nx::matmul(v, m), mv = nx::matmul(nx::transpose(m), v);
+  EXPECT_EQ(vm.shape(), (Shape{4}));
+  EXPECT_EQ(mv.shape(), (Shape{4}));
+  auto vs = nx::to_vector<float>(v), ms = nx::to_vector<float>(m);
+  auto mts = nx::to_vector<float>(nx::transpose(m));
+  std::string where;
+  EXPECT_TRUE(same_bits(nx::to_vector<float>(vm), reference<float>(vs, ms, 1, 1, 9, 4), &where))
+      << "vector @ matrix: " << where;
+  EXPECT_TRUE(same_bits(nx::to_vector<float>(mv), reference<float>(mts, vs, 1, 4, 9, 1), &where))
+      << "matrix @ vector: " << where;
+  Tensor vv = nx::matmul(v, v);
+  EXPECT_EQ(vv.shape(), (Shape{}));
+  EXPECT_TRUE(same_bits(nx::to_vector<float>(vv), reference<float>(vs, vs, 1, 1, 9, 1), &where))
+      << "vector @ vector: " << where;
   check<float>(nx::reshape(v, {1, 9}), m, "vector as a row");
   // 16-bit floats compute at float32 and round once.
   for (auto t : {nx::float16, nx::bfloat16}) {

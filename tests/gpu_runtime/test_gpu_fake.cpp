@@ -19,12 +19,8 @@ INSTANTIATE_TEST_SUITE_P(FakeGpu, OnDevice, testing::Values("CUDA:0"),
 
 const nx::Device kCuda{runtime::DeviceKind::CUDA, 0};
 
-template <class T>
-std::vector<T> bits_of(const Tensor& t) {
-  return nx::to_vector<T>(t);
-}
-
-// The exact bits of any dtype's values, read as float64 (every dtype converts exactly).
+// The exact bits of any dtype's values, read as float64 (every dtype converts exactly, so -0
+// and +0 differ, as do NaNs of another sign or payload): what "bit for bit" compares.
 std::vector<uint64_t> bits(const Tensor& t) {
   auto v = nx::to_array(t);
   std::vector<uint64_t> b(v.size());
@@ -47,37 +43,36 @@ TEST(FakeGpu, PlaceRoundTripsIncludingStridedSources) {
   auto g = nx::place(t, kCuda);
   EXPECT_EQ(g.device().name(), "CUDA:0");
   EXPECT_TRUE(g.impl().view.is_contiguous());
-  EXPECT_EQ(nx::to_vector<float>(g), nx::to_vector<float>(t));
+  EXPECT_EQ(bits(g), bits(t));
   // Strided on the device: made contiguous there, then copied back.
   auto gt = nx::transpose(g);
-  EXPECT_EQ(nx::to_vector<float>(nx::place(gt, "CPU")), nx::to_vector<float>(x));
+  EXPECT_EQ(bits(nx::place(gt, "CPU")), bits(x));
   // Large enough for pinned staging (> 64 KiB), to the host and to CPU:1.
   auto big = nx::rand(nx::key(3), nx::float32, {100000});
   auto gb = nx::place(big, kCuda);
-  EXPECT_EQ(nx::to_vector<float>(gb), nx::to_vector<float>(big));
-  EXPECT_EQ(nx::to_vector<float>(nx::place(gb, "CPU:1")), nx::to_vector<float>(big));
+  EXPECT_EQ(bits(gb), bits(big));
+  EXPECT_EQ(bits(nx::place(gb, "CPU:1")), bits(big));
 }
 
 TEST(FakeGpu, EagerOpsMatchTheHostBitForBit) {
   auto a = nx::rand(nx::key(1), nx::float32, {1000});
   auto b = nx::rand(nx::key(2), nx::float32, {1000});
   auto ga = nx::place(a, kCuda), gb = nx::place(b, kCuda);
-  EXPECT_EQ(bits_of<float>(nx::exp(ga) * gb + 2.0), bits_of<float>(nx::exp(a) * b + 2.0));
-  EXPECT_EQ(bits_of<float>(nx::sin(ga / (gb + 1.0))), bits_of<float>(nx::sin(a / (b + 1.0))));
+  EXPECT_EQ(bits(nx::exp(ga) * gb + 2.0), bits(nx::exp(a) * b + 2.0));
+  EXPECT_EQ(bits(nx::sin(ga / (gb + 1.0))), bits(nx::sin(a / (b + 1.0))));
   auto m = nx::reshape(a, {10, 100});
   auto gm = nx::place(m, kCuda);
-  EXPECT_EQ(bits_of<float>(nx::sum(gm, {1})), bits_of<float>(nx::sum(m, {1})));
-  EXPECT_EQ(bits_of<float>(nx::max(gm, {0})), bits_of<float>(nx::max(m, {0})));
-  EXPECT_EQ(bits_of<float>(gm + nx::place(nx::sum(m, {0}), kCuda)),
-            bits_of<float>(m + nx::sum(m, {0})));  // broadcast
+  EXPECT_EQ(bits(nx::sum(gm, {1})), bits(nx::sum(m, {1})));
+  EXPECT_EQ(bits(nx::max(gm, {0})), bits(nx::max(m, {0})));
+  EXPECT_EQ(bits(gm + nx::place(nx::sum(m, {0}), kCuda)), bits(m + nx::sum(m, {0})));  // broadcast
   EXPECT_EQ(nx::sum(gm).device().name(), "CUDA:0");
 }
 
 TEST(FakeGpu, MultiBlockReductionsUseScratch) {
   auto x = nx::rand(nx::key(4), nx::float32, {200000});  // > kReduceBlock: two phases
   auto gx = nx::place(x, kCuda);
-  EXPECT_EQ(bits_of<float>(nx::sum(gx)), bits_of<float>(nx::sum(x)));
-  EXPECT_EQ(bits_of<float>(nx::mean(gx * gx)), bits_of<float>(nx::mean(x * x)));
+  EXPECT_EQ(bits(nx::sum(gx)), bits(nx::sum(x)));
+  EXPECT_EQ(bits(nx::mean(gx * gx)), bits(nx::mean(x * x)));
 }
 
 // Contiguous reductions run their 8 lanes on 8 threads joined by the lane exchange (the fake
@@ -139,7 +134,7 @@ TEST(FakeGpu, MatmulEpiloguesFuseAndMatchTheHost) {
   auto dev = layer(nx::place(x, kCuda), nx::place(w, kCuda), nx::place(b, kCuda));
   EXPECT_EQ(fake_gpu::counters().launches.load() - launches, 1);  // product and epilogue
   EXPECT_EQ(dev.device().name(), "CUDA:0");
-  EXPECT_EQ(nx::to_vector<float>(dev), nx::to_vector<float>(host));
+  EXPECT_EQ(bits(dev), bits(host));
 }
 
 TEST(FakeGpu, CompiledCallsBindDeviceArgumentsAndKeepResultsThere) {
@@ -155,8 +150,8 @@ TEST(FakeGpu, CompiledCallsBindDeviceArgumentsAndKeepResultsThere) {
   EXPECT_EQ(fake_gpu::counters().htod.load(), before);  // arguments bound without a copy
   EXPECT_EQ(gr.device().name(), "CUDA:0");
   EXPECT_EQ(gs.device().name(), "CUDA:0");
-  EXPECT_EQ(bits_of<double>(gr), bits_of<double>(hr));
-  EXPECT_EQ(bits_of<double>(gs), bits_of<double>(hs));
+  EXPECT_EQ(bits(gr), bits(hr));
+  EXPECT_EQ(bits(gs), bits(hs));
   EXPECT_THROW(f(gx, y), std::invalid_argument);  // two devices
 }
 
@@ -181,8 +176,8 @@ TEST(FakeGpu, TrainingStepMatchesTheHost) {
   auto y = nx::rand(nx::key(9), nx::float32, {16, 2});
   auto [hw, hl] = step(w, x, y);
   auto [gw, gl] = step(nx::place(w, kCuda), nx::place(x, kCuda), nx::place(y, kCuda));
-  EXPECT_EQ(bits_of<float>(gw), bits_of<float>(hw));
-  EXPECT_EQ(bits_of<float>(gl), bits_of<float>(hl));
+  EXPECT_EQ(bits(gw), bits(hw));
+  EXPECT_EQ(bits(gl), bits(hl));
 }
 
 TEST(FakeGpu, TheCachingAllocatorStopsAllocatingInALoop) {

@@ -1,11 +1,17 @@
 // Retrace counts for every part of the key, and the RUNE_JIT_DEBUG line for each.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "trace/rune.h"
 
 namespace {
 
 using nx::Tensor;
+
+// RUNE_JIT_DEBUG is read once, when the library first needs it: set before main, so the binary
+// checks the lines when run alone as under ctest.
+const bool jit_debug_set = setenv("RUNE_JIT_DEBUG", "1", 1) == 0;
 
 struct Pair {
   Tensor w, b;

@@ -32,16 +32,25 @@ const Format& format_of(nx::DType t) {
 
 const std::vector<Function>& functions() {
   static const std::vector<Function> fs = {
-      {Fn::Exp, "exp", 1, 2, 2, false},       {Fn::Log, "log", 1, 1, 2, false},
-      {Fn::Sin, "sin", 1, 2, 2, false},       {Fn::Cos, "cos", 1, 2, 2, false},
-      {Fn::Tan, "tan", 1, 4, 2, false},       {Fn::Tanh, "tanh", 1, 2, 2, false},
-      {Fn::Pow, "pow", 2, 4, 2, false},       {Fn::Atan2, "atan2", 2, 3, 2, false},
-      {Fn::Sigmoid, "sigmoid", 1, -1, -1, true},
-      {Fn::Exp2, "exp2", 1, 2, 2, false},     {Fn::Log2, "log2", 1, 1, 2, false},
-      {Fn::Expm1, "expm1", 1, 1, 2, false},   {Fn::Log1p, "log1p", 1, 1, 2, false},
-      {Fn::Sinh, "sinh", 1, 3, 2, false},     {Fn::Cosh, "cosh", 1, 2, 2, false},
-      {Fn::Asin, "asin", 1, 2, 2, false},     {Fn::Acos, "acos", 1, 2, 2, false},
-      {Fn::Atan, "atan", 1, 2, 2, false},     {Fn::Erf, "erf", 1, 2, 2, false},
+      {Fn::Exp, "exp", 1, 2, 2, false, 1, 1, 1},
+      {Fn::Log, "log", 1, 1, 2, false, 1, 1, 1},
+      {Fn::Sin, "sin", 1, 2, 2, false, 1, 1, 1},
+      {Fn::Cos, "cos", 1, 2, 2, false, 1, 1, 1},
+      {Fn::Tan, "tan", 1, 4, 2, false, 1, 1, 1},
+      {Fn::Tanh, "tanh", 1, 2, 2, false, 1, 1, 1},
+      {Fn::Pow, "pow", 2, 4, 2, false, 1, 1, 1},
+      {Fn::Atan2, "atan2", 2, 3, 2, false, 1, 1, 1},
+      {Fn::Sigmoid, "sigmoid", 1, -1, -1, true, 2.3, 2.3, 1.8},
+      {Fn::Exp2, "exp2", 1, 2, 2, false, 1, 1, 1},
+      {Fn::Log2, "log2", 1, 1, 2, false, 1, 1, 1},
+      {Fn::Expm1, "expm1", 1, 1, 2, false, 1, 1, 1},
+      {Fn::Log1p, "log1p", 1, 1, 2, false, 1, 1, 1},
+      {Fn::Sinh, "sinh", 1, 3, 2, false, 1, 1, 1},
+      {Fn::Cosh, "cosh", 1, 2, 2, false, 1, 1, 1},
+      {Fn::Asin, "asin", 1, 2, 2, false, 1, 1, 1},
+      {Fn::Acos, "acos", 1, 2, 2, false, 1, 1, 1},
+      {Fn::Atan, "atan", 1, 2, 2, false, 1, 1, 1},
+      {Fn::Erf, "erf", 1, 2, 2, false, 1, 1, 1},
   };
   return fs;
 }
@@ -58,6 +67,12 @@ double bound(const Function& f, nx::DType t) {
   return f.composite ? -1 : 1;
 }
 
+double documented_bound(const Function& f, nx::DType t) {
+  if (t == nx::float32) return f.doc32;
+  if (t == nx::float64) return f.doc64;
+  return f.doc16;
+}
+
 uint8_t Inputs::region_id(const std::string& name) {
   for (size_t i = 0; i < region_names.size(); ++i)
     if (region_names[i] == name) return static_cast<uint8_t>(i);
@@ -67,7 +82,8 @@ uint8_t Inputs::region_id(const std::string& name) {
 
 uint16_t half_bits(const Format& t, double v) {
   v = round_to(t, v);
-  if (t.dtype == nx::bfloat16) return static_cast<uint16_t>(std::bit_cast<uint32_t>(static_cast<float>(v)) >> 16);
+  if (t.dtype == nx::bfloat16)
+    return static_cast<uint16_t>(std::bit_cast<uint32_t>(static_cast<float>(v)) >> 16);
   uint16_t s = std::signbit(v) ? 0x8000 : 0;
   double a = std::fabs(v);
   if (std::isnan(v)) return 0x7e00;
@@ -93,7 +109,9 @@ double half_value(const Format& t, uint16_t b) {
 namespace {
 
 const double kInf = HUGE_VAL;
-bool same_bits(double a, double b) { return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b); }
+bool same_bits(double a, double b) {
+  return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);
+}
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 uint64_t mix(uint64_t z) {  // splitmix64's finaliser
@@ -110,7 +128,9 @@ struct Gen {
   double u01() { return static_cast<double>(g() >> 11) * 0x1p-53; }
   double uni(double a, double b) { return a + (b - a) * u01(); }
   double sgn() { return (g() & 1) ? -1.0 : 1.0; }
-  int64_t ri(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(g() % uint64_t(hi - lo + 1)); }
+  int64_t ri(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(g() % uint64_t(hi - lo + 1));
+  }
   double logu(double lo2, double hi2) { return std::exp2(uni(lo2, hi2)); }  // log-uniform, > 0
   double rnd(double v) const { return round_to(F, v); }
   double bits() {
@@ -134,12 +154,14 @@ double step(const Format& F, double v, int j) {
   if (std::isnan(v) || j == 0) return v;
   const int w = F.p == 53 ? 64 : F.p == 24 ? 32 : 16;
   const uint64_t sign = uint64_t{1} << (w - 1);
-  uint64_t b = F.p == 53 ? std::bit_cast<uint64_t>(v)
+  uint64_t b = F.p == 53   ? std::bit_cast<uint64_t>(v)
                : F.p == 24 ? std::bit_cast<uint32_t>(static_cast<float>(v))
                            : half_bits(F, v);
   int64_t ord = (b & sign) ? -static_cast<int64_t>(b & (sign - 1)) : static_cast<int64_t>(b);
-  const int64_t inf_ord = static_cast<int64_t>(F.p == 53 ? 0x7ff0000000000000ull : F.p == 24 ? 0x7f800000ull
-                                               : F.dtype == nx::bfloat16 ? 0x7f80ull : 0x7c00ull);
+  const int64_t inf_ord = static_cast<int64_t>(F.p == 53                 ? 0x7ff0000000000000ull
+                                               : F.p == 24               ? 0x7f800000ull
+                                               : F.dtype == nx::bfloat16 ? 0x7f80ull
+                                                                         : 0x7c00ull);
   ord = std::clamp<int64_t>(ord + j, -inf_ord, inf_ord);
   uint64_t nb = ord < 0 ? (static_cast<uint64_t>(-ord) | sign) : static_cast<uint64_t>(ord);
   if (F.p == 53) return std::bit_cast<double>(nb);
@@ -161,26 +183,32 @@ std::vector<Region> regions_for(const Function& f, const Format& F) {
   const bool d = F.p == 53;
   const int p = F.p;
   const double lnmax = std::log(std::ldexp(1.0, F.emax)) + std::log(2.0);  // ~ ln(max finite)
-  const double lnsub = F.emin_sub * std::log(2.0);                          // ln(min subnormal)
+  const double lnsub = F.emin_sub * std::log(2.0);                         // ln(min subnormal)
   const double lnnorm = (F.emin_sub + p - 1) * std::log(2.0);
   auto bits = [](Gen& g, double& x, double&) { x = g.bits(); };
   switch (f.id) {
     case Fn::Exp:
       return {
           {"bits", 0.25, bits},
-          {"main range", 0.35, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(lnsub - 2, lnmax + 2)); }},
-          {"overflow edge", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(lnmax + g.uni(-0.01, 0.01)); }},
+          {"main range", 0.35,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(lnsub - 2, lnmax + 2)); }},
+          {"overflow edge", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(lnmax + g.uni(-0.01, 0.01)); }},
           {"subnormal results", 0.15,
            [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(lnsub - 1, lnnorm + 1)); }},
-          {"near 0", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 12, 0)); }},
+          {"near 0", 0.15,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 12, 0)); }},
       };
     case Fn::Log:
       return {
           {"bits", 0.20, bits},
           {"positive bits", 0.25, [](Gen& g, double& x, double&) { x = std::fabs(g.bits()); }},
-          {"near 1", 0.25, [=](Gen& g, double& x, double&) { x = g.rnd(1 + g.sgn() * g.logu(-p - 1, -1)); }},
+          {"near 1", 0.25,
+           [=](Gen& g, double& x, double&) { x = g.rnd(1 + g.sgn() * g.logu(-p - 1, -1)); }},
           {"1 +- k ulp", 0.10,
-           [=](Gen& g, double& x, double&) { x = g.step(1.0, static_cast<int>(g.ri(-65536, 65536))); }},
+           [=](Gen& g, double& x, double&) {
+             x = g.step(1.0, static_cast<int>(g.ri(-65536, 65536)));
+           }},
           {"subnormal", 0.10, [](Gen& g, double& x, double&) { x = std::fabs(g.subnormal()); }},
           {"[0.5, 2]", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(0.5, 2)); }},
       };
@@ -197,14 +225,18 @@ std::vector<Region> regions_for(const Function& f, const Format& F) {
       return {
           {"bits", 0.15, bits},
           {"[-1, 1]", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-1, 1)); }},
-          {"tiny", 0.05, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, 0)); }},
-          {"|x| in [1, 2^20)", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(0, 20)); }},
+          {"tiny", 0.05,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, 0)); }},
+          {"|x| in [1, 2^20)", 0.20,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(0, 20)); }},
           {"near k pi/2, k < 2^20", 0.15, near_k(int64_t{1} << 20)},
           {"near k pi/2, k < 2^31", 0.10, near_k(int64_t{1} << 31)},
           {"|x| in [2^20, 3.37e9)", 0.10,
            [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(20, std::log2(3.37e9))); }},
           {"|x| >= 3.37e9", 0.15,
-           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(std::log2(3.37e9), top)); }},
+           [=](Gen& g, double& x, double&) {
+             x = g.rnd(g.sgn() * g.logu(std::log2(3.37e9), top));
+           }},
       };
     }
     case Fn::Tanh: {
@@ -212,25 +244,31 @@ std::vector<Region> regions_for(const Function& f, const Format& F) {
       return {
           {"bits", 0.25, bits},
           {"[-10, 10]", 0.30, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-10, 10)); }},
-          {"small", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 12, 0)); }},
+          {"small", 0.20,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 12, 0)); }},
           {"saturation", 0.15,
            [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(sat - 4, sat + 2)); }},
-          {"|x| in [0.25, 1.5]", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(0.25, 1.5)); }},
+          {"|x| in [0.25, 1.5]", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(0.25, 1.5)); }},
       };
     }
     case Fn::Sigmoid:
       return {
           {"bits", 0.25, bits},
           {"[-20, 20]", 0.35, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-20, 20)); }},
-          {"tails", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(15, -lnsub + 2)); }},
-          {"small", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 12, 0)); }},
+          {"tails", 0.20,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(15, -lnsub + 2)); }},
+          {"small", 0.20,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 12, 0)); }},
       };
     case Fn::Pow: {
       const double ylim = d ? 0x1p62 : 0x1p31;
       return {
           {"bits", 0.15, [](Gen& g, double& x, double& y) { x = g.bits(), y = g.bits(); }},
           {"x in 2^[-20,20], |y| <= 30", 0.20,
-           [=](Gen& g, double& x, double& y) { x = g.rnd(g.logu(-20, 20)), y = g.rnd(g.uni(-30, 30)); }},
+           [=](Gen& g, double& x, double& y) {
+             x = g.rnd(g.logu(-20, 20)), y = g.rnd(g.uni(-30, 30));
+           }},
           {"x near 1, large |y|", 0.20,
            [=](Gen& g, double& x, double& y) {
              x = g.rnd(1 + g.sgn() * g.logu(-p, -4));
@@ -240,7 +278,8 @@ std::vector<Region> regions_for(const Function& f, const Format& F) {
            [=](Gen& g, double& x, double& y) {
              x = g.rnd(g.logu(-64, 64));
              double l2 = std::log2(x);
-             double target = (g.g() & 1) ? g.uni(F.emax - 2, F.emax + 1) : g.uni(F.emin_sub - 2, F.emin_sub + p + 1);
+             double target = (g.g() & 1) ? g.uni(F.emax - 2, F.emax + 1)
+                                         : g.uni(F.emin_sub - 2, F.emin_sub + p + 1);
              y = l2 == 0 ? 1 : g.rnd(target / l2);
            }},
           {"x < 0, integer y", 0.10,
@@ -262,13 +301,17 @@ std::vector<Region> regions_for(const Function& f, const Format& F) {
       return {
           {"bits", 0.20, [](Gen& g, double& y, double& x) { y = g.bits(), x = g.bits(); }},
           {"[-10, 10]^2", 0.20,
-           [=](Gen& g, double& y, double& x) { y = g.rnd(g.uni(-10, 10)), x = g.rnd(g.uni(-10, 10)); }},
+           [=](Gen& g, double& y, double& x) {
+             y = g.rnd(g.uni(-10, 10)), x = g.rnd(g.uni(-10, 10));
+           }},
           {"near the axes", 0.25,
            [=](Gen& g, double& y, double& x) {
              double big = g.rnd(g.sgn() * g.logu(-30, 30));
              double small = g.rnd(g.sgn() * std::fabs(big) * g.logu(std::max(rmin, -1100.0), -1));
-             if (g.g() & 1) y = small, x = big;
-             else y = big, x = small;
+             if (g.g() & 1)
+               y = small, x = big;
+             else
+               y = big, x = small;
            }},
           {"near the diagonals", 0.10,
            [=](Gen& g, double& y, double& x) {
@@ -297,7 +340,8 @@ std::vector<Region> regions_for(const Function& f, const Format& F) {
            [=](Gen& g, double& x, double&) { x = g.rnd(F.emax + 1 + g.uni(-0.02, 0.02)); }},
           {"subnormal results", 0.15,
            [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(F.emin_sub - 1, F.emin_sub + p)); }},
-          {"near 0", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 12, 0)); }},
+          {"near 0", 0.15,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 12, 0)); }},
           {"near integers", 0.10,
            [=](Gen& g, double& x, double&) {
              x = g.rnd(static_cast<double>(g.ri(-60, 60)) + g.sgn() * g.logu(-p - 4, -4));
@@ -307,9 +351,12 @@ std::vector<Region> regions_for(const Function& f, const Format& F) {
       return {
           {"bits", 0.15, bits},
           {"positive bits", 0.20, [](Gen& g, double& x, double&) { x = std::fabs(g.bits()); }},
-          {"near 1", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(1 + g.sgn() * g.logu(-p - 1, -1)); }},
+          {"near 1", 0.20,
+           [=](Gen& g, double& x, double&) { x = g.rnd(1 + g.sgn() * g.logu(-p - 1, -1)); }},
           {"1 +- k ulp", 0.10,
-           [=](Gen& g, double& x, double&) { x = g.step(1.0, static_cast<int>(g.ri(-65536, 65536))); }},
+           [=](Gen& g, double& x, double&) {
+             x = g.step(1.0, static_cast<int>(g.ri(-65536, 65536)));
+           }},
           {"near powers of 2", 0.15,
            [=](Gen& g, double& x, double&) {
              int e = static_cast<int>(g.ri(F.emin_sub + p, F.emax - 1));
@@ -322,7 +369,8 @@ std::vector<Region> regions_for(const Function& f, const Format& F) {
       return {
           {"bits", 0.15, bits},
           {"positive bits", 0.15, [](Gen& g, double& x, double&) { x = std::fabs(g.bits()); }},
-          {"near 0", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, -1)); }},
+          {"near 0", 0.20,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, -1)); }},
           {"near -1", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(-1 + g.logu(-p, -1)); }},
           {"(-1, 1)", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-1, 1)); }},
           {"1 + x near powers of 2", 0.15,
@@ -335,11 +383,15 @@ std::vector<Region> regions_for(const Function& f, const Format& F) {
     case Fn::Expm1:
       return {
           {"bits", 0.20, bits},
-          {"main range", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-(p + 8), lnmax + 2)); }},
-          {"near 0", 0.25, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, 0)); }},
+          {"main range", 0.20,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-(p + 8), lnmax + 2)); }},
+          {"near 0", 0.25,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, 0)); }},
           {"[-1, 1]", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-1, 1)); }},
-          {"overflow edge", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(lnmax + g.uni(-0.01, 0.01)); }},
-          {"large negative", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(-g.uni(10, 3 * p)); }},
+          {"overflow edge", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(lnmax + g.uni(-0.01, 0.01)); }},
+          {"large negative", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(-g.uni(10, 3 * p)); }},
       };
     case Fn::Sinh:
     case Fn::Cosh: {
@@ -347,9 +399,12 @@ std::vector<Region> regions_for(const Function& f, const Format& F) {
       return {
           {"bits", 0.20, bits},
           {"[-10, 10]", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-10, 10)); }},
-          {"near 0", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, 0)); }},
-          {"|x| in [0.25, 2]", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(0.25, 2)); }},
-          {"large", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(10, edge + 1)); }},
+          {"near 0", 0.20,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, 0)); }},
+          {"|x| in [0.25, 2]", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(0.25, 2)); }},
+          {"large", 0.20,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(10, edge + 1)); }},
           {"overflow edge", 0.10,
            [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * (edge + g.uni(-0.02, 0.02))); }},
       };
@@ -359,34 +414,46 @@ std::vector<Region> regions_for(const Function& f, const Format& F) {
       return {
           {"bits", 0.15, bits},
           {"[-1, 1]", 0.25, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-1, 1)); }},
-          {"near +-1", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * (1 - g.logu(-p - 1, -1))); }},
+          {"near +-1", 0.20,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * (1 - g.logu(-p - 1, -1))); }},
           {"+-1 - k ulp", 0.10,
-           [=](Gen& g, double& x, double&) { x = g.sgn() * g.step(1.0, -static_cast<int>(g.ri(0, 65536))); }},
-          {"near 0", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, -1)); }},
-          {"|x| in [0.4, 0.6]", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(0.4, 0.6)); }},
+           [=](Gen& g, double& x, double&) {
+             x = g.sgn() * g.step(1.0, -static_cast<int>(g.ri(0, 65536)));
+           }},
+          {"near 0", 0.15,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, -1)); }},
+          {"|x| in [0.4, 0.6]", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(0.4, 0.6)); }},
           {"|x| > 1", 0.05, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(0, 4)); }},
       };
     case Fn::Atan:
       return {
           {"bits", 0.20, bits},
           {"[-4, 4]", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-4, 4)); }},
-          {"small", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, -2)); }},
+          {"small", 0.15,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, -2)); }},
           {"large", 0.20,
            [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(2, F.emax + 0.999)); }},
           {"near +-1", 0.10,
-           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * (1 + g.sgn() * g.logu(-p, -2))); }},
-          {"|x| in [0.3, 3]", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(0.3, 3)); }},
+           [=](Gen& g, double& x, double&) {
+             x = g.rnd(g.sgn() * (1 + g.sgn() * g.logu(-p, -2)));
+           }},
+          {"|x| in [0.3, 3]", 0.15,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(0.3, 3)); }},
       };
     case Fn::Erf: {
       const double one = d ? 5.93 : 3.92;  // erf rounds to 1 above about this
       return {
           {"bits", 0.20, bits},
-          {"near 0", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, -1)); }},
+          {"near 0", 0.20,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, -1)); }},
           {"[-1, 1]", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-1, 1)); }},
-          {"|x| in [1, 6]", 0.25, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(1, 6)); }},
+          {"|x| in [1, 6]", 0.25,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(1, 6)); }},
           {"tail (near rounding to 1)", 0.10,
            [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.uni(one - 1, one + 0.5)); }},
-          {"|x| >= 6", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(2.585, F.emax)); }},
+          {"|x| >= 6", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(2.585, F.emax)); }},
       };
     }
   }
@@ -405,7 +472,8 @@ Inputs random_inputs(const Function& f, const Format& F, size_t n, uint64_t seed
   for (auto& r : regs) ids.push_back(in.region_id(r.name));
   const bool trig = f.id == Fn::Sin || f.id == Fn::Cos || f.id == Fn::Tan;
   uint8_t bits_small = 0, bits_big = 0;
-  if (trig) bits_small = in.region_id("bits |x| < 3.37e9"), bits_big = in.region_id("bits |x| >= 3.37e9");
+  if (trig)
+    bits_small = in.region_id("bits |x| < 3.37e9"), bits_big = in.region_id("bits |x| >= 3.37e9");
   in.x.reserve(n);
   in.region.reserve(n);
   if (f.arity == 2) in.y.reserve(n);
@@ -417,8 +485,10 @@ Inputs random_inputs(const Function& f, const Format& F, size_t n, uint64_t seed
     regs[k].draw(g, a, b);
     uint8_t id = ids[k];
     if (trig && k == 0) id = std::fabs(a) < 3.37e9 || std::isnan(a) ? bits_small : bits_big;
-    if (f.arity == 2) in.push(a, b, id);
-    else in.push(a, id);
+    if (f.arity == 2)
+      in.push(a, b, id);
+    else
+      in.push(a, id);
   }
   return in;
 }
@@ -472,47 +542,52 @@ Inputs special_inputs(const Function& f, const Format& F) {
     case Fn::Exp:
     case Fn::Sigmoid: {
       long double s = f.id == Fn::Exp ? 1 : -1;
-      around(s * (F.emax + 1) * ln2, 3);                  // overflow threshold
-      around(s * (F.emin_sub - 1) * ln2, 3);              // rounds to 0 below
-      around(s * F.emin_sub * ln2, 3);                    // the smallest subnormal
-      around(s * (F.emin_sub + F.p - 1) * ln2, 3);        // the smallest normal
-      around(s * std::ldexp(1.0L, -F.p - 1), 2);          // e^x rounds to 1 below
+      around(s * (F.emax + 1) * ln2, 3);            // overflow threshold
+      around(s * (F.emin_sub - 1) * ln2, 3);        // rounds to 0 below
+      around(s * F.emin_sub * ln2, 3);              // the smallest subnormal
+      around(s * (F.emin_sub + F.p - 1) * ln2, 3);  // the smallest normal
+      around(s * std::ldexp(1.0L, -F.p - 1), 2);    // e^x rounds to 1 below
       break;
     }
     case Fn::Sin:
     case Fn::Cos:
     case Fn::Tan:
-      for (long double m : {0.25L, 0.5L, 1.0L, 1.5L, 2.0L, 100.0L}) around(m * kPiL, 1), around(-m * kPiL, 1);
+      for (long double m : {0.25L, 0.5L, 1.0L, 1.5L, 2.0L, 100.0L})
+        around(m * kPiL, 1), around(-m * kPiL, 1);
       for (int e : {20, 24, 30, 31, 32, 53, 64, 100, 500, 1000})
         if (e <= F.emax) add_unique(v, std::ldexp(1.0, e)), add_unique(v, -std::ldexp(1.0, e));
       if (F.p == 53) add_unique(v, std::ldexp(6381956970095103.0, 797));  // the hardest reduction
       if (F.p == 24) add_unique(v, std::ldexp(16367173.0, 72));           // hard for float32
       break;
     case Fn::Tanh:
-      for (double a : {0.5, 0.55, 0.625, 1.0, 9.01, 19.06, 20.0, 22.0, 40.0}) around(a, 1), around(-a, 1);
+      for (double a : {0.5, 0.55, 0.625, 1.0, 9.01, 19.06, 20.0, 22.0, 40.0})
+        around(a, 1), around(-a, 1);
       break;
     case Fn::Log:
       add_unique(v, g.rnd(2.718281828459045235360287L));
       break;
     case Fn::Exp2:
-      for (long double e : {F.emax + 1.0L, F.emin_sub - 1.0L, F.emin_sub + 0.0L, F.emin_sub + F.p - 1.0L})
+      for (long double e :
+           {F.emax + 1.0L, F.emin_sub - 1.0L, F.emin_sub + 0.0L, F.emin_sub + F.p - 1.0L})
         around(e, 3);
       around(std::ldexp(1.0L, -F.p - 1), 2), around(-std::ldexp(1.0L, -F.p - 1), 2);
       for (int k = -10; k <= 10; ++k) add_unique(v, k), add_unique(v, k + 0.5);
       break;
     case Fn::Log2:
-      for (int e : {F.emin_sub, F.emin_sub + F.p - 1, -10, -1, 1, 3, 10, F.emax}) around(std::ldexp(1.0L, e), 2);
+      for (int e : {F.emin_sub, F.emin_sub + F.p - 1, -10, -1, 1, 3, 10, F.emax})
+        around(std::ldexp(1.0L, e), 2);
       break;
     case Fn::Expm1:
-      around((F.emax + 1) * ln2, 3);                       // overflow threshold
-      around(-(F.p + 1) * ln2, 3);                          // rounds to -1 below
+      around((F.emax + 1) * ln2, 3);  // overflow threshold
+      around(-(F.p + 1) * ln2, 3);    // rounds to -1 below
       around(std::ldexp(1.0L, -F.p), 2), around(-std::ldexp(1.0L, -F.p), 2);
       around(ln2 / 2, 1), around(-ln2 / 2, 1), around(ln2, 1), around(-ln2, 1);
       break;
     case Fn::Log1p:
-      around(-1, 3);                                        // -inf at -1, NaN below
+      around(-1, 3);  // -inf at -1, NaN below
       around(std::ldexp(1.0L, -F.p), 2), around(-std::ldexp(1.0L, -F.p), 2);
-      around(-0.5L, 2), around(1, 2), around(std::sqrt(2.0L) - 1, 1), around(std::sqrt(0.5L) - 1, 1);
+      around(-0.5L, 2), around(1, 2), around(std::sqrt(2.0L) - 1, 1),
+          around(std::sqrt(0.5L) - 1, 1);
       break;
     case Fn::Sinh:
     case Fn::Cosh: {
@@ -527,12 +602,13 @@ Inputs special_inputs(const Function& f, const Format& F) {
       for (long double a : {1.0L, 0.5L, std::ldexp(1.0L, -F.p / 2)}) around(a, 3), around(-a, 3);
       break;
     case Fn::Atan:
-      for (long double a : {1.0L, std::ldexp(1.0L, -F.p / 2), std::ldexp(1.0L, F.p + 1), 2.414213562373095L,
-                            0.414213562373095L})
+      for (long double a : {1.0L, std::ldexp(1.0L, -F.p / 2), std::ldexp(1.0L, F.p + 1),
+                            2.414213562373095L, 0.414213562373095L})
         around(a, 2), around(-a, 2);
       break;
     case Fn::Erf:
-      for (long double a : {0.5L, 0.84375L, 1.25L, 2.857L, 3.92L, 5.92L, 6.0L, std::ldexp(1.0L, -F.p / 2)})
+      for (long double a :
+           {0.5L, 0.84375L, 1.25L, 2.857L, 3.92L, 5.92L, 6.0L, std::ldexp(1.0L, -F.p / 2)})
         around(a, 2), around(-a, 2);
       break;
     default:
@@ -609,25 +685,44 @@ double round_to(const Format& F, double v) {
 
 nx::Tensor apply(const Function& f, const nx::Tensor& a, const nx::Tensor& b) {
   switch (f.id) {
-    case Fn::Exp: return nx::exp(a);
-    case Fn::Log: return nx::log(a);
-    case Fn::Sin: return nx::sin(a);
-    case Fn::Cos: return nx::cos(a);
-    case Fn::Tan: return nx::tan(a);
-    case Fn::Tanh: return nx::tanh(a);
-    case Fn::Sigmoid: return nx::sigmoid(a);
-    case Fn::Pow: return nx::pow(a, b);
-    case Fn::Atan2: return nx::atan2(a, b);
-    case Fn::Exp2: return nx::exp2(a);
-    case Fn::Log2: return nx::log2(a);
-    case Fn::Expm1: return nx::expm1(a);
-    case Fn::Log1p: return nx::log1p(a);
-    case Fn::Sinh: return nx::sinh(a);
-    case Fn::Cosh: return nx::cosh(a);
-    case Fn::Asin: return nx::asin(a);
-    case Fn::Acos: return nx::acos(a);
-    case Fn::Atan: return nx::atan(a);
-    case Fn::Erf: return nx::erf(a);
+    case Fn::Exp:
+      return nx::exp(a);
+    case Fn::Log:
+      return nx::log(a);
+    case Fn::Sin:
+      return nx::sin(a);
+    case Fn::Cos:
+      return nx::cos(a);
+    case Fn::Tan:
+      return nx::tan(a);
+    case Fn::Tanh:
+      return nx::tanh(a);
+    case Fn::Sigmoid:
+      return nx::sigmoid(a);
+    case Fn::Pow:
+      return nx::pow(a, b);
+    case Fn::Atan2:
+      return nx::atan2(a, b);
+    case Fn::Exp2:
+      return nx::exp2(a);
+    case Fn::Log2:
+      return nx::log2(a);
+    case Fn::Expm1:
+      return nx::expm1(a);
+    case Fn::Log1p:
+      return nx::log1p(a);
+    case Fn::Sinh:
+      return nx::sinh(a);
+    case Fn::Cosh:
+      return nx::cosh(a);
+    case Fn::Asin:
+      return nx::asin(a);
+    case Fn::Acos:
+      return nx::acos(a);
+    case Fn::Atan:
+      return nx::atan(a);
+    case Fn::Erf:
+      return nx::erf(a);
   }
   throw std::logic_error("ulp::apply: unknown function");
 }
@@ -637,8 +732,8 @@ std::vector<double> eval_rune(const Function& f, const Format& F, const Inputs& 
   for (size_t i = 0; i < n; ++i) {  // nx::create would round a value the format lacks
     auto bad = [&](double v) { return !std::isnan(v) && !same_bits(round_to(F, v), v); };
     if (bad(in.x[i]) || (f.arity == 2 && bad(in.y[i])))
-      throw std::logic_error("ulp::eval_rune: input " + hexf(in.x[i]) + (f.arity == 2 ? ", " + hexf(in.y[i]) : "") +
-                             " is not a " + F.name);
+      throw std::logic_error("ulp::eval_rune: input " + hexf(in.x[i]) +
+                             (f.arity == 2 ? ", " + hexf(in.y[i]) : "") + " is not a " + F.name);
   }
   std::vector<double> out(n);
   for (size_t start = 0; start < n; start += chunk) {
@@ -654,7 +749,8 @@ std::vector<double> eval_rune(const Function& f, const Format& F, const Inputs& 
       tb = nx::create(F.dtype, {static_cast<int64_t>(padded)}, b);
     }
     r = apply(f, ta, tb);
-    if (r.dtype() != F.dtype) throw std::runtime_error(std::string("ulp: nx::") + f.name + " returned another dtype");
+    if (r.dtype() != F.dtype)
+      throw std::runtime_error(std::string("ulp: nx::") + f.name + " returned another dtype");
     std::vector<double> v = nx::to_vector<double>(r);
     std::copy(v.begin(), v.begin() + len, out.begin() + start);
   }
@@ -687,14 +783,22 @@ struct Ctx {
 int eval_mpfr(Fn id, Ctx& c) {
   const mpfr_rnd_t R = MPFR_RNDN;
   switch (id) {
-    case Fn::Exp: return mpfr_exp(c.y, c.a, R);
-    case Fn::Log: return mpfr_log(c.y, c.a, R);
-    case Fn::Sin: return mpfr_sin(c.y, c.a, R);
-    case Fn::Cos: return mpfr_cos(c.y, c.a, R);
-    case Fn::Tan: return mpfr_tan(c.y, c.a, R);
-    case Fn::Tanh: return mpfr_tanh(c.y, c.a, R);
-    case Fn::Pow: return mpfr_pow(c.y, c.a, c.b, R);
-    case Fn::Atan2: return mpfr_atan2(c.y, c.a, c.b, R);
+    case Fn::Exp:
+      return mpfr_exp(c.y, c.a, R);
+    case Fn::Log:
+      return mpfr_log(c.y, c.a, R);
+    case Fn::Sin:
+      return mpfr_sin(c.y, c.a, R);
+    case Fn::Cos:
+      return mpfr_cos(c.y, c.a, R);
+    case Fn::Tan:
+      return mpfr_tan(c.y, c.a, R);
+    case Fn::Tanh:
+      return mpfr_tanh(c.y, c.a, R);
+    case Fn::Pow:
+      return mpfr_pow(c.y, c.a, c.b, R);
+    case Fn::Atan2:
+      return mpfr_atan2(c.y, c.a, c.b, R);
     case Fn::Sigmoid: {
       int t = mpfr_neg(c.t, c.a, R) != 0;
       t |= mpfr_exp(c.t, c.t, R) != 0;
@@ -702,16 +806,26 @@ int eval_mpfr(Fn id, Ctx& c) {
       t |= mpfr_ui_div(c.y, 1, c.t, R) != 0;
       return t;
     }
-    case Fn::Exp2: return mpfr_exp2(c.y, c.a, R);
-    case Fn::Log2: return mpfr_log2(c.y, c.a, R);
-    case Fn::Expm1: return mpfr_expm1(c.y, c.a, R);
-    case Fn::Log1p: return mpfr_log1p(c.y, c.a, R);
-    case Fn::Sinh: return mpfr_sinh(c.y, c.a, R);
-    case Fn::Cosh: return mpfr_cosh(c.y, c.a, R);
-    case Fn::Asin: return mpfr_asin(c.y, c.a, R);
-    case Fn::Acos: return mpfr_acos(c.y, c.a, R);
-    case Fn::Atan: return mpfr_atan(c.y, c.a, R);
-    case Fn::Erf: return mpfr_erf(c.y, c.a, R);
+    case Fn::Exp2:
+      return mpfr_exp2(c.y, c.a, R);
+    case Fn::Log2:
+      return mpfr_log2(c.y, c.a, R);
+    case Fn::Expm1:
+      return mpfr_expm1(c.y, c.a, R);
+    case Fn::Log1p:
+      return mpfr_log1p(c.y, c.a, R);
+    case Fn::Sinh:
+      return mpfr_sinh(c.y, c.a, R);
+    case Fn::Cosh:
+      return mpfr_cosh(c.y, c.a, R);
+    case Fn::Asin:
+      return mpfr_asin(c.y, c.a, R);
+    case Fn::Acos:
+      return mpfr_acos(c.y, c.a, R);
+    case Fn::Atan:
+      return mpfr_atan(c.y, c.a, R);
+    case Fn::Erf:
+      return mpfr_erf(c.y, c.a, R);
   }
   return 1;
 }
@@ -735,7 +849,8 @@ double ulp_error(const Format& F, double got, mpfr_srcptr y, mpfr_ptr d) {
   long q = F.emin_sub;
   if (!mpfr_zero_p(y)) {
     long e = static_cast<long>(mpfr_get_exp(y)) - 1;
-    q = std::clamp(e - (F.p - 1), static_cast<long>(F.emin_sub), static_cast<long>(F.emax - F.p + 1));
+    q = std::clamp(e - (F.p - 1), static_cast<long>(F.emin_sub),
+                   static_cast<long>(F.emax - F.p + 1));
   }
   if (std::isinf(got)) {
     mpfr_set_ui_2exp(d, 1, F.emax + 1, MPFR_RNDN);
@@ -753,12 +868,13 @@ struct Local {
   std::vector<RegionStats> reg;
 };
 
-void record(Sample& w, double err, double x, double y, double got, double exact, const std::string& region) {
+void record(Sample& w, double err, double x, double y, double got, double exact,
+            const std::string& region) {
   w.err = err, w.x = x, w.y = y, w.got = got, w.exact = exact, w.region = region;
 }
 
-void measure_range(const Function& f, const Format& F, const Inputs& in, const std::vector<double>& got,
-                   double bnd, size_t lo, size_t hi, Local& L) {
+void measure_range(const Function& f, const Format& F, const Inputs& in,
+                   const std::vector<double>& got, double bnd, size_t lo, size_t hi, Local& L) {
   Ctx c(precision(F));
   L.reg.assign(in.region_names.size(), RegionStats{});
   Stats& s = L.s;
@@ -818,8 +934,10 @@ void measure_range(const Function& f, const Format& F, const Inputs& in, const s
     }
     if (std::isfinite(err)) ++s.finite_n, s.sum += err, R.sum += err;
     if (bnd >= 0 && err > bnd) ++s.over, ++R.over;
-    if (err > s.max || s.worst.err < 0) s.max = std::max(s.max, err), record(s.worst, err, x, y, g, exact, rname);
-    if (err > R.max || R.worst.err < 0) R.max = std::max(R.max, err), record(R.worst, err, x, y, g, exact, rname);
+    if (err > s.max || s.worst.err < 0)
+      s.max = std::max(s.max, err), record(s.worst, err, x, y, g, exact, rname);
+    if (err > R.max || R.worst.err < 0)
+      R.max = std::max(R.max, err), record(R.worst, err, x, y, g, exact, rname);
   }
 }
 
@@ -852,8 +970,8 @@ void Stats::merge(const Stats& o) {
   seconds_rune += o.seconds_rune, seconds_mpfr += o.seconds_mpfr;
 }
 
-void measure(const Function& f, const Format& F, const Inputs& in, const std::vector<double>& got, double bnd,
-             int threads, Stats& s) {
+void measure(const Function& f, const Format& F, const Inputs& in, const std::vector<double>& got,
+             double bnd, int threads, Stats& s) {
   const size_t n = in.size();
   if (got.size() != n) throw std::logic_error("ulp::measure: result count differs");
   threads = std::max(1, std::min<int>(threads, static_cast<int>(n / 64) + 1));
@@ -865,12 +983,14 @@ void measure(const Function& f, const Format& F, const Inputs& in, const std::ve
   }
   for (auto& t : ts) t.join();
   for (auto& L : locals) {  // in index order, so the first worst input wins ties
-    for (size_t r = 0; r < L.reg.size(); ++r) merge_region(L.s.region(in.region_names[r]), L.reg[r]);
+    for (size_t r = 0; r < L.reg.size(); ++r)
+      merge_region(L.s.region(in.region_names[r]), L.reg[r]);
     s.merge(L.s);
   }
 }
 
-void run(const Function& f, const Format& F, const Inputs& in, double bnd, int threads, Stats& s, size_t chunk) {
+void run(const Function& f, const Format& F, const Inputs& in, double bnd, int threads, Stats& s,
+         size_t chunk) {
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
   std::vector<double> got = eval_rune(f, F, in, chunk);

@@ -10,6 +10,12 @@ Tensor donate(const Tensor& x) {
 
 bool is_dead(const Tensor& t) { return t.impl().donation.load() == 2; }
 
+Tensor observer_of(const Tensor& t) {
+  const auto& im = t.impl();
+  if (im.node) return t;
+  return make_concrete(im.dtype, im.buffer, im.view, im.device, im.poison);
+}
+
 Tensor identity_result(const Tensor& x) {
   const auto& im = x.impl();
   if (im.donation.load() == 0) return x;

@@ -25,6 +25,11 @@ bool is_dead(const Tensor& t);
 // storage, so the op kills its donated operand and not its own result.
 Tensor identity_result(const Tensor& x);
 
+// A live value over t's storage and view, for queued work that reads t later (a check's data,
+// read at the next wait after the device work queued meanwhile): while it lives, t's storage
+// counts as observed and no consumer writes a donated result into it.
+Tensor observer_of(const Tensor& t);
+
 // Reads of storage in progress (runtime::Buffer::reads), registered for the guard's lifetime.
 // A read registers before it checks that its value is alive; a consumer kills its donor before
 // it counts the reads. So whatever the interleaving, either the read sees the donor dead (and

@@ -227,7 +227,11 @@ class Eager final : public Interpreter {
     // producers ran before this task, in stream order).
     Shape shape = ok.shape();
     int64_t n = ok.size();
-    stream->enqueue([first, data, fail, shape, n] {
+    // The data are held as values of their own (a GPU runs this task after all the device work
+    // queued before the wait, so no later op may write a donated result into them).
+    std::vector<Tensor> data_held;
+    for (const auto& d : data) data_held.push_back(observer_of(d));
+    stream->enqueue([first, data = std::move(data_held), fail, shape, n] {
       if (auto e = first.impl().poison ? first.impl().poison->get() : nullptr)
         std::rethrow_exception(e);
       int64_t f;

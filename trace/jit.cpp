@@ -234,7 +234,10 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> run_gpu(
       // Its own failure state; the check task (run in call order at the next wait) passes on
       // a failure of an argument's producer first.
       poison = std::make_shared<runtime::Poison>();
-      std::vector<nx::Tensor> keep = leaves;  // inputs the check data may read
+      // The inputs the check data may read, held as values of their own: the task runs after
+      // the device work queued before the next wait, so no later op may write into them.
+      std::vector<nx::Tensor> keep;
+      for (const auto& t : leaves) keep.push_back(nx::observer_of(t));
       runtime::stream_for(c->device)->enqueue([c, bufs, ptrs, keep, poison] {
         for (const auto& t : keep)
           if (t.impl().poison)

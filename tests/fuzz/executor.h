@@ -172,6 +172,14 @@ inline Outcome run_eager(const Program& p, const std::string& dev, bool keep_slo
         }
       }
       slots[k] = apply_step(s, slots, true);
+      // An op that returns its argument itself (an identity: a cast to the same dtype, a
+      // reduction over no axes, ...) must not hand back the donated, now dead, tensor.
+      for (size_t i = 0; i < s.args.size(); ++i)
+        if (s.donate[i] && !s.expect_error && slots[k].impl_ptr() == slots[s.args[i]].impl_ptr())
+          o.breaches.push_back(
+              "step " + std::to_string(k) + " returned its donated argument (slot " +
+              std::to_string(s.args[i]) +
+              ") itself, dead: " + (nx::is_dead(slots[k]) ? "unreadable" : "still readable"));
       if (!s.expect_error)
         for (size_t i = 0; i < s.args.size(); ++i)
           if (s.donate[i]) donated[s.args[i]] = true;

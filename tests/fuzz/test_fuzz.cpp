@@ -30,9 +30,9 @@ const bool installed = [] {
 }();
 
 #if defined(__SANITIZE_ADDRESS__)
-constexpr long kDefaultN = 40;
+constexpr long kDefaultN = 10;
 #else
-constexpr long kDefaultN = 400;
+constexpr long kDefaultN = 60;
 #endif
 
 // Disagreements that are known bugs being fixed elsewhere (docs/testing.md "Known"): reported
@@ -109,7 +109,8 @@ TEST(Fuzz, ModesAgreeBitForBit) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "fuzz: " << n << " programs from seed " << seed0 << " (" << steps << " steps, "
             << on_cuda << " also on CUDA:0, " << donating << " donating, " << errors
-            << " ending in an invalid op) in " << secs << " s (" << shrink_secs << " s of it shrinking): " << failures << " failures\n";
+            << " ending in an invalid op) in " << secs << " s (" << shrink_secs
+            << " s of it shrinking): " << failures << " failures\n";
   for (auto& [what, count] : known_seen)
     std::cout << "fuzz: known: " << what << ": " << count << " programs\n";
 }

@@ -117,3 +117,27 @@ TEST(FuzzRegression, JitDonationLeavesSharingValuesIntact) {
 }
 
 }  // namespace
+
+namespace {
+
+// Seed 5114: nx::prod(nx::donate(x), {}, true) on a 0-d x returns x itself (a reduction over
+// no axes is the identity), which the op then kills as its donated operand: the caller gets a
+// dead result ("nx::wait: float64 [] was donated to nx::prod"). Any op that returns its
+// argument (a cast to the same dtype, a reshape to the same shape, ...) does the same.
+TEST(FuzzRegression, AnIdentityOpOnADonatedValueReturnsALiveResult) {
+  std::vector<uint64_t> bits = {0xc05b915a0e7bca0aull};
+  for (const char* dev : {"CPU", "CPU:1", "CUDA:0"}) {
+    SCOPED_TRACE(dev);
+    Tensor x = from(nx::float64, {}, bits, dev);
+    Tensor r = nx::prod(nx::donate(x), {}, true);
+    Bits got;
+    ASSERT_NO_THROW(got = read_bits(r)) << "the result is the dead donated operand";
+    EXPECT_EQ(got.at(0), bits[0]);
+    Tensor y = from(nx::float64, {}, bits, dev);
+    Tensor c = nx::cast(nx::donate(y), nx::float64);
+    ASSERT_NO_THROW(got = read_bits(c));
+    EXPECT_EQ(got.at(0), bits[0]);
+  }
+}
+
+}  // namespace

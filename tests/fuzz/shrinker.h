@@ -4,6 +4,7 @@
 // mode, the same category), until none does or the budget is spent.
 #pragma once
 #include <chrono>
+#include <functional>
 
 #include "fuzz/differential.h"
 
@@ -92,17 +93,15 @@ struct ShrinkResult {
   int tries = 0;
 };
 
-// Shrinks p (which fails with f under opt) for at most `seconds`.
-inline ShrinkResult shrink(const Program& p, const Failure& f, const Options& opt, double seconds) {
+// Shrinks p, which fails with f, keeping each candidate that `fails` judges to fail the same way;
+// for at most `seconds`.
+using FailsFn = std::function<std::optional<Failure>(Program&)>;
+inline ShrinkResult shrink_with(const Program& p, const Failure& f, const FailsFn& fails,
+                                double seconds) {
   auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  // Only the disagreeing mode needs to run again (the baseline always runs).
-  Options o = opt;
-  o.modes.clear();
-  for (const Mode& m : opt.modes)
-    if (m.name() == f.mode) o.modes.push_back(m);
   ShrinkResult r{p, f, 0};
   bool progress = true;
   while (progress && elapsed() < seconds) {
@@ -112,7 +111,7 @@ inline ShrinkResult shrink(const Program& p, const Failure& f, const Options& op
       ++r.tries;
       std::optional<Failure> g;
       try {
-        g = differential(q, o);
+        g = fails(q);
       } catch (...) {
         continue;  // a candidate the harness cannot run is not smaller in any useful way
       }
@@ -125,6 +124,17 @@ inline ShrinkResult shrink(const Program& p, const Failure& f, const Options& op
     }
   }
   return r;
+}
+
+// Shrinks p (which fails with f under opt): only the disagreeing mode runs again (the baseline
+// always runs).
+inline ShrinkResult shrink(const Program& p, const Failure& f, const Options& opt, double seconds) {
+  Options o = opt;
+  o.modes.clear();
+  for (const Mode& m : opt.modes)
+    if (m.name() == f.mode) o.modes.push_back(m);
+  return shrink_with(
+      p, f, [&o](Program& q) { return differential(q, o); }, seconds);
 }
 
 }  // namespace fuzz

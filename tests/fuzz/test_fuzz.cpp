@@ -140,4 +140,63 @@ TEST(Fuzz, ModesAgreeBitForBit) {
     std::cout << "fuzz: known: " << what << ": " << count << " programs\n";
 }
 
+// The harness itself: a disagreement confined to one step shrinks to that step and its
+// input, and the reproducer spells it out with the input's bits.
+TEST(FuzzHarness, ShrinksToTheDisagreeingStepAndPrintsIt) {
+  Program p;
+  auto input = [&](DType t, Shape s, Layout l) {
+    Step st;
+    st.dtype = t;
+    st.shape = s;
+    st.layout = l;
+    st.seed = 42;
+    p.steps.push_back(st);
+  };
+  auto step = [&](Kind k, std::vector<int> args, std::function<void(Step&)> set = {}) {
+    Step st;
+    st.kind = k;
+    st.args = args;
+    st.donate.assign(args.size(), false);
+    if (set) set(st);
+    p.steps.push_back(st);
+  };
+  input(nx::float32, {4, 5}, Layout::Stepped);        // 0
+  step(Kind::Unary, {0}, [](Step& s) { s.fn = 3; });  // 1 exp
+  step(Kind::Transpose, {1});                         // 2
+  step(Kind::Pad, {2}, [](Step& s) {
+    s.widths = {{1, 0}, {0, 2}};
+    s.value = 0.5;
+  });  // 3
+  step(Kind::Reduce, {3}, [](Step& s) {
+    s.fn = 0;
+    s.axes = {1};
+  });  // 4
+  p.outputs = {4};
+  // "Fails" while a pad step remains and its input has more than one element on axis 0.
+  auto fails = [](Program& q) -> std::optional<Failure> {
+    for (const Step& s : q.steps)
+      if (s.kind == Kind::Pad && q.steps[0].shape[0] > 1) return Failure{"m", "outputs differ", ""};
+    return std::nullopt;
+  };
+  auto f = fails(p);
+  ASSERT_TRUE(f);
+  ShrinkResult r = shrink_with(p, *f, fails, 30);
+  ASSERT_EQ(r.program.steps.size(), 2u);
+  EXPECT_EQ(r.program.steps[0].kind, Kind::Input);
+  EXPECT_EQ(r.program.steps[0].shape, (Shape{2, 1}));
+  EXPECT_EQ(r.program.steps[0].layout, Layout::Contig);
+  EXPECT_EQ(r.program.steps[1].kind, Kind::Pad);
+  EXPECT_EQ(r.program.outputs, std::vector<int>{1});
+  std::string text = reproducer(r.program, Mode{"CPU:1", true}, "test");
+  EXPECT_NE(text.find("nx::Tensor v1 = nx::pad(v0, {{1, 0}, {0, 2}}, 0.5);"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("static const uint32_t in0_bits[] = {0x"), std::string::npos) << text;
+  EXPECT_NE(text.find("rune::jit"), std::string::npos) << text;
+  EXPECT_NE(text.find("inputs(\"CPU:1\")"), std::string::npos) << text;
+  // And the shrunk program runs the same in every mode (the pad itself is fine).
+  Options opt;
+  opt.modes = {{"CPU", true}, {"CPU:1", false}};
+  EXPECT_FALSE(differential(r.program, opt));
+}
+
 }  // namespace

@@ -491,15 +491,11 @@ class Generator {
         st.widths.assign(nd, {0, 0});
         st.widths[r_.below(nd)] = {-1, 0};
         break;
-      case 7: {
-        st.kind = Kind::Unary;
-        if (ir::is_float(t.dtype)) {
-          if (t.dtype != nx::bool_) return false;
-        }
-        st.fn = t.dtype == nx::bool_ ? 0 : 3;  // neg of bool, exp of an integer
+      case 7:  // neg of a bool, exp of an integer
         if (ir::is_float(t.dtype)) return false;
+        st.kind = Kind::Unary;
+        st.fn = t.dtype == nx::bool_ ? 0 : 3;
         break;
-      }
       default: {  // matmul that does not align
         if (nd == 0) return false;
         st.kind = Kind::Matmul;

@@ -150,6 +150,17 @@ struct Bits {
   }
 };
 
+// gtest prints Bits as "bfloat16 [2, 7] {0x3f80, ...}".
+inline void PrintTo(const Bits& b, std::ostream* os) {
+  *os << ir::name(b.dtype) << " " << ir::to_string(b.shape) << " {";
+  for (int64_t k = 0; k < b.size(); ++k) {
+    std::ostringstream h;
+    h << "0x" << std::hex << b.at(k);
+    *os << (k ? ", " : "") << h.str();
+  }
+  *os << "}";
+}
+
 // Waits for x (raising its device's recorded failures) and copies its elements' bytes.
 inline Bits read_bits(const Tensor& x) {
   nx::wait(x);

@@ -1,0 +1,134 @@
+// A fuzz program: a list of op steps over value slots (slot i holds step i's result). The same
+// data is executed through the nx API in every mode (executor.h), printed as a C++ reproducer
+// (printer.h) and shrunk (shrinker.h), so all three read only what is declared here.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/nx.h"
+
+namespace fuzz {
+
+using nx::DType;
+using nx::Shape;
+using nx::Tensor;
+
+enum class Kind {
+  Input,        // a fresh argument: `dtype`, `shape`, `layout`, values from `seed`
+  Unary,        // kUnary[fn](a)
+  Binary,       // kBinary[fn](a, b)
+  Where,        // nx::where(cond, a, b)
+  Cast,         // nx::cast(a, dtype)
+  Reshape,      // nx::reshape(a, shape)
+  Slice,        // nx::slice(a, slices)
+  Flip,         // nx::flip(a, axes)
+  Permute,      // nx::permute(a, axes)
+  Transpose,    // nx::transpose(a)
+  BroadcastTo,  // nx::broadcast_to(a, shape)
+  Pad,          // nx::pad(a, widths, value)
+  Reduce,       // kReduce[fn](a, axes, keepdims)
+  ArgReduce,    // nx::argmax / argmin (fn 0 / 1) over axes[0] (no axis when axes is empty)
+  Matmul,       // nx::matmul(a, b)
+  Check,        // nx::check(ok, data, fail); the slot holds ok (or ok || !ok when always_true)
+};
+
+// How an Input reaches the program: a view of a fresh buffer, so ops see non-contiguous
+// operands (strides other than C order, negative strides, stride 0).
+enum class Layout { Contig, Transposed, Stepped, Flipped, Broadcast };
+
+struct Step {
+  Kind kind = Kind::Input;
+  std::vector<int> args;           // slots read, all earlier than this step
+  std::vector<bool> donate;        // per arg: passed through nx::donate (see executor.h)
+  int fn = 0;                      // Unary / Binary / Reduce / ArgReduce: which op of the table
+  DType dtype = nx::float32;       // Input: its dtype; Cast: the target
+  Shape shape;                     // Input: its shape; Reshape / BroadcastTo: the target
+  Layout layout = Layout::Contig;  // Input
+  uint64_t seed = 0;               // Input: its values (values.h)
+  std::vector<int> axes;           // Flip / Permute / Reduce / ArgReduce
+  std::vector<nx::Slice> slices;   // Slice
+  std::vector<std::pair<int64_t, int64_t>> widths;  // Pad
+  double value = 0;                                 // Pad
+  bool keepdims = false;                            // Reduce / ArgReduce
+  bool always_true = false;                         // Check
+  bool expect_error = false;  // generated with invalid arguments on purpose (always the last step)
+};
+
+struct Program {
+  std::vector<Step> steps;
+  std::vector<int> outputs;  // slots compared between modes (never a donated one)
+};
+
+// ---- the op tables (name as printed in reproducers, the nx function, constraints) ----
+
+struct UnaryOp {
+  const char* name;
+  Tensor (*fn)(const Tensor&);
+  bool float_only;  // raises on integer and bool operands
+  bool no_bool;     // raises on bool operands
+  bool to_bool;     // the result is bool
+};
+inline const UnaryOp kUnary[] = {
+    {"nx::neg", nx::neg, false, true, false},
+    {"nx::abs", nx::abs, false, false, false},
+    {"nx::sqrt", nx::sqrt, true, false, false},
+    {"nx::exp", nx::exp, true, false, false},
+    {"nx::log", nx::log, true, false, false},
+    {"nx::sin", nx::sin, true, false, false},
+    {"nx::tanh", nx::tanh, true, false, false},
+    {"nx::erf", nx::erf, true, false, false},
+    {"nx::expm1", nx::expm1, true, false, false},
+    {"nx::sigmoid", nx::sigmoid, true, false, false},
+    {"nx::floor", nx::floor, false, false, false},
+    {"nx::round", nx::round, false, false, false},
+    {"nx::square", nx::square, false, false, false},
+    {"nx::relu", nx::relu, false, false, false},
+    {"nx::sign", nx::sign, false, false, false},
+    {"nx::isnan", nx::isnan, false, false, true},
+    {"nx::logical_not", nx::logical_not, false, false, true},
+};
+inline constexpr int kUnaryCount = sizeof(kUnary) / sizeof(kUnary[0]);
+
+struct BinaryOp {
+  const char* name;
+  Tensor (*fn)(const Tensor&, const Tensor&);
+  bool float_only;
+  bool to_bool;
+};
+inline const BinaryOp kBinary[] = {
+    {"nx::add", nx::add, false, false},
+    {"nx::sub", nx::sub, false, false},
+    {"nx::mul", nx::mul, false, false},
+    {"nx::div", nx::div, false, false},
+    {"nx::mod", nx::mod, false, false},
+    {"nx::maximum", nx::maximum, false, false},
+    {"nx::minimum", nx::minimum, false, false},
+    {"nx::pow", static_cast<Tensor (*)(const Tensor&, const Tensor&)>(nx::pow), true, false},
+    {"nx::atan2", nx::atan2, true, false},
+    {"nx::less", nx::less, false, true},
+    {"nx::less_equal", nx::less_equal, false, true},
+    {"nx::greater", nx::greater, false, true},
+    {"nx::equal", nx::equal, false, true},
+    {"nx::not_equal", nx::not_equal, false, true},
+    {"nx::logical_and", nx::logical_and, false, true},
+    {"nx::logical_xor", nx::logical_xor, false, true},
+};
+inline constexpr int kBinaryCount = sizeof(kBinary) / sizeof(kBinary[0]);
+
+struct ReduceOp {
+  const char* name;
+  Tensor (*fn)(const Tensor&, nx::Axes, bool);
+};
+inline const ReduceOp kReduce[] = {
+    {"nx::sum", nx::sum}, {"nx::prod", nx::prod}, {"nx::max", nx::max},
+    {"nx::min", nx::min}, {"nx::mean", nx::mean},
+};
+inline constexpr int kReduceCount = sizeof(kReduce) / sizeof(kReduce[0]);
+inline const char* const kArgReduce[] = {"nx::argmax", "nx::argmin"};
+
+inline const DType kDTypes[] = {nx::bool_,   nx::uint8,    nx::int32,   nx::int64,
+                                nx::float16, nx::bfloat16, nx::float32, nx::float64};
+
+}  // namespace fuzz

@@ -156,9 +156,14 @@ Value expect(R r, DType t, const std::vector<Value>& g) {
     case R::Min:
       return reduce_ordered(Op::ReduceMin, t, g);
     case R::Mean: {
+      // 16-bit floats: the float32 sum divided at float32, rounded once (mean([65504, 65504])
+      // in float16 is 65504, not inf).
       DType ft = ir::is_float(t) ? t : nx::float64;
-      Value s = accumulate(Op::ReduceSum, ft);
-      return ir::apply(Op::Div, ft, {s, F(ft, static_cast<double>(g.size()))});
+      DType ct = ir::is_half(ft) ? nx::float32 : ft;
+      std::vector<Value> xs;
+      for (const Value& v : g) xs.push_back(ir::cast(ir::cast(v, ft), ct));
+      Value s = reduce_ordered(Op::ReduceSum, ct, xs);
+      return ir::cast(ir::apply(Op::Div, ct, {s, F(ct, static_cast<double>(g.size()))}), ft);
     }
   }
   throw std::logic_error("expect");

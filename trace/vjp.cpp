@@ -231,12 +231,14 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
     case Op::Erf:
       return {mul(g, mul(like(n, 1.1283791670955126), un(Op::Exp, neg(mul(A(0), A(0))))))};
     case Op::Pow: {
-      // d/da = b a^(b-1), and 0 where b = 0 (a^0 is constant; 0 * 0^-1 would be NaN): JAX.
+      // d/da = b a^(b-1), read as b a^(b'-1) with b' = 1 where b = 0: exactly 0 there (a^0 is
+      // constant), with no 0 * 0^-1 = NaN in it or in its own derivatives (so x^0 and x^1 have
+      // finite jvp and second derivatives at 0; JAX gives NaN there).
       // d/db = a^b log a for a > 0, else 0. The log reads where(a > 0, a, 1), so no -inf (and
       // no 1/0 in its own derivative) appears at a = 0: jvp and second derivatives stay finite.
       NodeRef a = A(0), b = A(1);
-      NodeRef da = where(cmp(Op::CmpEq, b, like(b, 0)), like(a, 0),
-                         mul(g, mul(b, bin(Op::Pow, a, sub(b, like(b, 1))))));
+      NodeRef b_safe = where(cmp(Op::CmpEq, b, like(b, 0)), like(b, 1), b);
+      NodeRef da = mul(g, mul(b, bin(Op::Pow, a, sub(b_safe, like(b, 1)))));
       NodeRef pos = cmp(Op::CmpLt, like(a, 0), a);
       NodeRef safe_log = un(Op::Log, where(pos, a, like(a, 1)));
       NodeRef db = where(pos, mul(g, mul(n, safe_log)), like(a, 0));

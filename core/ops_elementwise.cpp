@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <optional>
 
 #include "core/donation.h"
 #include "core/prim.h"
@@ -367,9 +368,11 @@ Tensor scalar_apply(ScalarOp op, const Tensor& x, const Tensor& s, bool scalar_f
 // (as JAX's weak float with an int array) and compares at float64 (exact for every integer of
 // bool, uint8 and int32; int64 beyond 2^53 compares after rounding to float64).
 Tensor float_scalar_op(ScalarOp op, const Tensor& x, double v, bool scalar_first) {
-  DType t = ir::is_float(x.dtype()) ? x.dtype()
-            : is_comparison(op)     ? DType::Float64
-                                    : DType::Float32;
+  // Same dtype: straight to the op, which is then the public op (its errors, its donations).
+  if (ir::is_float(x.dtype())) return scalar_apply(op, x, const_of(x.dtype(), v), scalar_first);
+  // Promoted: the op's scope first, so a donated or bad x is reported by it, not by the cast.
+  OpScope scope_(scalar_api(op), {&x});
+  DType t = is_comparison(op) ? DType::Float64 : DType::Float32;
   return scalar_apply(op, cast(x, t), const_of(t, v), scalar_first);
 }
 
@@ -393,6 +396,9 @@ Tensor detail::int_scalar_op(ScalarOp op, const Tensor& x, int64_t v, bool scala
     double d = above_int64 ? static_cast<double>(static_cast<uint64_t>(v)) : static_cast<double>(v);
     return scalar_apply(op, x, const_of(x.dtype(), d), scalar_first);
   }
+  std::optional<OpScope> scope_;  // as in float_scalar_op: the op names a promoted x's errors
+  if (x.dtype() == DType::Bool)
+    scope_.emplace(scalar_api(op), std::initializer_list<const Tensor*>{&x});
   // A bool tensor with an integer scalar counts in int32 (JAX: bool + 1 is int32).
   Tensor xi = x.dtype() == DType::Bool ? cast(x, DType::Int32) : x;
   auto [lo, hi] = int_range(xi.dtype());
@@ -400,6 +406,7 @@ Tensor detail::int_scalar_op(ScalarOp op, const Tensor& x, int64_t v, bool scala
     std::string shown = above_int64 ? std::to_string(static_cast<uint64_t>(v)) : std::to_string(v);
     // Comparisons stay meaningful (numpy 2): at float64, where the scalar is ordered correctly.
     if (is_comparison(op)) {
+      if (!scope_) scope_.emplace(scalar_api(op), std::initializer_list<const Tensor*>{&x});
       double d =
           above_int64 ? static_cast<double>(static_cast<uint64_t>(v)) : static_cast<double>(v);
       return scalar_apply(op, cast(x, DType::Float64), const_of(DType::Float64, d), scalar_first);

@@ -113,7 +113,9 @@ NodeRef cumprod_last(NodeRef x) {
     NodeRef filled =
         where(cmp(Op::CmpLe, constant(ir::DType::Int64, static_cast<double>(k), x->shape), iota),
               shifted, like(x, 1));
-    x = mul(x, filled);
+    // Each level is materialised (a Copy is always its own buffer, codegen/schedule.cpp):
+    // fused, level k would recompute 2^k products per element.
+    x = ir::make(Op::Copy, x->dtype, x->shape, {mul(x, filled)});
   }
   return x;
 }
@@ -259,8 +261,9 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
       return {nullptr, where(A(0), g, like(g, 0)), where(A(0), like(g, 0), g)};
     case Op::Cast:
       return {ir::is_float(A(0)->dtype) ? cast(g, A(0)->dtype) : nullptr};
-    case Op::Copy:
-      return {g};
+    case Op::Copy:  // a materialisation point forward is one backward too (cumprod_last's
+                    // levels then stay linear in both directions)
+      return {ir::make(Op::Copy, g->dtype, g->shape, {g})};
     case Op::Dot:  // c = a b: da = g b^T, db = a^T g (operands are read as strided views)
       return {dot(g, swap_last(A(1))), dot(swap_last(A(0)), g)};
     case Op::Cumsum:  // the reverse running sum of g

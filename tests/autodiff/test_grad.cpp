@@ -449,3 +449,27 @@ TEST(Grad, Kinks) {
 }
 
 }  // namespace
+
+namespace {
+
+// A long axis: the exclusive products are log-depth scans materialised level by level, so the
+// gradient of a 4096-element prod is 12 levels each way (fused, level k would recompute 2^k
+// products per element and never finish). One zero: only its own entry is nonzero.
+TEST(Grad, ProdOfALongAxis) {
+  const int64_t L = 4096;
+  std::vector<double> v(L);
+  for (int64_t i = 0; i < L; ++i) v[i] = 1 + static_cast<double>(i % 7 - 3) * 1e-3;
+  v[100] = 0;
+  long double others = 1;
+  for (int64_t i = 0; i < L; ++i)
+    if (i != 100) others *= v[i];
+  Tensor x = nx::create(nx::float64, {L}, v);
+  auto g = both(
+      [](const Tensor& t) { return rune::grad([](const Tensor& u) { return nx::prod(u); }, t); },
+      x);
+  for (int64_t i = 0; i < L; ++i)
+    if (i != 100) ASSERT_EQ(g[i], 0) << "element " << i;
+  EXPECT_NEAR(g[100], static_cast<double>(others), 1e-12 * std::fabs(static_cast<double>(others)));
+}
+
+}  // namespace

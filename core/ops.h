@@ -2,9 +2,11 @@
 // current interpreter, so the same code runs eagerly, under rune::jit and under rune::grad.
 // Errors raise std::invalid_argument beginning with the op's C++ name and showing the values.
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -176,6 +178,10 @@ Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
 Tensor operator/(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a);
+// Scalar operands are weakly typed (SEMANTICS.md §1, as JAX): a floating-point scalar (`x * 2.5`,
+// `x < 0.1`) takes a float tensor's dtype and turns an integer or bool tensor's result into float32
+// (comparisons compare at float64); an integral scalar (`x + 1`) takes the tensor's dtype, bool
+// tensors become int32, and a value outside an integer dtype's range raises naming the op.
 Tensor operator+(const Tensor& a, double b);
 Tensor operator-(const Tensor& a, double b);
 Tensor operator*(const Tensor& a, double b);
@@ -192,6 +198,68 @@ Tensor operator<(const Tensor& a, double b);
 Tensor operator<=(const Tensor& a, double b);
 Tensor operator>(const Tensor& a, double b);
 Tensor operator>=(const Tensor& a, double b);
+
+namespace detail {
+enum class ScalarOp { Add, Sub, Mul, Div, Lt, Le, Gt, Ge };
+// x op s, or s op x when scalar_first, for an integral scalar s (above_int64: s exceeds int64).
+Tensor int_scalar_op(ScalarOp op, const Tensor& x, int64_t s, bool scalar_first, bool above_int64);
+template <class T>
+concept IntScalar = std::integral<T> && !std::same_as<T, bool>;
+template <IntScalar T>
+Tensor int_scalar_op(ScalarOp op, const Tensor& x, T s, bool scalar_first) {
+  return int_scalar_op(op, x, static_cast<int64_t>(s), scalar_first,
+                       std::cmp_greater(s, INT64_MAX));
+}
+}  // namespace detail
+// Integral scalars: exact templates, so `x + 1` is not read as the double 1.0.
+template <detail::IntScalar T>
+Tensor operator+(const Tensor& a, T b) {
+  return detail::int_scalar_op(detail::ScalarOp::Add, a, b, false);
+}
+template <detail::IntScalar T>
+Tensor operator-(const Tensor& a, T b) {
+  return detail::int_scalar_op(detail::ScalarOp::Sub, a, b, false);
+}
+template <detail::IntScalar T>
+Tensor operator*(const Tensor& a, T b) {
+  return detail::int_scalar_op(detail::ScalarOp::Mul, a, b, false);
+}
+template <detail::IntScalar T>
+Tensor operator/(const Tensor& a, T b) {
+  return detail::int_scalar_op(detail::ScalarOp::Div, a, b, false);
+}
+template <detail::IntScalar T>
+Tensor operator+(T a, const Tensor& b) {
+  return detail::int_scalar_op(detail::ScalarOp::Add, b, a, true);
+}
+template <detail::IntScalar T>
+Tensor operator-(T a, const Tensor& b) {
+  return detail::int_scalar_op(detail::ScalarOp::Sub, b, a, true);
+}
+template <detail::IntScalar T>
+Tensor operator*(T a, const Tensor& b) {
+  return detail::int_scalar_op(detail::ScalarOp::Mul, b, a, true);
+}
+template <detail::IntScalar T>
+Tensor operator/(T a, const Tensor& b) {
+  return detail::int_scalar_op(detail::ScalarOp::Div, b, a, true);
+}
+template <detail::IntScalar T>
+Tensor operator<(const Tensor& a, T b) {
+  return detail::int_scalar_op(detail::ScalarOp::Lt, a, b, false);
+}
+template <detail::IntScalar T>
+Tensor operator<=(const Tensor& a, T b) {
+  return detail::int_scalar_op(detail::ScalarOp::Le, a, b, false);
+}
+template <detail::IntScalar T>
+Tensor operator>(const Tensor& a, T b) {
+  return detail::int_scalar_op(detail::ScalarOp::Gt, a, b, false);
+}
+template <detail::IntScalar T>
+Tensor operator>=(const Tensor& a, T b) {
+  return detail::int_scalar_op(detail::ScalarOp::Ge, a, b, false);
+}
 Tensor operator&&(const Tensor& a, const Tensor& b);
 Tensor operator||(const Tensor& a, const Tensor& b);
 Tensor operator!(const Tensor& a);

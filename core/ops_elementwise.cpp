@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <optional>
 
 #include "core/donation.h"
 #include "core/prim.h"
@@ -91,9 +92,10 @@ Tensor abs(const Tensor& x) {
 }
 Tensor sign(const Tensor& x) {
   OpScope scope_("nx::sign", {&x});
+  // 0, -0 and NaN give themselves, as x * 0: the same value with derivative 0 (sign is flat
+  // everywhere it is differentiable, JAX), where returning x would have derivative 1 there.
   Tensor z = scalar_like(x, 0);
-  Tensor s = where(greater(x, z), scalar_like(x, 1), where(less(x, z), scalar_like(x, -1), x));
-  return s;
+  return where(greater(x, z), scalar_like(x, 1), where(less(x, z), scalar_like(x, -1), mul(x, z)));
 }
 
 #define RUNE_FLOAT_UNARY(fn, OP)      \
@@ -171,7 +173,10 @@ Tensor gelu(const Tensor& x) {
 }
 Tensor relu(const Tensor& x) {
   OpScope scope_("nx::relu", {&x});
-  return maximum(x, scalar_like(x, 0));
+  // Its own rule rather than maximum(x, 0), whose tie rule would give relu'(0) = 1/2: relu'(0)
+  // is 0 (JAX, PyTorch). NaN stays NaN, as x * 0 (derivative 0, as JAX's where(x > 0, g, 0)).
+  Tensor z = scalar_like(x, 0);
+  return where(greater(x, z), x, where(isnan(x), mul(x, z), z));
 }
 Tensor isnan(const Tensor& x) {
   OpScope scope_("nx::isnan", {&x});
@@ -307,22 +312,127 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor operator+(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_like(a, b)); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
-Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(a, b)); }
-Tensor operator+(double a, const Tensor& b) { return add(scalar_like(b, a), b); }
-Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(b, a), b); }
-Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(b, a), b); }
-Tensor operator/(double a, const Tensor& b) { return div(scalar_like(b, a), b); }
+namespace {
+
+using detail::ScalarOp;
+
+const char* scalar_api(ScalarOp op) {
+  switch (op) {
+    case ScalarOp::Add:
+      return "nx::add";
+    case ScalarOp::Sub:
+      return "nx::sub";
+    case ScalarOp::Mul:
+      return "nx::mul";
+    case ScalarOp::Div:
+      return "nx::div";
+    case ScalarOp::Lt:
+      return "nx::less";
+    case ScalarOp::Le:
+      return "nx::less_equal";
+    case ScalarOp::Gt:
+      return "nx::greater";
+    case ScalarOp::Ge:
+      return "nx::greater_equal";
+  }
+  return "nx::?";
+}
+bool is_comparison(ScalarOp op) { return op >= ScalarOp::Lt; }
+
+// x op s (s op x when scalar_first); x and s already share a dtype.
+Tensor scalar_apply(ScalarOp op, const Tensor& x, const Tensor& s, bool scalar_first) {
+  const Tensor& a = scalar_first ? s : x;
+  const Tensor& b = scalar_first ? x : s;
+  switch (op) {
+    case ScalarOp::Add:
+      return add(a, b);
+    case ScalarOp::Sub:
+      return sub(a, b);
+    case ScalarOp::Mul:
+      return mul(a, b);
+    case ScalarOp::Div:
+      return div(a, b);
+    case ScalarOp::Lt:
+      return less(a, b);
+    case ScalarOp::Le:
+      return less_equal(a, b);
+    case ScalarOp::Gt:
+      return greater(a, b);
+    case ScalarOp::Ge:
+      return greater_equal(a, b);
+  }
+  throw std::logic_error("scalar_apply");
+}
+
+// A floating-point scalar: a float tensor's dtype; an integer or bool tensor computes at float32
+// (as JAX's weak float with an int array) and compares at float64 (exact for every integer of
+// bool, uint8 and int32; int64 beyond 2^53 compares after rounding to float64).
+Tensor float_scalar_op(ScalarOp op, const Tensor& x, double v, bool scalar_first) {
+  // Same dtype: straight to the op, which is then the public op (its errors, its donations).
+  if (ir::is_float(x.dtype())) return scalar_apply(op, x, const_of(x.dtype(), v), scalar_first);
+  // Promoted: the op's scope first, so a donated or bad x is reported by it, not by the cast.
+  OpScope scope_(scalar_api(op), {&x});
+  DType t = is_comparison(op) ? DType::Float64 : DType::Float32;
+  return scalar_apply(op, cast(x, t), const_of(t, v), scalar_first);
+}
+
+// The integers dtype t holds: [lo, hi].
+std::pair<int64_t, int64_t> int_range(DType t) {
+  switch (t) {
+    case DType::UInt8:
+      return {0, 255};
+    case DType::Int32:
+      return {INT32_MIN, INT32_MAX};
+    default:
+      return {INT64_MIN, INT64_MAX};
+  }
+}
+
+}  // namespace
+
+Tensor detail::int_scalar_op(ScalarOp op, const Tensor& x, int64_t v, bool scalar_first,
+                             bool above_int64) {
+  if (ir::is_float(x.dtype())) {
+    double d = above_int64 ? static_cast<double>(static_cast<uint64_t>(v)) : static_cast<double>(v);
+    return scalar_apply(op, x, const_of(x.dtype(), d), scalar_first);
+  }
+  std::optional<OpScope> scope_;  // as in float_scalar_op: the op names a promoted x's errors
+  if (x.dtype() == DType::Bool)
+    scope_.emplace(scalar_api(op), std::initializer_list<const Tensor*>{&x});
+  // A bool tensor with an integer scalar counts in int32 (JAX: bool + 1 is int32).
+  Tensor xi = x.dtype() == DType::Bool ? cast(x, DType::Int32) : x;
+  auto [lo, hi] = int_range(xi.dtype());
+  if (above_int64 || v < lo || v > hi) {
+    std::string shown = above_int64 ? std::to_string(static_cast<uint64_t>(v)) : std::to_string(v);
+    // Comparisons stay meaningful (numpy 2): at float64, where the scalar is ordered correctly.
+    if (is_comparison(op)) {
+      if (!scope_) scope_.emplace(scalar_api(op), std::initializer_list<const Tensor*>{&x});
+      double d =
+          above_int64 ? static_cast<double>(static_cast<uint64_t>(v)) : static_cast<double>(v);
+      return scalar_apply(op, cast(x, DType::Float64), const_of(DType::Float64, d), scalar_first);
+    }
+    fail(scalar_api(op), "integer scalar " + shown + " is out of range for " + x.describe() +
+                             " (numpy 2 and JAX raise too; cast the tensor with nx::cast)");
+  }
+  return scalar_apply(op, xi, const_int(xi.dtype(), v), scalar_first);
+}
+
+Tensor operator+(const Tensor& a, double b) { return float_scalar_op(ScalarOp::Add, a, b, false); }
+Tensor operator-(const Tensor& a, double b) { return float_scalar_op(ScalarOp::Sub, a, b, false); }
+Tensor operator*(const Tensor& a, double b) { return float_scalar_op(ScalarOp::Mul, a, b, false); }
+Tensor operator/(const Tensor& a, double b) { return float_scalar_op(ScalarOp::Div, a, b, false); }
+Tensor operator+(double a, const Tensor& b) { return float_scalar_op(ScalarOp::Add, b, a, true); }
+Tensor operator-(double a, const Tensor& b) { return float_scalar_op(ScalarOp::Sub, b, a, true); }
+Tensor operator*(double a, const Tensor& b) { return float_scalar_op(ScalarOp::Mul, b, a, true); }
+Tensor operator/(double a, const Tensor& b) { return float_scalar_op(ScalarOp::Div, b, a, true); }
 Tensor operator<(const Tensor& a, const Tensor& b) { return less(a, b); }
 Tensor operator<=(const Tensor& a, const Tensor& b) { return less_equal(a, b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return greater(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return greater_equal(a, b); }
-Tensor operator<(const Tensor& a, double b) { return less(a, scalar_like(a, b)); }
-Tensor operator<=(const Tensor& a, double b) { return less_equal(a, scalar_like(a, b)); }
-Tensor operator>(const Tensor& a, double b) { return greater(a, scalar_like(a, b)); }
-Tensor operator>=(const Tensor& a, double b) { return greater_equal(a, scalar_like(a, b)); }
+Tensor operator<(const Tensor& a, double b) { return float_scalar_op(ScalarOp::Lt, a, b, false); }
+Tensor operator<=(const Tensor& a, double b) { return float_scalar_op(ScalarOp::Le, a, b, false); }
+Tensor operator>(const Tensor& a, double b) { return float_scalar_op(ScalarOp::Gt, a, b, false); }
+Tensor operator>=(const Tensor& a, double b) { return float_scalar_op(ScalarOp::Ge, a, b, false); }
 Tensor operator&&(const Tensor& a, const Tensor& b) { return logical_and(a, b); }
 Tensor operator||(const Tensor& a, const Tensor& b) { return logical_or(a, b); }
 Tensor operator!(const Tensor& a) { return logical_not(a); }

@@ -322,13 +322,15 @@ Tensor stack(const std::vector<Tensor>& xs, int axis) {
   OpScope scope_("nx::stack", xs);
   const std::string api = "nx::stack";
   if (xs.empty()) fail(api, "no tensors to stack");
+  // Checked here so a bad axis names nx::stack, not the expand_dims it is built from.
+  int a = norm_axis(api, axis, xs[0].ndim() + 1, xs[0]);
   std::vector<Tensor> u;
   for (const auto& x : xs) {
     if (x.shape() != xs[0].shape())
       fail(api, "shapes " + xs[0].describe() + " and " + x.describe() + " differ");
-    u.push_back(expand_dims(x, axis));
+    u.push_back(expand_dims(x, a));
   }
-  return concatenate(u, axis < 0 ? axis : axis);
+  return concatenate(u, a);
 }
 
 Tensor contiguous(const Tensor& x) {

@@ -65,14 +65,19 @@ Tensor min(const Tensor& x, Axes axes, bool keepdims) {
   return reduce("nx::min", Op::ReduceMin, x, axes, keepdims);
 }
 
+// 16-bit floats compute the whole composite at float32 and round once at the end
+// (docs/numerics.md), so mean([65504, 65504]) in float16 is 65504, not inf / 2.
+static DType compute_dtype(DType t) { return ir::is_half(t) ? DType::Float32 : t; }
+
 Tensor mean(const Tensor& x, Axes axes, bool keepdims) {
   OpScope scope_("nx::mean", {&x});
   auto a = norm_axes("nx::mean", axes, x);
   int64_t n = 1;
   for (auto d : a) n *= x.shape()[d];
-  Tensor xf = ir::is_float(x.dtype()) ? x : cast(x, DType::Float64);
-  Tensor s = sum(xf, axes, keepdims);
-  return div(s, scalar_like(s, static_cast<double>(n)));
+  DType t = ir::is_float(x.dtype()) ? compute_dtype(x.dtype()) : DType::Float64;
+  Tensor s = sum(cast(x, t), axes, keepdims);
+  Tensor m = div(s, scalar_like(s, static_cast<double>(n)));
+  return ir::is_float(x.dtype()) ? cast(m, x.dtype()) : m;
 }
 
 static Tensor arg_reduce(const std::string& api, bool is_max, const Tensor& x,
@@ -108,35 +113,68 @@ Tensor argmin(const Tensor& x, std::optional<int> axis, bool keepdims) {
   return arg_reduce("nx::argmin", false, x, axis, keepdims);
 }
 
+namespace {
+
+// The shift that keeps exp from overflowing: the max over `a` (kept dims) where it is finite,
+// else 0 (JAX's logsumexp): a row holding +inf then sums to inf instead of inf - inf = NaN, and
+// a row of -inf to 0 (log 0 = -inf). The shift is mathematically irrelevant, so where it is not
+// finite no gradient flows through it (the where's false branch).
+Tensor finite_shift(const Tensor& x, const std::vector<int64_t>& a) {
+  Axes ax(a.begin(), a.end());
+  Tensor m = max(x, ax, true);
+  return where(less(abs(m), scalar_like(m, INFINITY)), m, scalar_like(m, 0));
+}
+
+bool any_empty(const Tensor& x, const std::vector<int64_t>& a) {
+  for (auto d : a)
+    if (x.shape()[d] == 0) return true;
+  return false;
+}
+
+}  // namespace
+
 Tensor softmax(const Tensor& x, int axis) {
   OpScope scope_("nx::softmax", {&x});
   require_float("nx::softmax", x);
   int a = norm_axis("nx::softmax", axis, x.ndim(), x);
-  Tensor e = exp(sub(x, max(x, {a}, true)));
-  return div(e, sum(e, {a}, true));
+  if (x.shape()[a] == 0) return x;  // empty in, empty out (numpy / JAX)
+  Tensor xf = cast(x, compute_dtype(x.dtype()));
+  Tensor e = exp(sub(xf, finite_shift(xf, {a})));
+  return cast(div(e, sum(e, {a}, true)), x.dtype());
 }
 
 Tensor log_softmax(const Tensor& x, int axis) {
   OpScope scope_("nx::log_softmax", {&x});
   require_float("nx::log_softmax", x);
   int a = norm_axis("nx::log_softmax", axis, x.ndim(), x);
-  Tensor shifted = sub(x, max(x, {a}, true));
-  return sub(shifted, log(sum(exp(shifted), {a}, true)));
+  if (x.shape()[a] == 0) return x;
+  Tensor xf = cast(x, compute_dtype(x.dtype()));
+  Tensor shifted = sub(xf, finite_shift(xf, {a}));
+  return cast(sub(shifted, log(sum(exp(shifted), {a}, true))), x.dtype());
 }
 
 Tensor logsumexp(const Tensor& x, Axes axes, bool keepdims) {
   OpScope scope_("nx::logsumexp", {&x});
   require_float("nx::logsumexp", x);
-  Tensor m = max(x, axes, true);
-  // A row of -inf has max -inf; shift by 0 there so the result is -inf, not NaN.
-  Tensor finite_m = where(equal(m, scalar_like(m, -INFINITY)), scalar_like(m, 0), m);
-  Tensor r = add(log(sum(exp(sub(x, finite_m)), axes, true)), finite_m);
-  if (keepdims) return r;
   auto a = norm_axes("nx::logsumexp", axes, x);
-  Shape s;
-  for (int d = 0; d < x.ndim(); ++d)
-    if (std::find(a.begin(), a.end(), d) == a.end()) s.push_back(x.shape()[d]);
-  return reshape(r, s);
+  Tensor xf = cast(x, compute_dtype(x.dtype()));
+  Tensor r;
+  if (any_empty(x, a)) {
+    // log of an empty sum: -inf (scipy, JAX).
+    Tensor zero = sum(xf, axes, true);
+    r = add(zero, scalar_like(zero, -INFINITY));
+  } else {
+    Tensor m = finite_shift(xf, a);
+    r = add(log(sum(exp(sub(xf, m)), axes, true)), m);
+  }
+  r = cast(r, x.dtype());
+  return keepdims ? r : reshape(r, dropped_shape(x, a));
+}
+
+// The result dtype of an integer or bool contraction computed as int64 counts `r`: int64 for
+// integers (exact products, docs/numerics.md), bool for bool (any term true: numpy and JAX).
+static Tensor bool_or_int64(DType in, const Tensor& r) {
+  return in == DType::Bool ? not_equal(r, const_int(DType::Int64, 0)) : r;
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -168,14 +206,16 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     Tensor xb = broadcast_to(cast(x, t), xs), yb = broadcast_to(cast(y, t), ys);
     r = cast(prim(Op::Dot, t, rs, {xb, yb}), a.dtype());
   } else {
-    // Integers and bool: [..., m, k, 1] * [..., 1, k, n] summed over k in one fused kernel.
+    // Integers and bool: [..., m, k, 1] * [..., 1, k, n] summed over k in one fused kernel, the
+    // products and the sum in int64 (exact until int64 itself wraps).
     Shape xs = bx, ys = by;
     xs.insert(xs.end(), {m, k, 1});
     ys.insert(ys.end(), {1, k, n});
     Shape full = *batch;
     full.insert(full.end(), {m, k, n});
-    Tensor prod3 = mul(broadcast_to(reshape(x, xs), full), broadcast_to(reshape(y, ys), full));
-    r = sum(prod3, {static_cast<int>(full.size()) - 2});
+    Tensor x64 = cast(x, DType::Int64), y64 = cast(y, DType::Int64);
+    Tensor prod3 = mul(broadcast_to(reshape(x64, xs), full), broadcast_to(reshape(y64, ys), full));
+    r = bool_or_int64(a.dtype(), sum(prod3, {static_cast<int>(full.size()) - 2}));
   }
   Shape out = *batch;
   if (a.ndim() > 1) out.push_back(m);
@@ -186,9 +226,16 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor dot(const Tensor& a, const Tensor& b) {
   OpScope scope_("nx::dot", {&a, &b});
   if (a.ndim() == 1 && b.ndim() == 1) {
+    require_same_dtype("nx::dot", a, b);
     if (a.shape() != b.shape())
       fail("nx::dot", "shapes " + a.describe() + " and " + b.describe() + " differ");
-    return sum(mul(a, b));
+    // As matmul: 16-bit floats at float32 rounded once, integers and bool in int64.
+    DType t = a.dtype();
+    if (ir::is_float(t)) {
+      DType c = compute_dtype(t);
+      return cast(sum(mul(cast(a, c), cast(b, c))), t);
+    }
+    return bool_or_int64(t, sum(mul(cast(a, DType::Int64), cast(b, DType::Int64))));
   }
   return matmul(a, b);
 }

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "test_util.h"
+#include "trace/rune.h"
 
 namespace {
 
@@ -710,6 +711,64 @@ TEST(HandValues, Operators) {
   EXPECT_EQ(f64(x * x - x), (std::vector<double>{0, 2, 6}));
   EXPECT_EQ(nx::to_vector<bool>((x > 1.5) && !(x >= 3.0)), (std::vector<bool>{false, true, false}));
   EXPECT_EQ(nx::to_vector<bool>((x < 1.5) || (x <= 2.0)), (std::vector<bool>{true, true, false}));
+}
+
+// Scalars are weakly typed (SEMANTICS.md §1): a floating-point scalar never truncates, an
+// integral one keeps the tensor's dtype and raises (naming the op and the value) outside its range.
+TEST(HandValues, WeakScalars) {
+  Tensor i = tensor(nx::int32, {4}, {-1, 0, 1, 3});
+  Tensor prod = i * 2.5;
+  EXPECT_EQ(prod.dtype(), nx::float32);
+  EXPECT_EQ(f64(prod), (std::vector<double>{-2.5, 0, 2.5, 7.5}));
+  EXPECT_EQ(nx::to_vector<bool>(i < 0.1), (std::vector<bool>{true, true, false, false}));
+  EXPECT_EQ(nx::to_vector<bool>(0.5 + i > 0.0), (std::vector<bool>{false, true, true, true}));
+  EXPECT_EQ((1.0 / i).dtype(), nx::float32);
+  Tensor j = i * 2;  // integral: stays int32, exact
+  EXPECT_EQ(j.dtype(), nx::int32);
+  EXPECT_EQ(i64(j), (std::vector<int64_t>{-2, 0, 2, 6}));
+  EXPECT_EQ(i64(i / 2), (std::vector<int64_t>{-1, 0, 0, 1}));  // floor division
+  Tensor u = tensor(nx::uint8, {2}, {0, 255});
+  EXPECT_EQ(error_of([&] {
+              (void)(u + 300);
+            }).rfind("nx::add: integer scalar 300 is out of range for uint8", 0),
+            0u);
+  EXPECT_EQ(
+      error_of([&] { (void)(u - (-1)); }).rfind("nx::sub: integer scalar -1 is out of range", 0),
+      0u);
+  EXPECT_EQ(error_of([&] {
+              (void)(i * (int64_t{1} << 40));
+            }).rfind("nx::mul: integer scalar 1099511627776", 0),
+            0u);
+  EXPECT_EQ(error_of([&] {
+              (void)(u + (uint64_t{1} << 63));
+            }).rfind("nx::add: integer scalar 9223372036854775808", 0),
+            0u);
+  EXPECT_EQ(nx::to_vector<bool>(u < 300), (std::vector<bool>{true, true}));  // compares (numpy 2)
+  Tensor b = tensor(nx::bool_, {2}, {0, 1});
+  EXPECT_EQ((b + 1).dtype(), nx::int32);
+  EXPECT_EQ(i64(b + 1), (std::vector<int64_t>{1, 2}));
+  Tensor h = tensor(nx::float16, {2}, {1, 2});
+  EXPECT_EQ((h * 3).dtype(), nx::float16);
+  EXPECT_EQ((h * 2.5).dtype(), nx::float16);
+  // Compiled code gives the same values.
+  auto c = rune::jit([](const Tensor& t) { return t * 2.5; })(i);
+  EXPECT_EQ(c.dtype(), nx::float32);
+  EXPECT_EQ(f64(c), f64(prod));
+}
+
+TEST(HandValues, SignAndRelu) {
+  Tensor x = tensor(nx::float32, {5}, {-2.0, -0.0, 0.0, 3.0, NAN});
+  auto s = f64(nx::sign(x));
+  EXPECT_EQ(s[0], -1);
+  EXPECT_TRUE(s[1] == 0 && std::signbit(s[1]));  // sign(-0) = -0 (JAX)
+  EXPECT_TRUE(s[2] == 0 && !std::signbit(s[2]));
+  EXPECT_EQ(s[3], 1);
+  EXPECT_TRUE(std::isnan(s[4]));
+  auto r = f64(nx::relu(x));
+  EXPECT_EQ(r[0], 0);
+  EXPECT_EQ(r[3], 3);
+  EXPECT_TRUE(std::isnan(r[4]));
+  EXPECT_EQ(i64(nx::relu(tensor(nx::int32, {3}, {-5, 0, 7}))), (std::vector<int64_t>{0, 0, 7}));
 }
 
 TEST(HandValues, Transcendentals) {

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "test_util.h"
+#include "trace/rune.h"
 
 namespace {
 
@@ -156,9 +157,14 @@ Value expect(R r, DType t, const std::vector<Value>& g) {
     case R::Min:
       return reduce_ordered(Op::ReduceMin, t, g);
     case R::Mean: {
+      // 16-bit floats: the float32 sum divided at float32, rounded once (mean([65504, 65504])
+      // in float16 is 65504, not inf).
       DType ft = ir::is_float(t) ? t : nx::float64;
-      Value s = accumulate(Op::ReduceSum, ft);
-      return ir::apply(Op::Div, ft, {s, F(ft, static_cast<double>(g.size()))});
+      DType ct = ir::is_half(ft) ? nx::float32 : ft;
+      std::vector<Value> xs;
+      for (const Value& v : g) xs.push_back(ir::cast(ir::cast(v, ft), ct));
+      Value s = reduce_ordered(Op::ReduceSum, ct, xs);
+      return ir::cast(ir::apply(Op::Div, ct, {s, F(ct, static_cast<double>(g.size()))}), ft);
     }
   }
   throw std::logic_error("expect");
@@ -517,6 +523,76 @@ TEST(ReduceLong, OtherOps) {
   EXPECT_EQ(nx::item<int64_t>(nx::sum(tensor(nx::bool_, {200000}, b))), count);
   EXPECT_EQ(nx::item<int64_t>(nx::sum(tensor(nx::int32, {200000}, i32))), total);
   check(R::Sum, tensor(nx::int32, {2, 100000}, i32), i32, {1});
+}
+
+}  // namespace
+
+// ---- the values of rune issue 16, eager and compiled (tests/test_numpy_reference.cpp has more)
+// ----
+
+namespace {
+
+using namespace rt;
+using nx::Tensor;
+
+// f(x) eagerly, after checking rune::jit gives the same bits.
+template <class F>
+std::vector<Value> eager_and_compiled(F f, const Tensor& x) {
+  auto e = read(f(x));
+  auto c = read(rune::jit([&](const Tensor& t) { return f(t); })(x));
+  EXPECT_TRUE(match(c, e)) << "compiled differs from eager";
+  return e;
+}
+
+TEST(Issue16, Float16MeanRoundsOnce) {
+  Tensor x = tensor(nx::float16, {2}, {65504, 65504});
+  auto m = eager_and_compiled([](const Tensor& t) { return nx::mean(t); }, x);
+  EXPECT_TRUE(match(m, {F(nx::float16, 65504)}));
+  Tensor y = tensor(nx::float16, {1, 2}, {65504, 65504});
+  auto s = eager_and_compiled([](const Tensor& t) { return nx::logsumexp(t, {1}); }, y);
+  EXPECT_TRUE(match(s, {F(nx::float16, 65504 + std::log(2.0))}));
+}
+
+TEST(Issue16, IntegerMatmulIsExactInt64) {
+  Tensor a = tensor(nx::int32, {1, 2}, {2147483647, 2}), b = tensor(nx::int32, {2, 1}, {2, 3});
+  Tensor r = nx::matmul(a, b);
+  EXPECT_EQ(r.dtype(), nx::int64);
+  EXPECT_TRUE(match(r, {I(nx::int64, 2147483647LL * 2 + 6)}));
+  Tensor u = tensor(nx::uint8, {1, 2}, {255, 2}), v = tensor(nx::uint8, {2, 1}, {2, 3});
+  EXPECT_TRUE(match(nx::matmul(u, v), {I(nx::int64, 516)}));
+  auto c = rune::jit([](const Tensor& p, const Tensor& q) { return nx::matmul(p, q); })(u, v);
+  EXPECT_TRUE(match(c, {I(nx::int64, 516)}));
+  Tensor t = tensor(nx::bool_, {1, 2}, {1, 1}), f = tensor(nx::bool_, {2, 1}, {1, 1});
+  Tensor bb = nx::matmul(t, f);
+  EXPECT_EQ(bb.dtype(), nx::bool_);
+  EXPECT_TRUE(match(bb, {I(nx::bool_, 1)}));
+}
+
+TEST(Issue16, LogsumexpWithInfinity) {
+  Tensor x = tensor(nx::float32, {3}, {1, 2, INFINITY});
+  auto l = eager_and_compiled([](const Tensor& t) { return nx::logsumexp(t); }, x);
+  EXPECT_TRUE(match(l, {F(nx::float32, INFINITY)}));
+  auto ls = eager_and_compiled([](const Tensor& t) { return nx::log_softmax(t); }, x);
+  EXPECT_TRUE(
+      match(ls, {F(nx::float32, -INFINITY), F(nx::float32, -INFINITY), F(nx::float32, NAN)}));
+}
+
+TEST(Issue16, EmptyAxesAndErrorsNameTheCaller) {
+  Tensor e = nx::zeros(nx::float32, {2, 0});
+  auto l = eager_and_compiled([](const Tensor& t) { return nx::logsumexp(t, {1}); }, e);
+  EXPECT_TRUE(match(l, {F(nx::float32, -INFINITY), F(nx::float32, -INFINITY)}));
+  EXPECT_EQ(nx::softmax(e).shape(), (nx::Shape{2, 0}));
+  EXPECT_EQ(nx::log_softmax(e, 1).shape(), (nx::Shape{2, 0}));
+  Tensor x = nx::zeros(nx::float32, {2, 3});
+  EXPECT_EQ(error_of([&] { nx::logsumexp(x, {5}); }).rfind("nx::logsumexp: axis 5 out of range", 0),
+            0u);
+  EXPECT_EQ(error_of([&] {
+              nx::stack({x, x}, -4);
+            }).rfind("nx::stack: axis -4 out of range", 0),
+            0u);
+  // In range, stack still accepts every axis in [-ndim - 1, ndim].
+  EXPECT_EQ(nx::stack({x, x}, -3).shape(), (nx::Shape{2, 2, 3}));
+  EXPECT_EQ(nx::stack({x, x}, 2).shape(), (nx::Shape{2, 3, 2}));
 }
 
 }  // namespace

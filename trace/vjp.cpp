@@ -92,6 +92,84 @@ NodeRef unsort(NodeRef x, NodeRef g) {
   return reshape(reduce_sum(picked, {static_cast<int64_t>(nd) - 1}), x->shape);
 }
 
+// (1 - x)(1 + x): 1 - x^2 without the cancellation of 1 - x*x near |x| = 1.
+NodeRef one_minus_square(NodeRef x) { return mul(sub(like(x, 1), x), add(like(x, 1), x)); }
+
+// Inclusive running products along the last axis (Hillis-Steele: log2(L) shifted multiplies,
+// each shift a pad with 1s): built from primitives that have rules, so it differentiates again.
+NodeRef cumprod_last(NodeRef x) {
+  size_t nd = x->shape.size();
+  int64_t L = x->shape.back();
+  NodeRef iota = ir::make(Op::Iota, ir::DType::Int64, x->shape, {}, static_cast<int64_t>(nd - 1));
+  for (int64_t k = 1; k < L; k *= 2) {
+    ir::Pairs keep(nd, {0, 0}), widen(nd, {0, 0});
+    for (size_t d = 0; d < nd; ++d) keep[d] = {0, x->shape[d]};
+    keep[nd - 1] = {0, L - k};
+    widen[nd - 1] = {k, 0};
+    Shape head = x->shape;
+    head[nd - 1] = L - k;
+    NodeRef shifted = ir::make(Op::Pad, x->dtype, x->shape,
+                               {ir::make(Op::Shrink, x->dtype, head, {x}, keep)}, widen);
+    NodeRef filled =
+        where(cmp(Op::CmpLe, constant(ir::DType::Int64, static_cast<double>(k), x->shape), iota),
+              shifted, like(x, 1));
+    // Each level is materialised (a Copy is always its own buffer, codegen/schedule.cpp):
+    // fused, level k would recompute 2^k products per element.
+    x = ir::make(Op::Copy, x->dtype, x->shape, {mul(x, filled)});
+  }
+  return x;
+}
+// The product of every element of the last axis but the one at each position: exclusive running
+// products from the left times those from the right. No division, so zeros, infinities and NaNs
+// give the products JAX gives (d prod([2, 0, 4]) = [0, 8, 0]).
+NodeRef others_last(NodeRef x) {
+  size_t nd = x->shape.size();
+  int64_t L = x->shape.back();
+  if (L == 0) return x;
+  auto exclusive = [&](NodeRef v) {  // [1, v0, v0 v1, ...]
+    NodeRef inc = cumprod_last(v);
+    ir::Pairs keep(nd), widen(nd, {0, 0});
+    for (size_t d = 0; d < nd; ++d) keep[d] = {0, v->shape[d]};
+    keep[nd - 1] = {0, L - 1};
+    widen[nd - 1] = {1, 0};
+    Shape head = v->shape;
+    head[nd - 1] = L - 1;
+    NodeRef shifted = ir::make(Op::Pad, v->dtype, v->shape,
+                               {ir::make(Op::Shrink, v->dtype, head, {inc}, keep)}, widen);
+    NodeRef iota = ir::make(Op::Iota, ir::DType::Int64, v->shape, {}, static_cast<int64_t>(nd - 1));
+    return where(cmp(Op::CmpLt, constant(ir::DType::Int64, 0, v->shape), iota), shifted,
+                 like(v, 1));
+  };
+  return mul(exclusive(x), flip_last(exclusive(flip_last(x))));
+}
+// others_last over the reduced `axes` of x: they move last (a permute), flatten into one, and
+// come back.
+NodeRef others_product(NodeRef x, const std::vector<int64_t>& axes) {
+  size_t nd = x->shape.size();
+  std::vector<int64_t> perm;
+  Shape kept, moved;
+  int64_t len = 1;
+  for (size_t d = 0; d < nd; ++d)
+    if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) == axes.end()) {
+      perm.push_back(static_cast<int64_t>(d));
+      kept.push_back(x->shape[d]);
+    }
+  for (auto a : axes) {
+    perm.push_back(a);
+    moved.push_back(x->shape[a]);
+    len *= x->shape[a];
+  }
+  Shape permuted = kept;
+  permuted.insert(permuted.end(), moved.begin(), moved.end());
+  Shape flat = kept;
+  flat.push_back(len);
+  NodeRef p = ir::make(Op::Permute, x->dtype, permuted, {x}, perm);
+  NodeRef o = reshape(others_last(reshape(p, flat)), permuted);
+  std::vector<int64_t> inv(nd);
+  for (size_t i = 0; i < nd; ++i) inv[perm[i]] = static_cast<int64_t>(i);
+  return ir::make(Op::Permute, x->dtype, x->shape, {o}, inv);
+}
+
 // 1 where a wins against b, 1/2 on ties (split evenly, as JAX does), 0 where b wins.
 NodeRef winner_weight(NodeRef a, NodeRef b, bool is_max) {
   NodeRef wins = is_max ? cmp(Op::CmpLt, b, a) : cmp(Op::CmpLt, a, b);
@@ -148,16 +226,24 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
       return {mul(g, un(Op::Cosh, A(0)))};
     case Op::Cosh:
       return {mul(g, un(Op::Sinh, A(0)))};
-    case Op::Asin:
-      return {div(g, un(Op::Sqrt, sub(like(n, 1), mul(A(0), A(0)))))};
+    case Op::Asin:  // 1 / sqrt((1 - x)(1 + x)): no cancellation near |x| = 1, as 1 - x*x has
+      return {div(g, un(Op::Sqrt, one_minus_square(A(0))))};
     case Op::Acos:
-      return {neg(div(g, un(Op::Sqrt, sub(like(n, 1), mul(A(0), A(0))))))};
+      return {neg(div(g, un(Op::Sqrt, one_minus_square(A(0)))))};
     case Op::Erf:
       return {mul(g, mul(like(n, 1.1283791670955126), un(Op::Exp, neg(mul(A(0), A(0))))))};
     case Op::Pow: {
+      // d/da = b a^(b-1), read as b a^(b'-1) with b' = 1 where b = 0: exactly 0 there (a^0 is
+      // constant), with no 0 * 0^-1 = NaN in it or in its own derivatives (so x^0 and x^1 have
+      // finite jvp and second derivatives at 0; JAX gives NaN there).
+      // d/db = a^b log a for a > 0, else 0. The log reads where(a > 0, a, 1), so no -inf (and
+      // no 1/0 in its own derivative) appears at a = 0: jvp and second derivatives stay finite.
       NodeRef a = A(0), b = A(1);
-      NodeRef da = mul(g, mul(b, bin(Op::Pow, a, sub(b, like(b, 1)))));
-      NodeRef db = where(cmp(Op::CmpLt, like(a, 0), a), mul(g, mul(n, un(Op::Log, a))), like(a, 0));
+      NodeRef b_safe = where(cmp(Op::CmpEq, b, like(b, 0)), like(b, 1), b);
+      NodeRef da = mul(g, mul(b, bin(Op::Pow, a, sub(b_safe, like(b, 1)))));
+      NodeRef pos = cmp(Op::CmpLt, like(a, 0), a);
+      NodeRef safe_log = un(Op::Log, where(pos, a, like(a, 1)));
+      NodeRef db = where(pos, mul(g, mul(n, safe_log)), like(a, 0));
       return {da, db};
     }
     case Op::Atan2: {
@@ -175,8 +261,9 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
       return {nullptr, where(A(0), g, like(g, 0)), where(A(0), like(g, 0), g)};
     case Op::Cast:
       return {ir::is_float(A(0)->dtype) ? cast(g, A(0)->dtype) : nullptr};
-    case Op::Copy:
-      return {g};
+    case Op::Copy:  // a materialisation point forward is one backward too (cumprod_last's
+                    // levels then stay linear in both directions)
+      return {ir::make(Op::Copy, g->dtype, g->shape, {g})};
     case Op::Dot:  // c = a b: da = g b^T, db = a^T g (operands are read as strided views)
       return {dot(g, swap_last(A(1))), dot(swap_last(A(0)), g)};
     case Op::Cumsum:  // the reverse running sum of g
@@ -186,7 +273,7 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
     case Op::ReduceSum:
       return {expand(g, A(0)->shape)};
     case Op::ReduceProd:
-      return {div(expand(mul(g, n), A(0)->shape), A(0))};
+      return {mul(expand(g, A(0)->shape), others_product(A(0), ir::arg_ints(n)))};
     case Op::ReduceMax:
     case Op::ReduceMin: {
       // Ties share the gradient evenly.

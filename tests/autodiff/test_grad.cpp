@@ -343,3 +343,133 @@ TEST(Grad, MoreTranscendentals) {
       "erf", [](const Tensor& t) { return nx::erf(t); }, x);
 }
 }  // namespace
+
+namespace {
+
+// Eager and compiled values of h at x, after checking they are the same bits.
+std::vector<double> both(const std::function<Tensor(const Tensor&)>& h, const Tensor& x) {
+  auto e = nx::to_vector<double>(h(x));
+  auto c = nx::to_vector<double>(rune::jit([&](const Tensor& t) { return h(t); })(x));
+  EXPECT_EQ(e.size(), c.size());
+  for (size_t i = 0; i < e.size() && i < c.size(); ++i)
+    EXPECT_EQ(std::bit_cast<uint64_t>(e[i]), std::bit_cast<uint64_t>(c[i])) << "element " << i;
+  return e;
+}
+
+// asin' and acos' read (1 - x)(1 + x): 1 - x is exact near 1 and the product rounds once, where
+// 1 - x*x loses the low bits of x*x (millions of ulps at x = 0.99999999).
+TEST(Grad, AsinAcosNearOne) {
+  std::vector<double> xs = {0.99999999, -0.99999999, 1 - 0x1p-30, 0.999999999999, -0.9999999};
+  Tensor x = nx::create(nx::float64, {5}, xs);
+  auto gs = both(
+      [](const Tensor& t) {
+        return rune::grad([](const Tensor& u) { return nx::sum(nx::asin(u)); }, t);
+      },
+      x);
+  auto gc = both(
+      [](const Tensor& t) {
+        return rune::grad([](const Tensor& u) { return nx::sum(nx::acos(u)); }, t);
+      },
+      x);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    long double xl = xs[i];
+    double want = static_cast<double>(1.0L / std::sqrt((1.0L - xl) * (1.0L + xl)));
+    EXPECT_LE(std::fabs(gs[i] - want), 4 * std::fabs(want) * 0x1p-52) << "asin' at " << xs[i];
+    EXPECT_LE(std::fabs(gc[i] + want), 4 * std::fabs(want) * 0x1p-52) << "acos' at " << xs[i];
+  }
+}
+
+// prod's gradient is the product of the other elements (JAX), not prod / x: exact where an
+// element is 0, inf or NaN; in jvp and second derivatives too.
+TEST(Grad, ProdWithoutDivision) {
+  auto g = [](std::vector<double> v) {
+    return both(
+        [](const Tensor& t) { return rune::grad([](const Tensor& u) { return nx::prod(u); }, t); },
+        nx::create(nx::float64, {static_cast<int64_t>(v.size())}, v));
+  };
+  EXPECT_EQ(g({2, 0, 4}), (std::vector<double>{0, 8, 0}));
+  EXPECT_EQ(g({0, 5, 0}), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(g({2, 3, 4}), (std::vector<double>{12, 8, 6}));
+  auto inf = g({2, INFINITY, 4});
+  EXPECT_EQ(inf[0], INFINITY);
+  EXPECT_EQ(inf[1], 8);
+  EXPECT_EQ(inf[2], INFINITY);
+  auto nan = g({2, NAN, 4});
+  EXPECT_TRUE(std::isnan(nan[0]) && std::isnan(nan[2]));
+  EXPECT_EQ(nan[1], 8);
+  // Second derivative of prod([2, 0, 4]): the Hessian's rows sum to [0 + 4 + 0, 4 + 0 + 2, 0 + 2 +
+  // 0].
+  Tensor x = nx::create(nx::float64, {3}, {2, 0, 4});
+  auto h = both(
+      [](const Tensor& t) {
+        auto gp = [](const Tensor& u) {
+          return nx::sum(rune::grad([](const Tensor& z) { return nx::prod(z); }, u));
+        };
+        return rune::grad(gp, t);
+      },
+      x);
+  EXPECT_EQ(h, (std::vector<double>{4, 6, 2}));
+  auto [y, jt] = rune::jvp<Tensor>([](const Tensor& t) { return nx::prod(t); }, x,
+                                   nx::create(nx::float64, {3}, {1, 1, 1}));
+  EXPECT_EQ(nx::item<double>(jt), 8);
+}
+
+// Kinks: sign is flat (so sign(x) * x has second derivative 0 at 0), relu'(0) = 0, and pow at
+// base 0 has finite jvp and second derivatives.
+TEST(Grad, Kinks) {
+  Tensor x = nx::create(nx::float64, {3}, {0.0, -0.0, 2.0});
+  auto d2 = both(
+      [](const Tensor& t) {
+        auto d1 = [](const Tensor& u) {
+          return nx::sum(rune::grad([](const Tensor& z) { return nx::sum(nx::sign(z) * z); }, u));
+        };
+        return rune::grad(d1, t);
+      },
+      x);
+  EXPECT_EQ(d2, (std::vector<double>{0, 0, 0}));
+  auto dr = both(
+      [](const Tensor& t) {
+        return rune::grad([](const Tensor& z) { return nx::sum(nx::relu(z)); }, t);
+      },
+      x);
+  EXPECT_EQ(dr, (std::vector<double>{0, 0, 1}));
+  Tensor z = nx::create(nx::float64, {2}, {0.0, 1.0});
+  auto [y, jt] = rune::jvp<Tensor>([](const Tensor& t) { return nx::pow(t, 2.0); }, z,
+                                   nx::create(nx::float64, {2}, {1, 1}));
+  EXPECT_EQ(nx::to_vector<double>(jt), (std::vector<double>{0, 2}));
+  auto p2 = both(
+      [](const Tensor& t) {
+        auto d1 = [](const Tensor& u) {
+          return nx::sum(rune::grad([](const Tensor& w) { return nx::sum(nx::pow(w, 2.0)); }, u));
+        };
+        return rune::grad(d1, t);
+      },
+      z);
+  EXPECT_EQ(p2, (std::vector<double>{2, 2}));
+}
+
+}  // namespace
+
+namespace {
+
+// A long axis: the exclusive products are log-depth scans materialised level by level, so the
+// gradient of a 4096-element prod is 12 levels each way (fused, level k would recompute 2^k
+// products per element and never finish). One zero: only its own entry is nonzero.
+TEST(Grad, ProdOfALongAxis) {
+  const int64_t L = 4096;
+  std::vector<double> v(L);
+  for (int64_t i = 0; i < L; ++i) v[i] = 1 + static_cast<double>(i % 7 - 3) * 1e-3;
+  v[100] = 0;
+  long double others = 1;
+  for (int64_t i = 0; i < L; ++i)
+    if (i != 100) others *= v[i];
+  Tensor x = nx::create(nx::float64, {L}, v);
+  auto g = both(
+      [](const Tensor& t) { return rune::grad([](const Tensor& u) { return nx::prod(u); }, t); },
+      x);
+  for (int64_t i = 0; i < L; ++i)
+    if (i != 100) ASSERT_EQ(g[i], 0) << "element " << i;
+  EXPECT_NEAR(g[100], static_cast<double>(others), 1e-12 * std::fabs(static_cast<double>(others)));
+}
+
+}  // namespace

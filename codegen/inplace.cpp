@@ -22,8 +22,11 @@ bool reads_own_index(const View& v, const Shape& shape) {
 std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
   std::vector<std::vector<int>> out(s.output_slots.size());
   for (size_t o = 0; o < s.output_slots.size(); ++o) {
+    // The first kernel writing the output's slot (a slot may be written more than once, e.g.
+    // a value computed there and copied there again): from its run on, the output's memory no
+    // longer holds the input, so every later read of the input is a clobbered read.
     int writer = -1;
-    for (size_t j = 0; j < s.kernels.size(); ++j)
+    for (size_t j = 0; j < s.kernels.size() && writer < 0; ++j)
       if (s.kernels[j].slots[0] == s.output_slots[o]) writer = static_cast<int>(j);
     if (writer < 0) continue;
     const KernelSpec& w = s.kernels[writer];

@@ -59,7 +59,6 @@ void consume_now(const Tensor& t, const char* consumer);
 // registered itself. The consumer may write into the storage only when this is 0.
 int other_observers(const Tensor& t, int own_reads);
 
-
 }  // namespace nx
 
 namespace nx {
@@ -98,7 +97,6 @@ class OpScope {
   bool outer_ = false;
   int exceptions_ = 0;
 };
-
 
 // Names the entry point running on this thread outside any op scope (a compiled call running
 // its program), for messages raised below it, such as an allocation that cannot be satisfied.

@@ -77,7 +77,7 @@ Tensor scalar_like(const Tensor& x, double v) { return const_of(x.dtype(), v); }
 
 Tensor cast(const Tensor& x, DType t) {
   OpScope scope_("nx::cast", {&x});
-  if (x.dtype() == t) return x;
+  if (x.dtype() == t) return identity_result(x);
   return prim(Op::Cast, t, x.shape(), {x});
 }
 

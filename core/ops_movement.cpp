@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 
 #include "core/donation.h"
 #include "core/prim.h"
@@ -189,7 +190,7 @@ Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& widt
   ir::checked_numel(OpScope::current_api(), padded);
   ir::Pairs w(widths.begin(), widths.end());
   Tensor p = pad_zero(x, w);
-  if (value == 0) return p;
+  if (value == 0 && !std::signbit(value)) return p;  // -0.0 pads with -0.0
   return where(pad_mask(x.shape(), w), p, scalar_like(x, value));
 }
 

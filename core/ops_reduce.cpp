@@ -31,7 +31,7 @@ Tensor reduce(const std::string& api, Op op, const Tensor& x, const Axes& axes, 
         fail(api, "zero-size reduction over axis " + std::to_string(d) + " of " + x.describe() +
                       " has no identity");
   }
-  Tensor r = a.empty() ? x : prim(op, x.dtype(), kept_shape(x, a), {x}, a);
+  Tensor r = a.empty() ? identity_result(x) : prim(op, x.dtype(), kept_shape(x, a), {x}, a);
   return keepdims ? r : reshape(r, dropped_shape(x, a));
 }
 
@@ -137,7 +137,7 @@ Tensor softmax(const Tensor& x, int axis) {
   OpScope scope_("nx::softmax", {&x});
   require_float("nx::softmax", x);
   int a = norm_axis("nx::softmax", axis, x.ndim(), x);
-  if (x.shape()[a] == 0) return x;  // empty in, empty out (numpy / JAX)
+  if (x.shape()[a] == 0) return identity_result(x);  // empty in, empty out (numpy / JAX)
   Tensor xf = cast(x, compute_dtype(x.dtype()));
   Tensor e = exp(sub(xf, finite_shift(xf, {a})));
   return cast(div(e, sum(e, {a}, true)), x.dtype());
@@ -147,7 +147,7 @@ Tensor log_softmax(const Tensor& x, int axis) {
   OpScope scope_("nx::log_softmax", {&x});
   require_float("nx::log_softmax", x);
   int a = norm_axis("nx::log_softmax", axis, x.ndim(), x);
-  if (x.shape()[a] == 0) return x;
+  if (x.shape()[a] == 0) return identity_result(x);
   Tensor xf = cast(x, compute_dtype(x.dtype()));
   Tensor shifted = sub(xf, finite_shift(xf, {a}));
   return cast(sub(shifted, log(sum(exp(shifted), {a}, true))), x.dtype());

@@ -290,8 +290,11 @@ inline std::optional<Host> reference(const Step& s, const std::vector<Host>& a, 
       full.insert(full.end(), {m, n});
       DType t = x.dtype;
       bool fl = ir::is_float(t);
+      // docs/design-notes.md: integer products are exact in int64 (the result is int64), a
+      // bool product is bool (whether any term is true), floats are an fma chain over k.
       DType acc_t = !fl ? nx::int64 : t == nx::float64 ? nx::float64 : nx::float32;
-      Host h = tabulate(fl ? t : nx::int64, full, [&](const std::vector<int64_t>& i) {
+      DType out_t = fl ? t : t == nx::bool_ ? nx::bool_ : nx::int64;
+      Host h = tabulate(out_t, full, [&](const std::vector<int64_t>& i) {
         std::vector<int64_t> ix(i.begin(), i.end() - 2), iy = ix;
         Value acc = vnum(acc_t, 0);
         for (int64_t q = 0; q < kk; ++q) {
@@ -300,8 +303,9 @@ inline std::optional<Host> reference(const Step& s, const std::vector<Host>& a, 
           yi.insert(yi.end(), {q, i[i.size() - 1]});
           Value u = bcast_at(x, xi), w = bcast_at(y, yi);
           if (!fl) {
-            Value p = ir::apply(Op::Mul, t, {u, w});
-            acc = ir::apply(Op::Add, nx::int64, {acc, ir::cast(p, nx::int64)});
+            Value p =
+                ir::apply(Op::Mul, nx::int64, {ir::cast(u, nx::int64), ir::cast(w, nx::int64)});
+            acc = ir::apply(Op::Add, nx::int64, {acc, p});
           } else if (acc_t == nx::float64) {
             acc = Value::of_float(acc_t, std::fma(u.f, w.f, acc.f));
           } else {
@@ -309,6 +313,7 @@ inline std::optional<Host> reference(const Step& s, const std::vector<Host>& a, 
                                                    static_cast<float>(acc.f)));
           }
         }
+        if (out_t == nx::bool_) return Value::of_int(nx::bool_, acc.i != 0);
         return fl ? ir::cast(acc, t) : acc;
       });
       h.shape = got.shape;

@@ -42,13 +42,6 @@ constexpr long kDefaultN = 60;
 // once each with a reproducer, counted, and not failures unless RUNE_FUZZ_STRICT=1. Their
 // shrunk reproducers are tests of test_fuzz_regressions, which fail until the fixes land.
 std::string known_class(const Failure& f) {
-  if (f.shared_donation) return "donation of storage a live value shares";
-  if (f.detail.find("is a view that does not cover its storage") != std::string::npos)
-    return "rune::jit raises on a donated view (eager accepts it)";
-  if (f.detail.find("returned its donated argument") != std::string::npos ||
-      f.detail.find("unreadable after the failure: std::invalid_argument: nx::wait:") !=
-          std::string::npos)
-    return "an identity op returns its donated operand, dead";
   // SEMANTICS.md §4 poisons the results of a compiled call whose check failed; whether eager
   // values on an asynchronous device raise a check failure again after it surfaced is not
   // stated (docs/testing.md), so this is reported and counted, not failed.
@@ -59,14 +52,7 @@ std::string known_class(const Failure& f) {
 }
 
 // Bugs the fuzzer found and reported (docs/testing.md "Known"), told by p's failing step.
-std::string found_class(const Program& p, const Failure& f) {
-  if (f.category == "reference") {
-    const Step& s = p.steps[std::atoi(f.detail.c_str() + 5)];
-    if (s.kind == Kind::Pad && s.value == 0 && std::signbit(s.value))
-      return "nx::pad with -0.0 pads with +0";
-  }
-  return "";
-}
+std::string found_class(const Program&, const Failure&) { return ""; }
 
 long env_long(const char* name, long dflt) {
   const char* v = std::getenv(name);

@@ -294,7 +294,8 @@ class Generator {
       if (t.shape.size() > 1) out.push_back(t.shape[t.shape.size() - 2]);
       if (bs.size() > 1) out.push_back(n);
       DType rt = t.dtype;
-      if (rt == nx::bool_ || rt == nx::uint8 || rt == nx::int32) rt = nx::int64;
+      // docs/design-notes.md: integer products are int64, a bool product is bool.
+      if (rt == nx::uint8 || rt == nx::int32) rt = nx::int64;
       st.kind = Kind::Matmul;
       st.args = {a, b};
       finish(st, {rt, out});

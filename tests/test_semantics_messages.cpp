@@ -4,20 +4,14 @@
 
 #include <functional>
 
+#include "test_util.h"
 #include "trace/rune.h"
 
 namespace {
 
-using nx::Tensor;
+using rt::message_of;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using nx::Tensor;
 
 const char* kTracedTail =
     " while tracing; its elements are not known until the compiled program runs (use nx::where "
@@ -58,12 +52,12 @@ TEST(SemanticsMessages, ReadingADeadValue) {
   auto f = rune::jit([](const Tensor& w) { return w * 2.0; });
   Tensor w = nx::create(nx::float64, {3}, {1, 2, 3});
   f(nx::donate(w));
-  EXPECT_EQ(error_of([&] { nx::to_array(w); }),
+  EXPECT_EQ(message_of([&] { nx::to_array(w); }),
             "nx::to_array: float64 [3] was donated to rune::jit");
-  EXPECT_EQ(error_of([&] { nx::to_string(w); }),
+  EXPECT_EQ(message_of([&] { nx::to_string(w); }),
             "nx::to_string: float64 [3] was donated to rune::jit");
-  EXPECT_EQ(error_of([&] { nx::print(w); }), "nx::print: float64 [3] was donated to rune::jit");
-  EXPECT_EQ(error_of([&] { nx::item<double>(nx::sum(w)); }),
+  EXPECT_EQ(message_of([&] { nx::print(w); }), "nx::print: float64 [3] was donated to rune::jit");
+  EXPECT_EQ(message_of([&] { nx::item<double>(nx::sum(w)); }),
             "nx::sum: float64 [3] was donated to rune::jit");
   EXPECT_EQ(w.describe(), "float64 [3]");
 }
@@ -71,10 +65,10 @@ TEST(SemanticsMessages, ReadingADeadValue) {
 // §3: one donated value read twice by one operation, eager and compiled.
 TEST(SemanticsMessages, OneDonationReadTwice) {
   Tensor a = nx::create(nx::float64, {2}, {1, 2});
-  EXPECT_EQ(error_of([&] { nx::add(nx::donate(a), a); }),
+  EXPECT_EQ(message_of([&] { nx::add(nx::donate(a), a); }),
             "nx::donate: nx::add reads one donation twice");
   auto f = rune::jit([](const Tensor& x, const Tensor& y) { return x - y; });
-  EXPECT_EQ(error_of([&] { f(nx::donate(a), a); }),
+  EXPECT_EQ(message_of([&] { f(nx::donate(a), a); }),
             "nx::donate: rune::jit reads one donation twice");
   EXPECT_EQ(nx::to_vector<double>(a), (std::vector<double>{1, 2}));
 }
@@ -83,7 +77,7 @@ TEST(SemanticsMessages, OneDonationReadTwice) {
 TEST(SemanticsMessages, OperandsOnTwoDevices) {
   Tensor x = nx::place(nx::create(nx::float64, {2}, {1, 2}), "CPU:1");
   Tensor y = nx::place(nx::create(nx::float64, {2}, {1, 2}), "CPU");
-  EXPECT_EQ(error_of([&] { nx::add(x, y); }),
+  EXPECT_EQ(message_of([&] { nx::add(x, y); }),
             "nx::add: operands on two devices, CPU:1 (float64 [2]) and CPU (float64 [2]); move "
             "one with nx::place");
   EXPECT_THROW(nx::add(x, y), std::invalid_argument);
@@ -91,7 +85,7 @@ TEST(SemanticsMessages, OperandsOnTwoDevices) {
 
 // §6: a device that does not exist here.
 TEST(SemanticsMessages, UnavailableDevice) {
-  std::string e = error_of([&] { nx::place(nx::ones(nx::float64, {2}), "HIP:7"); });
+  std::string e = message_of([&] { nx::place(nx::ones(nx::float64, {2}), "HIP:7"); });
   EXPECT_EQ(e.rfind("nx::place: device HIP:7 is unavailable: ", 0), 0u) << e;
 }
 

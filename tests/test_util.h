@@ -237,6 +237,18 @@ inline bool fake_cuda() {
                    << nx::default_device().name() << "): " << (reason);               \
   } while (0)
 
+// Runs fn and returns the what() of any std::exception it throws, or "no error": for tests
+// that compare messages whatever the exception's type.
+template <class Fn>
+std::string message_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 // Runs fn and returns the what() of the std::invalid_argument it throws ("" if none / other).
 template <class Fn>
 std::string error_of(Fn&& fn) {

@@ -15,6 +15,7 @@
 #include "runtime/cuda/cub_sort.h"
 #include "runtime/gpu/context.h"
 #include "sort_input.h"
+#include "test_util.h"
 #include "trace/rune.h"
 
 #ifndef RUNE_EXPECT_CUB_MODULE
@@ -23,21 +24,14 @@
 
 namespace {
 
+using rt::message_of;
+
 using nx::Tensor;
 using runtime::DeviceKind;
 namespace cu = runtime::cuda;
 
 const bool installed = (fake_gpu::install_fake_cuda(), true);
 const nx::Device kCuda{DeviceKind::CUDA, 0};
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -106,12 +100,12 @@ TEST(CubModule, WithoutADriverItsEntryPointsFailClearly) {
 }
 
 TEST(CubModule, LoadFailuresNameThePathAndTheReason) {
-  std::string e = error_of([] { cu::load_cub_module("/no/such/dir/librune_cub.so"); });
+  std::string e = message_of([] { cu::load_cub_module("/no/such/dir/librune_cub.so"); });
   EXPECT_TRUE(has(e,
                   "rune: the CUB sort module /no/such/dir/librune_cub.so cannot be loaded: "
                   "/no/such/dir/librune_cub.so: cannot open shared object file"))
       << e;
-  e = error_of([] { cu::load_cub_module("libm.so.6"); });
+  e = message_of([] { cu::load_cub_module("libm.so.6"); });
   EXPECT_TRUE(has(e,
                   "rune: the CUB sort module libm.so.6 cannot be loaded: symbol rune_cub_api "
                   "not found"))
@@ -257,7 +251,7 @@ TEST(CubStep, AHostStepQueuesTheModulesSortWithTheProgramsBuffers) {
             (std::vector<long long>{4, 1, 3, 2, 0, 3, 1, 0, 2, 4}));
   // A failing sort raises, naming the module and the module's message.
   last_call().fail = 2;
-  EXPECT_EQ(error_of([&] { p.run(&in, 1); }),
+  EXPECT_EQ(message_of([&] { p.run(&in, 1); }),
             "CUDA: CUB sort (stand-in.so) failed: stand-in: out of memory (2)");
   last_call().fail = 0;
 }

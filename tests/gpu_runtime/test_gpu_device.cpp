@@ -10,6 +10,7 @@
 #include "runtime/cuda/cub_sort.h"
 #include "runtime/gpu/context.h"
 #include "sort_input.h"
+#include "test_util.h"
 #include "trace/rune.h"
 
 #ifndef RUNE_EXPECT_CUB_MODULE
@@ -17,6 +18,8 @@
 #endif
 
 namespace {
+
+using rt::message_of;
 
 using nx::Tensor;
 using runtime::Device;
@@ -44,15 +47,6 @@ std::vector<uint64_t> bits(const Tensor& t) {
     out.push_back(b);
   }
   return out;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
@@ -245,8 +239,8 @@ TEST(OnGpu, ChecksRaiseAtTheNextWaitAndDonationWritesInPlace) {
   });
   auto x = nx::place(nx::create(nx::float64, {3}, {1, 7, 2}), dev);
   auto r = f(x);  // queued
-  EXPECT_EQ(error_of([&] { nx::wait(dev); }), "too big at 1: float64 [] 7");
-  EXPECT_EQ(error_of([&] { nx::to_vector<double>(r); }), "too big at 1: float64 [] 7");
+  EXPECT_EQ(message_of([&] { nx::wait(dev); }), "too big at 1: float64 [] 7");
+  EXPECT_EQ(message_of([&] { nx::to_vector<double>(r); }), "too big at 1: float64 [] 7");
   auto g = rune::jit([](const Tensor& w) { return w * 0.5 + 1.0; });
   auto w = nx::place(nx::create(nx::float32, {1000}, std::vector<double>(1000, 4.0)), dev);
   void* storage = w.impl().buffer->data;
@@ -258,7 +252,7 @@ TEST(OnGpu, ChecksRaiseAtTheNextWaitAndDonationWritesInPlace) {
 TEST(OnGpu, DeviceErrorsNameTheCount) {
   REQUIRE_GPU();
   int n = runtime::gpu::device_count(dev.kind);
-  std::string e = error_of([&] { nx::place(nx::scalar(nx::float32, 1), Device{dev.kind, n}); });
+  std::string e = message_of([&] { nx::place(nx::scalar(nx::float32, 1), Device{dev.kind, n}); });
   EXPECT_NE(e.find("is unavailable: this machine has " + std::to_string(n)), std::string::npos)
       << e;
 }

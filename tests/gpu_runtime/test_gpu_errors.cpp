@@ -7,22 +7,16 @@
 #include "runtime/gpu/context.h"
 #include "runtime/gpu/driver.h"
 #include "runtime/gpu/geometry.h"
+#include "test_util.h"
 #include "trace/rune.h"
 
 namespace {
 
+using rt::message_of;
+
 using nx::Tensor;
 using runtime::Device;
 using runtime::DeviceKind;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 const Device kCuda{DeviceKind::CUDA, 0};
 const Device kHip{DeviceKind::HIP, 0};
@@ -33,13 +27,13 @@ TEST(NoDevice, PlaceNamesTheApiTheDeviceAndWhatIsMissing) {
   if (available(kCuda)) GTEST_SKIP() << "this machine has a CUDA device";
   auto x = nx::create(nx::float32, {3}, {1, 2, 3});
   std::string why = runtime::gpu::unavailable_reason(kCuda);
-  EXPECT_EQ(error_of([&] { nx::place(x, "CUDA:0"); }),
+  EXPECT_EQ(message_of([&] { nx::place(x, "CUDA:0"); }),
             "nx::place: device CUDA:0 is unavailable: " + why);
   if (!runtime::gpu::driver_for(DeviceKind::CUDA).table) {  // no libcuda here
     EXPECT_EQ(why, "libcuda.so.1 cannot be loaded (no NVIDIA driver on this machine)");
   }
   // The same message again (the reason is kept), and x is as it was.
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(message_of([&] {
               nx::place(x, Device{DeviceKind::CUDA, 0});
             }),
             "nx::place: device CUDA:0 is unavailable: " + why);
@@ -50,7 +44,7 @@ TEST(NoDevice, PlaceNamesTheApiTheDeviceAndWhatIsMissing) {
 TEST(NoDevice, HipToo) {
   if (available(kHip)) GTEST_SKIP() << "this machine has a HIP device";
   auto x = nx::create(nx::float32, {2}, {1, 2});
-  std::string e = error_of([&] { nx::place(x, "HIP:0"); });
+  std::string e = message_of([&] { nx::place(x, "HIP:0"); });
   RecordProperty("message", e);
   EXPECT_EQ(e.rfind("nx::place: device HIP:0 is unavailable: ", 0), 0u) << e;
   EXPECT_GT(e.size(), std::string("nx::place: device HIP:0 is unavailable: ").size());
@@ -61,26 +55,26 @@ TEST(NoDevice, AFailedPlaceConsumesNoDonation) {
   if (available(kCuda)) GTEST_SKIP() << "this machine has a CUDA device";
   auto x = nx::create(nx::float64, {2}, {1, 2});
   auto d = nx::donate(x);
-  EXPECT_NE(error_of([&] { nx::place(d, "CUDA:0"); }), "no error");
+  EXPECT_NE(message_of([&] { nx::place(d, "CUDA:0"); }), "no error");
   EXPECT_EQ(nx::to_vector<double>(x), (std::vector<double>{1, 2}));  // still alive
 }
 
 TEST(NoDevice, RuntimeWaitOpsAndJitNameTheirApi) {
   if (available(kCuda)) GTEST_SKIP() << "this machine has a CUDA device";
   std::string why = runtime::gpu::unavailable_reason(kCuda);
-  EXPECT_EQ(error_of([&] { runtime::allocate(kCuda, 16); }),
+  EXPECT_EQ(message_of([&] { runtime::allocate(kCuda, 16); }),
             "runtime::allocate: device CUDA:0 is unavailable: " + why);
-  EXPECT_EQ(error_of([&] { runtime::stream_for(kCuda); }),
+  EXPECT_EQ(message_of([&] { runtime::stream_for(kCuda); }),
             "runtime: device CUDA:0 is unavailable: " + why);
-  EXPECT_EQ(error_of([&] { nx::wait(kCuda); }), "nx::wait: device CUDA:0 is unavailable: " + why);
+  EXPECT_EQ(message_of([&] { nx::wait(kCuda); }), "nx::wait: device CUDA:0 is unavailable: " + why);
   // A tensor claiming to live on CUDA:0 (no such tensor can be made here: this one is forged
   // from host memory) cannot be used by an op or a compiled call.
   auto host = nx::create(nx::float32, {3}, {1, 2, 3});
   auto forged = nx::make_concrete(nx::float32, host.impl().buffer, host.impl().view, kCuda);
-  EXPECT_EQ(error_of([&] { nx::exp(forged); }), "nx::exp: device CUDA:0 is unavailable: " + why);
-  EXPECT_EQ(error_of([&] { forged + 1.0; }), "nx::add: device CUDA:0 is unavailable: " + why);
+  EXPECT_EQ(message_of([&] { nx::exp(forged); }), "nx::exp: device CUDA:0 is unavailable: " + why);
+  EXPECT_EQ(message_of([&] { forged + 1.0; }), "nx::add: device CUDA:0 is unavailable: " + why);
   auto f = rune::jit([](const Tensor& a) { return a * 2.0; });
-  EXPECT_EQ(error_of([&] { f(forged); }), "rune::jit: device CUDA:0 is unavailable: " + why);
+  EXPECT_EQ(message_of([&] { f(forged); }), "rune::jit: device CUDA:0 is unavailable: " + why);
   EXPECT_EQ(f.cached_programs(), 0u);  // a failed call installs nothing
   EXPECT_EQ(nx::to_vector<float>(f(host)), (std::vector<float>{2, 4, 6}));  // CPU still works
 }

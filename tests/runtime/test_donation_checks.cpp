@@ -7,20 +7,14 @@
 #include <stdexcept>
 #include <thread>
 
+#include "test_util.h"
 #include "trace/rune.h"
 
 namespace {
 
-using nx::Tensor;
+using rt::message_of;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using nx::Tensor;
 
 class OnDevice : public testing::TestWithParam<const char*> {
  protected:
@@ -36,14 +30,14 @@ TEST_P(OnDevice, DonatedValueDiesAndNamesItsConsumer) {
   auto kept = decay(w);
   auto w2 = decay(nx::donate(w));
   EXPECT_EQ(nx::to_array(w2), nx::to_array(kept));
-  EXPECT_EQ(error_of([&] { nx::to_array(w); }),
+  EXPECT_EQ(message_of([&] { nx::to_array(w); }),
             "nx::to_array: float64 [3] was donated to rune::jit");
-  EXPECT_EQ(error_of([&] { nx::to_vector<double>(w); }),
+  EXPECT_EQ(message_of([&] { nx::to_vector<double>(w); }),
             "nx::to_vector: float64 [3] was donated to rune::jit");
   EXPECT_EQ(w.describe(), "float64 [3]");  // dtype and shape stay readable
-  EXPECT_EQ(error_of([&] { nx::to_string(w); }),
+  EXPECT_EQ(message_of([&] { nx::to_string(w); }),
             "nx::to_string: float64 [3] was donated to rune::jit");
-  EXPECT_EQ(error_of([&] { w + 1.0; }), "nx::add: float64 [3] was donated to rune::jit");
+  EXPECT_EQ(message_of([&] { w + 1.0; }), "nx::add: float64 [3] was donated to rune::jit");
 }
 
 TEST_P(OnDevice, CompiledCallWritesIntoDonatedMemory) {
@@ -84,14 +78,14 @@ TEST_P(OnDevice, EagerOpsConsumeDonations) {
   EXPECT_EQ(nx::to_vector<double>(y), nx::to_vector<double>(nx::exp(make({2}, {1, 2}))));
   auto z = nx::sigmoid(nx::donate(y));  // a composite op: computes into fresh memory
   EXPECT_NE(z.impl().buffer->data, xs);
-  EXPECT_EQ(error_of([&] { nx::item<double>(nx::sum(x)); }),
+  EXPECT_EQ(message_of([&] { nx::item<double>(nx::sum(x)); }),
             "nx::sum: float64 [2] was donated to nx::exp");
   auto a = make({2}, {1, 2});
-  EXPECT_EQ(error_of([&] { nx::add(nx::donate(a), a); }),
+  EXPECT_EQ(message_of([&] { nx::add(nx::donate(a), a); }),
             "nx::donate: nx::add reads one donation twice");
   // A failing op consumes nothing.
   auto b = make({2}, {1, 2});
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(message_of([&] {
               nx::add(nx::donate(b), make({3}, {1, 2, 3}));
             }).find("nx::add: cannot broadcast"),
             std::string::npos);
@@ -105,7 +99,7 @@ TEST_P(OnDevice, DonatingSharedStorageComputesIntoFreshMemory) {
   auto base = make({4}, {1, 2, 3, 4});
   auto part = nx::slice(base, {{0, 2}});
   EXPECT_EQ(nx::to_vector<double>(f(nx::donate(part), part * 1.0)), (std::vector<double>{2, 4}));
-  EXPECT_EQ(error_of([&] { nx::to_vector<double>(part); }),
+  EXPECT_EQ(message_of([&] { nx::to_vector<double>(part); }),
             "nx::to_vector: float64 [2] was donated to rune::jit");
   EXPECT_EQ(nx::to_vector<double>(base), (std::vector<double>{1, 2, 3, 4}));
   auto whole = make({2}, {1, 2});
@@ -146,12 +140,12 @@ TEST_P(OnDevice, CheckRaisesTheFirstFailingIndexWithItsData) {
     nx::check(nx::greater(x, nx::scalar_like(x, 0)), x, fail);
     nx::wait(dev());
   };
-  EXPECT_EQ(error_of(run), "bad at (1, 1): float64 [] -5");
+  EXPECT_EQ(message_of(run), "bad at (1, 1): float64 [] -5");
   auto f = rune::jit([&](const Tensor& t) {
     nx::check(nx::greater(t, nx::scalar_like(t, 0)), t, fail);
     return nx::log(t);
   });
-  EXPECT_EQ(error_of([&] { nx::wait(f(x)); }), "bad at (1, 1): float64 [] -5");
+  EXPECT_EQ(message_of([&] { nx::wait(f(x)); }), "bad at (1, 1): float64 [] -5");
   // An empty ok never raises; a passing check returns the results.
   nx::check(nx::greater(make({0, 2}, {}), make({}, {0})), make({0, 2}, {}), fail);
   EXPECT_EQ(nx::to_vector<double>(f(make({2, 1}, {1, 1}))), (std::vector<double>{0, 0}));
@@ -176,12 +170,12 @@ TEST(Async, FailingCheckInALoopRaisesAtTheFirstWaitAndPoisons) {
     x = step(x);
     history.push_back(x);
   }
-  EXPECT_EQ(error_of([&] { nx::wait(dev); }), "too big at 1");  // raised at the first wait
-  EXPECT_NO_THROW(nx::wait(dev));                               // ... and only once
+  EXPECT_EQ(message_of([&] { nx::wait(dev); }), "too big at 1");  // raised at the first wait
+  EXPECT_NO_THROW(nx::wait(dev));                                 // ... and only once
   // The failing call's results and everything computed from them are poisoned.
-  EXPECT_EQ(error_of([&] { nx::to_vector<double>(history[3]); }), "too big at 1");
-  EXPECT_EQ(error_of([&] { nx::to_vector<double>(history[5]); }), "too big at 1");
-  EXPECT_EQ(error_of([&] { nx::to_vector<double>(history[5] * 2.0); }), "too big at 1");
+  EXPECT_EQ(message_of([&] { nx::to_vector<double>(history[3]); }), "too big at 1");
+  EXPECT_EQ(message_of([&] { nx::to_vector<double>(history[5]); }), "too big at 1");
+  EXPECT_EQ(message_of([&] { nx::to_vector<double>(history[5] * 2.0); }), "too big at 1");
   EXPECT_EQ(nx::to_vector<double>(history[2]), (std::vector<double>{3, 5, 4}));
 }
 
@@ -223,12 +217,12 @@ TEST(Async, WorkIsQueuedAndReadsWait) {
   auto host = nx::place(y, "CPU");
   EXPECT_EQ(host.device().name(), "CPU");
   EXPECT_NEAR(nx::item<float>(nx::mean(host)), 2.0f, 1e-3);
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(message_of([&] {
               x + nx::place(nx::ones(nx::float32, {1 << 20}), "CPU");
             }).rfind("nx::add: operands on two devices, CPU:1", 0),
             0u);
   // Without a CUDA device, moving there names the entry point and the device.
-  std::string e = error_of([&] { nx::place(x, "CUDA:0"); });
+  std::string e = message_of([&] { nx::place(x, "CUDA:0"); });
   EXPECT_TRUE(e == "no error" || e.rfind("nx::place: device CUDA:0 is unavailable: ", 0) == 0) << e;
 }
 
@@ -238,15 +232,16 @@ TEST(Donation, ExplicitSignatureConsumesEveryCall) {
   auto w = nx::create(nx::float64, {2}, {1, 2});
   auto r = step(w, 3);
   EXPECT_EQ(nx::to_vector<double>(r), (std::vector<double>{3, 6}));
-  EXPECT_EQ(error_of([&] { nx::to_vector<double>(w); }),
+  EXPECT_EQ(message_of([&] { nx::to_vector<double>(w); }),
             "nx::to_vector: float64 [2] was donated to rune::jit");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(message_of([&] {
               rune::jit(rune::Signature().static_int(0), [](const Tensor& t) { return t; });
             }),
             "rune::jit: argument 0 is declared static but is not an integer");
-  EXPECT_EQ(
-      error_of([&] { rune::jit(rune::Signature().consume(2), [](const Tensor& t) { return t; }); }),
-      "rune::jit: consumed argument 2 out of range for 1 arguments");
+  EXPECT_EQ(message_of([&] {
+              rune::jit(rune::Signature().consume(2), [](const Tensor& t) { return t; });
+            }),
+            "rune::jit: consumed argument 2 out of range for 1 arguments");
 }
 
 TEST(Donation, LoopHoldsOneGenerationOf64MiB) {

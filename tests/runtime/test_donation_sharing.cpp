@@ -10,23 +10,17 @@
 #include <stdexcept>
 #include <thread>
 
+#include "test_util.h"
 #include "trace/rune.h"
 
 namespace {
+
+using rt::message_of;
 
 // The donation-fate lines are part of what these tests check: on before the library reads it.
 __attribute__((constructor)) void enable_jit_debug() { setenv("RUNE_JIT_DEBUG", "1", 0); }
 
 using nx::Tensor;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 // The donation-fate lines (RUNE_JIT_DEBUG) that `call` printed; retrace lines are left out.
 template <class F>
@@ -79,7 +73,7 @@ class Sharing : public testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     if (std::string(GetParam()).rfind("CUDA", 0) == 0 &&
-        error_of([&] { runtime::stream_for(dev(), "test"); }) != "no error")
+        message_of([&] { runtime::stream_for(dev(), "test"); }) != "no error")
       GTEST_SKIP() << "no CUDA:0 here (the fake_cuda.* rerun installs one)";
   }
   nx::Device dev() const { return nx::Device::parse(GetParam(), "test"); }
@@ -101,7 +95,8 @@ TEST_P(Sharing, EagerConsumerLeavesViewsTakenBeforeTheDonation) {
     EXPECT_FALSE(same_storage(r, v));
     EXPECT_EQ(values(r), (std::vector<double>{-1, -2, -3, -4, -5, -6}));
     EXPECT_EQ(values(v), c.expected);
-    EXPECT_EQ(error_of([&] { values(w); }), "nx::to_vector: float64 [2, 3] was donated to nx::neg");
+    EXPECT_EQ(message_of([&] { values(w); }),
+              "nx::to_vector: float64 [2, 3] was donated to nx::neg");
   }
 }
 
@@ -117,7 +112,7 @@ TEST_P(Sharing, CompiledConsumerLeavesViewsTakenBeforeTheDonation) {
     });
     EXPECT_EQ(log, "rune.jit: donation: 0: copied: storage shared with 1 live value\n");
     EXPECT_EQ(values(v), c.expected);
-    EXPECT_EQ(error_of([&] { values(w); }),
+    EXPECT_EQ(message_of([&] { values(w); }),
               "nx::to_vector: float64 [2, 3] was donated to rune::jit");
   }
 }
@@ -202,9 +197,9 @@ TEST_P(Sharing, ACapturedConstantOutlivesItsDonation) {
 TEST_P(Sharing, DeadValuesRaiseWhenPrinted) {
   Tensor w = make({3}, {1, 2, 3});
   nx::neg(nx::donate(w));
-  EXPECT_EQ(error_of([&] { nx::to_string(w); }),
+  EXPECT_EQ(message_of([&] { nx::to_string(w); }),
             "nx::to_string: float64 [3] was donated to nx::neg");
-  EXPECT_EQ(error_of([&] { nx::print(w); }), "nx::print: float64 [3] was donated to nx::neg");
+  EXPECT_EQ(message_of([&] { nx::print(w); }), "nx::print: float64 [3] was donated to nx::neg");
   EXPECT_EQ(w.describe(), "float64 [3]");
 }
 
@@ -212,9 +207,9 @@ TEST_P(Sharing, OneDonationPassedTwiceToACall) {
   auto f = rune::jit([](const Tensor& a, const Tensor& b) { return a * b; });
   Tensor w = make({2}, {1, 2});
   Tensor d = nx::donate(w);
-  EXPECT_EQ(error_of([&] { f(d, d); }), "nx::donate: rune::jit reads one donation twice");
+  EXPECT_EQ(message_of([&] { f(d, d); }), "nx::donate: rune::jit reads one donation twice");
   EXPECT_EQ(values(w), (std::vector<double>{1, 2}));  // nothing consumed
-  EXPECT_EQ(error_of([&] { nx::mul(d, d); }), "nx::donate: nx::mul reads one donation twice");
+  EXPECT_EQ(message_of([&] { nx::mul(d, d); }), "nx::donate: nx::mul reads one donation twice");
   EXPECT_EQ(values(w), (std::vector<double>{1, 2}));
 }
 

@@ -33,7 +33,7 @@ TEST(FakeGpu, DeviceFactsAndCountErrors) {
   auto& c = runtime::gpu::context(kCuda, "test");
   EXPECT_EQ(c.info().arch, "sm_90");
   EXPECT_EQ(c.info().multiprocessors, 2);
-  EXPECT_EQ(error_of([] { nx::place(nx::scalar(nx::float32, 1), "CUDA:5"); }),
+  EXPECT_EQ(message_of([] { nx::place(nx::scalar(nx::float32, 1), "CUDA:5"); }),
             "nx::place: device CUDA:5 is unavailable: this machine has 1 CUDA device (CUDA:0)");
 }
 
@@ -203,9 +203,9 @@ TEST(FakeGpu, AFailingCheckRaisesAtTheNextWaitAndPoisonsResults) {
   std::vector<Tensor> history;
   for (int i = 0; i < 3; ++i) history.push_back(x = step(x));  // all pass: 3 4 ... x[1] = 5
   history.push_back(x = step(x));                              // fails at index 1 (x[1] == 5)
-  EXPECT_EQ(error_of([&] { nx::wait(kCuda); }), "too big at 1");
+  EXPECT_EQ(message_of([&] { nx::wait(kCuda); }), "too big at 1");
   EXPECT_NO_THROW(nx::wait(kCuda));
-  EXPECT_EQ(error_of([&] { nx::to_vector<double>(history[3]); }), "too big at 1");
+  EXPECT_EQ(message_of([&] { nx::to_vector<double>(history[3]); }), "too big at 1");
   EXPECT_EQ(nx::to_vector<double>(history[2]), (std::vector<double>{3, 5, 4}));
 }
 

@@ -9,22 +9,16 @@
 
 #include "fuzz/program.h"
 #include "ir/scalar.h"
+#include "test_util.h"
 
 namespace fuzz {
 
-// Deterministic pseudo-random numbers (splitmix64), the one generator of the fuzzer.
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed) {}
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+// The fuzzer's random numbers: the suite's splitmix64 (tests/test_util.h, the same sequence for a
+// seed) with the draws the generator uses.
+struct Rng : rt::Rng {
+  using rt::Rng::Rng;
   int below(int n) { return static_cast<int>(next() % static_cast<uint64_t>(n)); }
-  bool chance(double p) { return static_cast<double>(next() >> 11) * 0x1p-53 < p; }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }
+  bool chance(double p) { return uniform() < p; }
 };
 
 // The raw bits of one element of dtype t drawn from rng.

@@ -56,6 +56,7 @@ struct CachedKernel {
   runtime::HostKernelFn main = nullptr, phase1 = nullptr;
   std::string name;
   std::weak_ptr<void> code;
+  bool expired() const { return code.expired(); }
   std::optional<HostKernel> get() const {
     auto c = code.lock();
     if (!c) return std::nullopt;
@@ -76,14 +77,10 @@ struct Caches {
   int roots_id = -1;
 };
 
+// Drops the entries whose program or kernel no owner holds any more.
 template <class Map>
 void erase_expired(Map& m) {
-  for (auto it = m.begin(); it != m.end();)
-    it = it->second.code.expired() ? m.erase(it) : std::next(it);
-}
-template <class Map>
-void erase_expired_programs(Map& m) {
-  for (auto it = m.begin(); it != m.end();) it = it->second.expired() ? m.erase(it) : std::next(it);
+  std::erase_if(m, [](const auto& entry) { return entry.second.expired(); });
 }
 
 Caches& caches() {
@@ -94,7 +91,7 @@ Caches& caches() {
     caches->roots_id = ir::add_node_roots([caches](std::vector<NodeRef>& roots) {
       {
         std::lock_guard lock(caches->programs_mu);
-        erase_expired_programs(caches->programs);
+        erase_expired(caches->programs);
         for (const auto& [key, p] : caches->programs)
           roots.insert(roots.end(), key.roots.begin(), key.roots.end());
       }
@@ -297,7 +294,7 @@ std::shared_ptr<const runtime::HostProgram> compile_host(const std::vector<NodeR
   auto p = build_program(roots, n_inputs, c);
   std::lock_guard lock(c.programs_mu);
   c.programs[key] = p;
-  if (++c.program_inserts % kSweepEvery == 0) erase_expired_programs(c.programs);
+  if (++c.program_inserts % kSweepEvery == 0) erase_expired(c.programs);
   return p;
 }
 

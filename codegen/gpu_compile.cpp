@@ -48,8 +48,7 @@ struct Caches {
   GpuCompileStats stats;
 };
 void erase_expired(Caches& c) {
-  for (auto it = c.programs.begin(); it != c.programs.end();)
-    it = it->second.expired() ? c.programs.erase(it) : std::next(it);
+  std::erase_if(c.programs, [](const auto& entry) { return entry.second.expired(); });
 }
 Caches& caches() {
   static auto* c = [] {

@@ -421,13 +421,14 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
       if (!donated[i]) continue;
       size_t bytes = static_cast<size_t>(ir::numel(im.shape) * ir::itemsize(im.dtype));
       std::string fate = "consumed and lent to no result";
-      int others = nx::other_observers(args.leaves[i], reads.count(im.buffer.get()));
+      const int own_reads = reads.count(im.buffer.get());  // this call's leaves on the storage
+      int others = nx::other_observers(args.leaves[i], own_reads);
       if (!c->checks.empty()) {
         fate = "copied: the program has checks, which may still read it";
       } else if (im.view.offset != 0 || !im.view.is_contiguous() || im.buffer->nbytes != bytes) {
         fate = "copied: a view that does not cover its storage";
-      } else if (reads.count(im.buffer.get()) != 1 || others != 0) {
-        int n = others + reads.count(im.buffer.get()) - 1;
+      } else if (own_reads != 1 || others != 0) {
+        int n = others + own_reads - 1;
         fate = "copied: storage shared with " + std::to_string(n) + " live value" +
                (n == 1 ? "" : "s");
       } else {

@@ -1,41 +1,23 @@
-// The shared C-like renderer: a decomposed kernel as CUDA C or HIP C source. Backends
-// differ only by a CDialect; op semantics mirror codegen/cpu/render_llvm.cpp exactly (the
-// reference renderer), and reductions follow docs/numerics.md "Reduction order".
+// The C-like renderer for GPUs: a lowered kernel (codegen/lowered.h) printed as CUDA C or HIP C.
+// Backends differ only by a CDialect; the plan (codegen/plan.h) comes from the dialect's device
+// description, and lower (codegen/lower.h) fixes every loop, so CUDA, HIP and the host print the
+// same operations in the same order.
 //
-// Entry points of the rendered source (all `extern "C"`, named after `name`):
-//   elementwise:            name(P0* p0, const P1* p1, ..., long long n)
-//       grid-stride over n = numel(shape) outputs (C order); p0[w] = body(w). With vector loads
-//       (c_vector_loads) and every pointer 16-byte aligned (checked in the kernel), a thread
-//       takes 4 consecutive outputs at a time, reading each param as one vector (two for 8-byte
-//       types) and storing one; the last n % 4 outputs and unaligned calls run one by one.
-//   reduction, 1 block:     name(p0, p1, ..., long long n)
-//       one thread per output (n = numel(shape)); the whole reduction in the documented order.
-//       With lane threads (c_lane_threads): n = numel(shape) * 8, the 8 lanes of output o are
-//       the 8 consecutive work items 8o .. 8o+7 (one thread each), combined by the fixed tree
-//       through lane shuffles; the item of lane 0 writes p0[o].
-//   reduction, B > 1 blocks (KernelSpec::blocks()): a scratch buffer `ps` of B partials per
-//   output (dtype of rbody, bool as a byte) is the last pointer param of both entries:
-//       name_p1(p0, p1, ..., ps, long long n)  n = numel(shape) * B: one thread per
-//           (output o, block b) pair w = o * B + b writes ps[w]; with lane threads
-//           n = numel(shape) * B * 8 and the 8 lanes of pair w are the items 8w .. 8w+7;
-//       name(p0, p1, ..., ps, long long n)     n = numel(shape): combines ps[o*B .. o*B+B-1]
-//           left to right, applies body, writes p0[o].
-//   contraction (KernelSpec::contract):  name(p0, p1, p2, ..., long long n)
-//       grid-stride over n = numel(shape) outputs; each is the fma chain over k in increasing
-//       order from +0 of the contraction's params (a, b) read through its views, then the
-//       fused epilogue (body, reading other params at the output's index) when there is one.
-//   library (KernelSpec::library):  name(p0, p1, long long n)    n = numel(shape)
-//       Sort / Argsort: grid-stride over the n elements (a stable rank sort, one thread each;
-//       on CUDA, CUB's radix sorts replace it where librune_cub.so loads, docs/sort.md);
-//       Cumsum: grid-stride over the n / L rows of L = shape.back() elements (one chain each).
-// p0 is the output (param 0); pk is kernel param k (KernelSpec::slots[k]). Params never loaded
-// are typed as float. Bool is stored as one byte (0 or 1); float16 and bfloat16 travel as their
-// 16-bit patterns (`unsigned short`) and convert to float32 by bit manipulation.
+// Entry points (all `extern "C"`, named after the kernel, one per lowered entry in launch order,
+// "_p1" first for a two-phase reduction):  name<suffix>(P0* p0, const P1* p1, ..., long long n)
+// Params are the lowered kernel's (c_param_dtypes: output first, a two-phase reduction's scratch
+// last); n is the entry's work-item count, for the launch (the loops' extents are constants).
+// Every entry is a grid-stride loop: any grid is correct. With lane threads (c_lane_threads) the
+// 8 lanes of a reduction block are 8 consecutive work items; with vector loads (c_vector_loads)
+// a thread moves 4 outputs when every pointer is 16-byte aligned. Bool is stored as one byte;
+// float16 and bfloat16 travel as their 16-bit patterns.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "codegen/kernel.h"
+#include "codegen/lowered.h"
+#include "codegen/plan.h"
 
 namespace codegen {
 
@@ -59,7 +41,7 @@ struct CDialect {
   // Every lane of a group calls it together. Empty: the dialect has no exchange, and a
   // reduction's 8 lanes run in one thread.
   std::string lane_shfl_u32, lane_shfl_u64;
-  std::string unroll;  // a loop pragma for the lanes' loops (e.g. "#pragma unroll 4"), or empty
+  int lane_unroll = 0;  // unroll hint for a lane thread's loop and the partials' combine
   // The dialect has CUDA's vector types (uchar4, ushort4, int4, float4, longlong2, double2 with
   // members x, y, z, w) for elementwise kernels' vector loads (c_vector_loads).
   bool vector_loads = false;
@@ -68,6 +50,9 @@ struct CDialect {
 const CDialect& cuda_dialect();
 // HIP C for hiprtc (codegen/hip/hip_dialect.cpp).
 const CDialect& hip_dialect();
+
+// The plan of kernel `k` in dialect `d` (optimise over the dialect's device description).
+Plan c_plan(const KernelSpec& k, const CDialect& d);
 
 // Whether a reduction kernel runs its 8 lanes as 8 threads (see the entry points above): the
 // dialect has a lane exchange, each output reduces at least 16 elements, and the reduced
@@ -83,6 +68,9 @@ bool c_vector_loads(const KernelSpec& k, const CDialect& d);
 
 // The param dtypes of the rendered entry points in order (scratch last when two-phase).
 std::vector<ir::DType> c_param_dtypes(const KernelSpec& k);
+
+// Prints a lowered kernel's entry points (names: `name` + each entry's suffix).
+std::string print_c(const lir::Kernel& k, const std::string& name, const CDialect& d);
 
 // Renders a decomposed kernel (codegen/decompose.h) as a source with the entry points above:
 // render_c_prelude(d) + render_c_kernel(k, name, d).

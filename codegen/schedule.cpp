@@ -10,11 +10,6 @@ namespace codegen {
 
 using namespace ir;
 
-int64_t KernelSpec::reduce_size() const { return rbody ? numel(rshape) : 0; }
-int64_t KernelSpec::blocks() const {
-  int64_t r = reduce_size();
-  return r <= kReduceBlock ? 1 : (r + kReduceBlock - 1) / kReduceBlock;
-}
 size_t KernelSpec::hash() const {
   size_t h = std::hash<const void*>()(rbody) * 31 + std::hash<const void*>()(body);
   for (auto d : shape) h = h * 131 + d;

@@ -272,6 +272,26 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
     }
     case Op::Where:
       return a[0].i ? a[1] : a[2];
+    // The core ops of the lowered level (codegen/core_ops.h), for constant folding and the
+    // check that legalising an op keeps its meaning (tests/codegen/test_core_ops.cpp).
+    case Op::UDiv:
+      return I(static_cast<int64_t>(u(0) / u(1)));
+    case Op::URem:
+      return I(static_cast<int64_t>(u(0) % u(1)));
+    case Op::DivT:
+    case Op::RemT: {
+      const bool div = op == Op::DivT;
+      if (fl) return F(div ? a[0].f / a[1].f : std::fmod(a[0].f, a[1].f));
+      if (a[1].i == 0 || (a[1].i == -1 && in != DType::UInt8 && in != DType::Bool))
+        throw std::logic_error("ir::apply: truncating division by 0 or -1 is never legal");
+      if (in == DType::UInt8 || in == DType::Bool) return I(div ? u(0) / u(1) : u(0) % u(1));
+      return I(div ? a[0].i / a[1].i : a[0].i % a[1].i);
+    }
+    case Op::Fma:
+      return out == DType::Float32
+                 ? F(std::fma(static_cast<float>(a[0].f), static_cast<float>(a[1].f),
+                              static_cast<float>(a[2].f)))
+                 : F(std::fma(a[0].f, a[1].f, a[2].f));
     default:
       throw std::logic_error("ir::apply: not an elementwise op: " + std::string(op_name(op)));
   }

@@ -1,4 +1,5 @@
-// Renders a (decomposed) kernel as LLVM IR text for the host.
+// Renders a (decomposed) kernel as LLVM IR text for the host: optimise (codegen/plan.h) picks the
+// host plan, lower (codegen/lower.h) fixes every loop, print_llvm spells the statements.
 //
 // Entry points, each `void name(i8** bufs, i64 lo, i64 hi)` over work items [lo, hi):
 //  - `name`: elementwise kernels: items are output elements (C order). Reductions with one
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "codegen/kernel.h"
+#include "codegen/lowered.h"
 
 namespace codegen::cpu {
 
@@ -18,6 +20,9 @@ struct RenderedKernel {
   std::string ir;
   bool two_phase = false;
 };
+
+// Prints a lowered host kernel (no Grid loops, no vector statements); entry e is `name` + suffix.
+std::string print_llvm(const lir::Kernel& k, const std::string& name);
 
 // `k` must already be decomposed. `name` becomes the entry symbol.
 RenderedKernel render_llvm(const KernelSpec& k, const std::string& name);

@@ -30,7 +30,7 @@ const CDialect& hip_dialect() {
         "  return __shfl_down(v, (unsigned)k, 8);\n}\n";
     c.lane_shfl_u32 = "rune_shfl_u32";
     c.lane_shfl_u64 = "rune_shfl_u64";
-    c.unroll = "#pragma unroll 16";
+    c.lane_unroll = 16;
     c.vector_loads = true;
     c.kernel_qualifier = "extern \"C\" __global__";
     c.device_fn = "static __device__ __forceinline__";

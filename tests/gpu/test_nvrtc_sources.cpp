@@ -185,9 +185,11 @@ TEST(CudaReductions, LaneThreadsWhereTheReducedElementsAreContiguous) {
     const bool lanes = codegen::c_lane_threads(k, codegen::cuda_dialect());
     EXPECT_EQ(lanes, it->second) << label;
     std::string src = codegen::render_c(k, "k", codegen::cuda_dialect());
-    EXPECT_EQ(
-        src.find("rune_shfl_u") != std::string::npos && src.find("k_lane(") != std::string::npos,
-        lanes)
+    // The kernel (after the prelude, which defines the exchange) says its plan and shuffles.
+    const size_t body = src.find("// rune kernel");
+    EXPECT_EQ(src.find("plan: gpu lanes:threads", body) != std::string::npos &&
+                  src.find("rune_shfl_u", body) != std::string::npos,
+              lanes)
         << label << "\n"
         << src;
   }
@@ -220,7 +222,12 @@ TEST(CudaElementwise, VectorLoadsWhereEveryReadIsTheOutputsIndex) {
     const bool vec = codegen::c_vector_loads(k, codegen::cuda_dialect());
     EXPECT_EQ(vec, want.at(label)) << label;
     std::string src = codegen::render_c(k, "k", codegen::cuda_dialect());
-    EXPECT_EQ(src.find("k_body4(") != std::string::npos, vec) << label << "\n" << src;
+    const size_t body = src.find("// rune kernel");
+    EXPECT_EQ(src.find(" vec4)", body) != std::string::npos &&
+                  src.find("& 15ull) == 0ull", body) != std::string::npos,
+              vec)
+        << label << "\n"
+        << src;
   }
   if (codegen::cuda::nvrtc_available()) expect_all_compile(ks);
 }

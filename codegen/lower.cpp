@@ -1,0 +1,606 @@
+#include "codegen/lower.h"
+
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+
+#include "codegen/core_ops.h"
+#include "ir/builder.h"
+#include "ir/debug.h"
+#include "ir/rewrite.h"
+#include "ir/scalar.h"
+
+namespace codegen {
+
+using namespace ir;
+using lir::Block;
+using lir::Loop;
+using lir::Stmt;
+using lir::VarId;
+
+namespace {
+
+NodeRef I(int64_t v) { return b::ci(DType::Int64, v); }
+NodeRef add(NodeRef a, NodeRef c) { return b::add(a, c); }
+NodeRef mul(NodeRef a, int64_t s) { return s == 1 ? a : b::mul(a, I(s)); }
+NodeRef index_op(Op op, NodeRef a, int64_t d) {
+  if (a->op == Op::Const) return I(op == Op::UDiv ? arg_int(a) / d : arg_int(a) % d);
+  return make(op, DType::Int64, {}, {a, I(d)});
+}
+NodeRef udiv(NodeRef a, int64_t d) { return d == 1 ? a : index_op(Op::UDiv, a, d); }
+NodeRef urem(NodeRef a, int64_t d) { return d == 1 ? I(0) : index_op(Op::URem, a, d); }
+NodeRef min(NodeRef a, NodeRef c) { return b::where(b::lt(a, c), a, c); }
+
+// Flat index `flat` over `dims` (C order) as one index per dim.
+std::vector<NodeRef> unflatten(NodeRef flat, const Shape& dims) {
+  std::vector<NodeRef> idx(dims.size());
+  NodeRef rest = flat;
+  for (size_t d = dims.size(); d-- > 0;) {
+    if (d == 0) {
+      idx[0] = rest;
+      break;
+    }
+    int64_t n = dims[d] == 0 ? 1 : dims[d];  // 0: the kernel never runs
+    idx[d] = urem(rest, n);
+    rest = udiv(rest, n);
+  }
+  return idx;
+}
+
+// A view's element offset and mask at index `idx` (one per view dim).
+NodeRef offset_of(const View& v, const std::vector<NodeRef>& idx) {
+  NodeRef off = I(v.offset);
+  for (size_t d = 0; d < v.shape.size(); ++d)
+    if (v.strides[d] != 0) off = add(off, mul(idx.at(d), v.strides[d]));
+  return off;
+}
+NodeRef valid_of(const View& v, const std::vector<NodeRef>& idx) {
+  NodeRef ok = b::ci(DType::Bool, 1);
+  for (size_t d = 0; d < v.mask.size(); ++d) {
+    auto [lo, hi] = v.mask[d];
+    if (lo <= 0 && hi >= v.shape[d]) continue;
+    NodeRef in = b::band(b::le(I(lo), idx.at(d)), b::lt(idx.at(d), I(hi)));
+    ok = ok->op == Op::Const ? in : b::band(ok, in);
+  }
+  return ok;
+}
+NodeRef zero(DType t) { return is_float(t) ? b::cf(t, 0) : b::ci(t, 0); }
+NodeRef load_at(int param, DType t, NodeRef index) {
+  return make(Op::LoadAt, t, {}, {index}, int64_t{param});
+}
+
+class Lowerer {
+ public:
+  Lowerer(const KernelSpec& k, const Plan& p) : k_(k), p_(p) {
+    out_.vars = {{"lo", DType::Int64}, {"hi", DType::Int64}};
+    size_t n = k.slots.empty() ? 1 : k.slots.size();
+    out_.params.assign(n, {DType::Float32, false});
+    out_.params[0] = {k.out_dtype, true};
+    if (k.contract) {
+      out_.params.at(static_cast<size_t>(k.contract->a_param)).dtype = k.out_dtype;
+      out_.params.at(static_cast<size_t>(k.contract->b_param)).dtype = k.out_dtype;
+    }
+    if (k.library) out_.params.at(1).dtype = k.library->in_dtype;
+    for (NodeRef root : {k.body, k.rbody})
+      if (root)
+        for (NodeRef x : toposort({root}))
+          if (x->op == Op::Load) {
+            size_t q = static_cast<size_t>(arg_load(x).param);
+            if (q >= out_.params.size()) out_.params.resize(q + 1, {DType::Float32, false});
+            out_.params[q].dtype = x->dtype;
+          }
+  }
+
+  lir::Kernel run() {
+    // Plan parts that do not apply to this kernel's kind are ignored (codegen/plan.h).
+    const bool one_block_rows = k_.rbody && k_.blocks() == 1 && !k_.shape.empty();
+    if (!k_.rbody || k_.contract || k_.library) p_.lane_threads = false;
+    if (k_.rbody || k_.contract || k_.library) p_.vector4 = false;
+    if (!one_block_rows || k_.contract || k_.library) p_.group = 1;
+    if (k_.contract) {
+      contraction();
+    } else if (k_.library) {
+      library();
+    } else if (!k_.rbody) {
+      p_.gpu ? elementwise_gpu() : elementwise_host();
+    } else {
+      reduction();
+    }
+    return std::move(out_);
+  }
+
+ private:
+  // ---- variables and statements ----
+  VarId var(const std::string& name, DType t = DType::Int64) {
+    out_.vars.push_back({name + std::to_string(out_.vars.size()), t});
+    return static_cast<VarId>(out_.vars.size() - 1);
+  }
+  NodeRef V(VarId v) const { return make(Op::Var, out_.vars[v].dtype, {}, {}, int64_t{v}); }
+  void emit(Stmt s) { cur_->push_back(std::move(s)); }
+  template <class F>
+  void loop(VarId v, NodeRef lo, NodeRef hi, Loop kind, F&& body, int64_t step = 1,
+            int unroll = 0) {
+    Stmt s{Stmt::Kind::For};
+    s.var = v, s.a = lo, s.b = hi, s.loop = kind, s.step = step, s.unroll = unroll;
+    Block* saved = cur_;
+    cur_ = &s.body;
+    body();
+    cur_ = saved;
+    emit(std::move(s));
+  }
+  template <class F>
+  void when(NodeRef cond, F&& body) {
+    Stmt s{Stmt::Kind::If};
+    s.a = cond;
+    Block* saved = cur_;
+    cur_ = &s.body;
+    body();
+    cur_ = saved;
+    emit(std::move(s));
+  }
+  NodeRef let(const std::string& name, NodeRef value) {
+    VarId v = var(name, value->dtype);
+    Stmt s{Stmt::Kind::Let};
+    s.var = v, s.a = value, s.dtype = value->dtype;
+    emit(std::move(s));
+    return V(v);
+  }
+  VarId reg(const std::string& name, DType t, int64_t count, NodeRef init) {
+    VarId v = var(name, t);
+    Stmt s{Stmt::Kind::Reg};
+    s.var = v, s.dtype = t, s.count = count, s.a = init;
+    emit(std::move(s));
+    return v;
+  }
+  NodeRef at(VarId r, NodeRef slot) const {
+    return make(Op::RegAt, out_.vars[r].dtype, {}, {slot}, int64_t{r});
+  }
+  void set(VarId r, NodeRef slot, NodeRef value) {
+    Stmt s{Stmt::Kind::Set};
+    s.var = r, s.b = slot, s.a = value;
+    emit(std::move(s));
+  }
+  void store(int param, NodeRef index, NodeRef value) {
+    Stmt s{Stmt::Kind::Store};
+    s.param = param, s.b = index, s.a = value;
+    emit(std::move(s));
+  }
+  // Work items [0, n): the host entry's range [lo, hi), or a GPU grid-stride loop.
+  template <class F>
+  void items(int64_t n, F&& body) {
+    VarId w = var("w");
+    if (p_.gpu)
+      loop(w, I(0), I(n), Loop::Grid, [&] { body(V(w)); });
+    else
+      loop(w, V(lir::kLo), V(lir::kHi), Loop::Serial, [&] { body(V(w)); });
+  }
+  template <class F>
+  void entry(const std::string& suffix, int64_t n, int64_t threads, F&& body) {
+    lir::Entry e;
+    e.suffix = suffix, e.items = n, e.threads = threads;
+    cur_ = &e.body;
+    body();
+    cur_ = nullptr;
+    out_.entries.push_back(std::move(e));
+  }
+
+  // ---- scalar expressions ----
+  // `root` with its kernel leaves at index `idx`: loads read their param at the view's offset
+  // (a masked-off element reads nothing and gives 0), Acc leaves become `accs`. Legalised.
+  NodeRef at_index(NodeRef root, const std::vector<NodeRef>& idx,
+                   const std::vector<NodeRef>& accs = {},
+                   const std::map<NodeRef, NodeRef>& loaded = {}) {
+    NodeRef r = rewrite(root, [&](NodeRef n, const std::vector<NodeRef>&) -> NodeRef {
+      switch (n->op) {
+        case Op::Load: {
+          if (auto it = loaded.find(n); it != loaded.end()) return it->second;
+          const auto& la = arg_load(n);
+          NodeRef ok = valid_of(la.view, idx), off = offset_of(la.view, idx);
+          if (ok->op == Op::Const) return load_at(la.param, n->dtype, off);
+          return b::where(ok, load_at(la.param, n->dtype, b::where(ok, off, I(0))), zero(n->dtype));
+        }
+        case Op::Valid:
+          return valid_of(arg_view(n), idx);
+        case Op::Index:
+          return offset_of(arg_view(n), idx);
+        case Op::Acc:
+          return accs.at(std::holds_alternative<int64_t>(n->arg) ? arg_int(n) : 0);
+        default:
+          return nullptr;
+      }
+    });
+    return legalize(r);
+  }
+
+  DType acc_type() const { return k_.rbody->dtype; }
+  // The reduction's binary op; 16-bit accumulators combine at float32, rounded once.
+  NodeRef combine(NodeRef a, NodeRef c) const {
+    DType t = acc_type();
+    Op op = k_.reduce_op == Op::ReduceSum    ? Op::Add
+            : k_.reduce_op == Op::ReduceProd ? Op::Mul
+            : k_.reduce_op == Op::ReduceMax  ? Op::Max
+                                             : Op::Min;
+    if (is_half(t))
+      return legalize(b::cast(
+          make(op, DType::Float32, {}, {b::cast(a, DType::Float32), b::cast(c, DType::Float32)}),
+          t));
+    return legalize(make(op, t, {}, {a, c}));
+  }
+  NodeRef identity() const {
+    Value v = reduce_identity(k_.reduce_op, acc_type());
+    return is_float(v.dtype) ? b::cf(v.dtype, v.f) : b::ci(v.dtype, v.i);
+  }
+  // The fixed tree over a block's 8 lanes: ((0,4),(2,6)),((1,5),(3,7)).
+  NodeRef tree(const std::vector<NodeRef>& lane) const {
+    static_assert(kReduceLanes == 8, "the tree is written for 8 lanes");
+    NodeRef q[4];
+    for (int l = 0; l < 4; ++l) q[l] = combine(lane[l], lane[l + 4]);
+    return combine(combine(q[0], q[2]), combine(q[1], q[3]));
+  }
+  // rbody at output index `idx` (its last index moved by w) and flat reduce index r.
+  NodeRef rbody_at(std::vector<NodeRef> idx, int w, NodeRef r) {
+    if (w) idx.back() = add(idx.back(), I(w));
+    for (NodeRef d : unflatten(r, k_.rshape)) idx.push_back(d);
+    return at_index(k_.rbody, idx);
+  }
+
+  // One block [rlo, rhi) of the reduction for W adjacent outputs (W = plan.group, else 1), in
+  // the documented order: lane l combines rlo + l, rlo + l + 8, ... from the identity; then the
+  // fixed tree. Returns one value per output.
+  std::vector<NodeRef> reduce_block(const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi,
+                                    int W) {
+    const int L = kReduceLanes;
+    VarId acc = reg("acc", acc_type(), int64_t{L} * W, identity());
+    auto update = [&](NodeRef slot, int w, NodeRef r) {
+      set(acc, slot, combine(at(acc, slot), rbody_at(idx, w, r)));
+    };
+    NodeRef n = b::sub(rhi, rlo), nfull = udiv(n, L);
+    VarId j = var("j");
+    loop(j, I(0), nfull, Loop::Serial, [&] {
+      NodeRef base = add(rlo, mul(V(j), L));
+      if (W == 1) {
+        VarId l = var("l");
+        loop(l, I(0), I(L), p_.vector_lanes ? Loop::Vector : Loop::Unrolled,
+             [&] { update(V(l), 0, add(base, V(l))); });
+      } else {
+        for (int l = 0; l < L; ++l)
+          for (int w = 0; w < W; ++w) update(I(int64_t{l} * W + w), w, add(base, I(l)));
+      }
+    });
+    // The last n % 8 elements: element t goes to lane t.
+    NodeRef tail0 = mul(nfull, L);
+    NodeRef tailbase = add(rlo, tail0), ntail = b::sub(n, tail0);
+    VarId t = var("t");
+    if (W == 1) {
+      loop(t, I(0), I(L - 1), Loop::Unrolled,
+           [&] { when(b::lt(V(t), ntail), [&] { update(V(t), 0, add(tailbase, V(t))); }); });
+    } else {
+      loop(t, I(0), ntail, Loop::Serial, [&] {
+        for (int w = 0; w < W; ++w) update(add(mul(V(t), W), I(w)), w, add(tailbase, V(t)));
+      });
+    }
+    std::vector<NodeRef> results;
+    for (int w = 0; w < W; ++w) {
+      std::vector<NodeRef> lane;
+      for (int l = 0; l < L; ++l) lane.push_back(at(acc, I(int64_t{l} * W + w)));
+      results.push_back(let("red", tree(lane)));
+    }
+    return results;
+  }
+
+  // GPU: lane l (of the 8 threads of this group) of the block [rlo, rhi); then the fixed tree as
+  // exchanges. After the step with offset 4, lane l < 4 holds q_l = p_l (+) p_(l+4); after 2,
+  // lane l < 2 holds s_l = q_l (+) q_(l+2); after 1, lane 0 holds s_0 (+) s_1 (the other lanes
+  // compute values nobody reads).
+  NodeRef reduce_lane(const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi, NodeRef l) {
+    VarId a = reg("lane", acc_type(), 1, identity());
+    VarId j = var("j");
+    loop(
+        j, add(rlo, l), rhi, Loop::Serial,
+        [&] { set(a, I(0), combine(at(a, I(0)), rbody_at(idx, 0, V(j)))); }, kReduceLanes,
+        p_.lane_unroll);
+    for (int64_t k : {4, 2, 1}) {
+      NodeRef mine = at(a, I(0));
+      set(a, I(0), combine(mine, make(Op::Shuffle, acc_type(), {}, {mine}, k)));
+    }
+    return let("red", at(a, I(0)));
+  }
+
+  // ---- kernels ----
+  void elementwise_host() {
+    const Shape& s = k_.shape;
+    const int64_t last = s.empty() ? 1 : s.back();
+    entry("", numel(s), numel(s), [&] {
+      if (last == 0) return;
+      // Rows of the range [lo, hi): the inner loop runs along the last axis.
+      VarId row = var("row");
+      NodeRef lo = V(lir::kLo), hi = V(lir::kHi);
+      loop(row, udiv(lo, last), udiv(add(hi, I(last - 1)), last), Loop::Serial, [&] {
+        NodeRef base = let("base", mul(V(row), last));
+        NodeRef ilo = b::where(b::lt(base, lo), b::sub(lo, base), I(0));
+        NodeRef ihi = min(b::sub(hi, base), I(last));
+        std::vector<NodeRef> idx =
+            s.empty() ? std::vector<NodeRef>{} : unflatten(V(row), Shape(s.begin(), s.end() - 1));
+        VarId i = var("i");
+        if (!s.empty()) idx.push_back(V(i));
+        loop(i, ilo, ihi, Loop::Serial, [&] { store(0, add(base, V(i)), at_index(k_.body, idx)); });
+      });
+    });
+  }
+
+  void elementwise_gpu() {
+    const int64_t n = numel(k_.shape);
+    auto scalar = [&](NodeRef lo) {
+      VarId w = var("w");
+      loop(w, lo, I(n), Loop::Grid,
+           [&] { store(0, V(w), at_index(k_.body, unflatten(V(w), k_.shape))); });
+    };
+    entry("", n, p_.vector4 ? (n + 3) / 4 : n, [&] { scalar(I(0)); });
+    if (!p_.vector4) return;
+    // 4 outputs per thread: each load at the output's own index as one vector of 4 (its
+    // elements, in order, are those of outputs 4w .. 4w+3), the body 4 times, one vector store;
+    // then the last n % 4 outputs one by one.
+    lir::Entry& e = out_.entries.back();
+    cur_ = &e.aligned_body;
+    VarId w = var("w");
+    loop(w, I(0), I(n / 4), Loop::Grid, [&] {
+      NodeRef base = mul(V(w), 4);
+      std::map<std::pair<int, int64_t>, VarId> vectors;
+      std::map<NodeRef, NodeRef> lanes[4];
+      for (NodeRef x : toposort({k_.body})) {
+        if (x->op != Op::Load) continue;
+        const auto& la = arg_load(x);
+        bool flat = false;
+        for (int64_t st : la.view.strides) flat |= st != 0;
+        if (!flat) continue;
+        auto key = std::make_pair(la.param, la.view.offset);
+        auto it = vectors.find(key);
+        if (it == vectors.end()) {
+          VarId v = var("v", x->dtype);
+          Stmt s{Stmt::Kind::VLoad};
+          s.var = v, s.param = la.param, s.count = 4, s.dtype = x->dtype;
+          s.b = add(I(la.view.offset), base);
+          emit(std::move(s));
+          it = vectors.emplace(key, v).first;
+        }
+        for (int c = 0; c < 4; ++c) lanes[c][x] = at(it->second, I(c));
+      }
+      Stmt st{Stmt::Kind::VStore};
+      st.param = 0, st.b = base, st.count = 4, st.dtype = k_.out_dtype;
+      for (int c = 0; c < 4; ++c) st.values.push_back(at_index(k_.body, {}, {}, lanes[c]));
+      emit(std::move(st));
+    });
+    scalar(I(n / 4 * 4));
+    cur_ = nullptr;
+  }
+
+  void reduction() {
+    const int64_t outs = numel(k_.shape), nb = k_.blocks(), R = k_.reduce_size();
+    const int lanes = p_.lane_threads ? kReduceLanes : 1;
+    // The partial of block [rlo, rhi) at output index idx (item w's lane when lane threads).
+    auto partial = [&](const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi, NodeRef l) {
+      return p_.lane_threads ? reduce_lane(idx, rlo, rhi, l) : reduce_block(idx, rlo, rhi, 1)[0];
+    };
+    auto finish = [&](NodeRef o, const std::vector<NodeRef>& idx, NodeRef acc) {
+      store(0, o, at_index(k_.body, idx, {acc}));
+    };
+    if (nb > 1) {
+      // Phase 1: one partial per (output, block) pair into the scratch param (last).
+      const int scratch = static_cast<int>(out_.params.size());
+      out_.params.push_back({acc_type(), true});
+      entry("_p1", outs * nb * lanes, outs * nb * lanes, [&] {
+        items(outs * nb * lanes, [&](NodeRef w) {
+          NodeRef pw = udiv(w, lanes), l = urem(w, lanes);
+          NodeRef o = udiv(pw, nb), blk = urem(pw, nb);
+          NodeRef rlo = mul(blk, kReduceBlock);
+          NodeRef rhi = min(add(rlo, I(kReduceBlock)), I(R));
+          NodeRef part = partial(unflatten(o, k_.shape), rlo, rhi, l);
+          if (p_.lane_threads)
+            when(b::eq(l, I(0)), [&] { store(scratch, pw, part); });
+          else
+            store(scratch, pw, part);
+        });
+      });
+      // Phase 2: the block partials of each output combine left to right.
+      entry("", outs, outs, [&] {
+        items(outs, [&](NodeRef o) {
+          NodeRef sb = mul(o, nb);
+          VarId acc = reg("acc", acc_type(), 1, load_at(scratch, acc_type(), sb));
+          VarId blk = var("b");
+          loop(
+              blk, I(1), I(nb), Loop::Serial,
+              [&] {
+                set(acc, I(0),
+                    combine(at(acc, I(0)), load_at(scratch, acc_type(), add(sb, V(blk)))));
+              },
+              1, p_.lane_unroll);
+          finish(o, unflatten(o, k_.shape), let("red", at(acc, I(0))));
+        });
+      });
+      return;
+    }
+    entry("", outs * lanes, outs * lanes, [&] {
+      if (p_.group > 1) return grouped_host();
+      items(outs * lanes, [&](NodeRef w) {
+        NodeRef o = udiv(w, lanes), l = urem(w, lanes);
+        auto idx = unflatten(o, k_.shape);
+        NodeRef acc = partial(idx, I(0), I(R), l);
+        if (p_.lane_threads)
+          when(b::eq(l, I(0)), [&] { finish(o, idx, acc); });
+        else
+          finish(o, idx, acc);
+      });
+    });
+  }
+
+  // Host, one block: rows of outputs; along a row, `group` adjacent outputs at a time reduce
+  // together (each keeps its lanes and tree), the rest one by one.
+  void grouped_host() {
+    const Shape& s = k_.shape;
+    const int64_t last = s.back(), R = k_.reduce_size();
+    const int W = p_.group;
+    if (last == 0) return;
+    NodeRef lo = V(lir::kLo), hi = V(lir::kHi);
+    VarId row = var("row");
+    loop(row, udiv(lo, last), udiv(add(hi, I(last - 1)), last), Loop::Serial, [&] {
+      NodeRef base = let("base", mul(V(row), last));
+      NodeRef ilo = let("ilo", b::where(b::lt(base, lo), b::sub(lo, base), I(0)));
+      NodeRef ihi = let("ihi", min(b::sub(hi, base), I(last)));
+      NodeRef full = let("full", add(ilo, mul(udiv(b::sub(ihi, ilo), W), W)));
+      auto idx_at = [&](NodeRef i) {
+        auto idx = unflatten(V(row), Shape(s.begin(), s.end() - 1));
+        idx.push_back(i);
+        return idx;
+      };
+      VarId g = var("g");
+      loop(
+          g, ilo, full, Loop::Serial,
+          [&] {
+            auto idx = idx_at(V(g));
+            auto red = reduce_block(idx, I(0), I(R), W);
+            for (int w = 0; w < W; ++w) {
+              auto iw = idx;
+              iw.back() = add(iw.back(), I(w));
+              store(0, add(base, add(V(g), I(w))), at_index(k_.body, iw, {red[w]}));
+            }
+          },
+          W);
+      VarId i = var("i");
+      loop(i, full, ihi, Loop::Serial, [&] {
+        auto idx = idx_at(V(i));
+        NodeRef acc = reduce_block(idx, I(0), I(R), 1)[0];
+        store(0, add(base, V(i)), at_index(k_.body, idx, {acc}));
+      });
+    });
+  }
+
+  // GPU matrix product: one thread per output, the fma chain over k in increasing order from +0,
+  // then the fused epilogue (body, at the output's index) when there is one.
+  void contraction() {
+    const View& a = k_.contract->a;
+    const View& bv = k_.contract->b;
+    const size_t nd = a.shape.size();
+    const int64_t n = numel(k_.shape), K = a.shape[nd - 1];
+    const DType t = k_.out_dtype;
+    entry("", n, n, [&] {
+      items(n, [&](NodeRef w) {
+        NodeRef rest = w;
+        NodeRef j = urem(rest, bv.shape[nd - 1]);
+        rest = udiv(rest, bv.shape[nd - 1]);
+        NodeRef i = urem(rest, a.shape[nd - 2]);
+        rest = udiv(rest, a.shape[nd - 2]);
+        NodeRef ao = add(I(a.offset), mul(i, a.strides[nd - 2]));
+        NodeRef bo = add(I(bv.offset), mul(j, bv.strides[nd - 1]));
+        for (size_t d = nd - 2; d-- > 0;) {
+          NodeRef q = urem(rest, a.shape[d]);
+          rest = udiv(rest, a.shape[d]);
+          ao = add(ao, mul(q, a.strides[d]));
+          bo = add(bo, mul(q, bv.strides[d]));
+        }
+        ao = let("ao", ao);
+        bo = let("bo", bo);
+        VarId acc = reg("acc", t, 1, b::cf(t, 0));
+        VarId p = var("p");
+        loop(p, I(0), I(K), Loop::Serial, [&] {
+          NodeRef x = load_at(k_.contract->a_param, t, add(ao, mul(V(p), a.strides[nd - 1])));
+          NodeRef y = load_at(k_.contract->b_param, t, add(bo, mul(V(p), bv.strides[nd - 2])));
+          set(acc, I(0), make(Op::Fma, t, {}, {x, y, at(acc, I(0))}));
+        });
+        NodeRef prod = let("prod", at(acc, I(0)));
+        bool epilogue = k_.body && k_.body->op != Op::Acc;
+        store(0, w, epilogue ? at_index(k_.body, unflatten(w, k_.shape), {prod}) : prod);
+      });
+    });
+  }
+
+  // The sort order of dtype t as a signed int64 key: integers as themselves; floats (16-bit ones
+  // through float32, exactly) as +-magnitude with both zeros on 0 and every NaN above +inf.
+  NodeRef sort_key(NodeRef v) const {
+    DType t = v->dtype;
+    if (!is_float(t)) return legalize(b::cast(v, DType::Int64));
+    if (is_half(t)) v = legalize(b::cast(v, DType::Float32)), t = DType::Float32;
+    const bool f64 = t == DType::Float64;
+    DType it = f64 ? DType::Int64 : DType::Int32;
+    NodeRef bits = b::bitcast(v, it);
+    NodeRef mag = b::band(bits, b::ci(it, f64 ? INT64_MAX : INT32_MAX));
+    NodeRef m64 = f64 ? mag : b::cast(mag, DType::Int64);
+    int64_t inf = f64 ? 0x7ff0000000000000ll : 0x7f800000ll;
+    NodeRef key = b::where(b::lt(bits, b::ci(it, 0)), b::sub(I(0), m64), m64);
+    return legalize(b::where(b::lt(I(inf), m64), I(INT64_MAX), key));
+  }
+
+  // GPU library kernels (the host runs codegen/cpu/sort_scan.cpp) over rows of L contiguous
+  // elements of param 1 from the operand's offset.
+  //   Cumsum: one thread per row, acc = x[0], then acc = acc + x[i] in increasing i.
+  //   Sort / Argsort: a stable rank sort, one thread per element: its rank is the number of
+  //   elements before it with key <= its key plus those after it with key < its key. A stable
+  //   sort's result is unique, so the bits match the host's.
+  void library() {
+    const LibraryCall& lib = *k_.library;
+    const int64_t L = k_.shape.empty() ? 1 : k_.shape.back(), n = numel(k_.shape);
+    const int64_t rows = L == 0 ? 0 : n / L;
+    const DType in = lib.in_dtype;
+    if (lib.op == Op::Cumsum) {
+      entry("", rows, rows, [&] {
+        items(rows, [&](NodeRef w) {
+          NodeRef x0 = let("x0", add(I(lib.offset), mul(w, L)));
+          NodeRef y0 = let("y0", mul(w, L));
+          VarId acc = reg("acc", in, 1, load_at(1, in, x0));
+          store(0, y0, at(acc, I(0)));
+          VarId i = var("i");
+          loop(i, I(1), I(L), Loop::Serial, [&] {
+            set(acc, I(0), legalize(b::add(at(acc, I(0)), load_at(1, in, add(x0, V(i))))));
+            store(0, add(y0, V(i)), at(acc, I(0)));
+          });
+        });
+      });
+      return;
+    }
+    entry("", n, n, [&] {
+      items(n, [&](NodeRef w) {
+        NodeRef r = udiv(w, L), i = urem(w, L);
+        NodeRef row = let("row", add(I(lib.offset), mul(r, L)));
+        NodeRef ki = let("key", sort_key(load_at(1, in, add(row, i))));
+        VarId rank = reg("rank", DType::Int64, 1, I(0));
+        VarId j = var("j");
+        loop(j, I(0), I(L), Loop::Serial, [&] {
+          NodeRef kj = sort_key(load_at(1, in, add(row, V(j))));
+          NodeRef before = b::where(b::lt(V(j), i), b::le(kj, ki), b::lt(kj, ki));
+          set(rank, I(0), b::add(at(rank, I(0)), b::cast(before, DType::Int64)));
+        });
+        NodeRef value = lib.op == Op::Argsort ? i : load_at(1, in, add(row, i));
+        store(0, add(mul(r, L), at(rank, I(0))), legalize(value));
+      });
+    });
+  }
+
+  const KernelSpec& k_;
+  Plan p_;
+  lir::Kernel out_;
+  Block* cur_ = nullptr;
+};
+
+}  // namespace
+
+void debug_print_lowered(const KernelSpec& k, const Plan& plan, const lir::Kernel& lowered,
+                         const std::string& target) {
+  if (debug_level() < 3) return;
+  std::string kind = k.contract  ? "contraction"
+                     : k.library ? std::string(op_name(k.library->op))
+                     : k.rbody   ? std::string(op_name(k.reduce_op))
+                                 : "elementwise";
+  std::string shape;
+  for (int64_t d : k.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  std::fprintf(stderr, "rune: plan: %s for %s [%s] on %s\n", plan.str().c_str(), kind.c_str(),
+               shape.c_str(), target.c_str());
+  if (debug_level() >= 4) std::fprintf(stderr, "%s", lir::to_string(lowered).c_str());
+}
+
+lir::Kernel lower(const KernelSpec& k, const Plan& plan) {
+  if (std::string why = validate(k, plan); !why.empty())
+    throw std::logic_error("lower: plan \"" + plan.str() + "\" is not valid here: " + why);
+  if (!k.body && !k.contract && !k.library) throw std::logic_error("lower: kernel has no body");
+  return Lowerer(k, plan).run();
+}
+
+}  // namespace codegen

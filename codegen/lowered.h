@@ -1,0 +1,94 @@
+// The lowered level of the kernel IR: what `lower(kernel, plan)` (codegen/lower.h) produces and
+// the renderers print. Every decision about iteration lives here, made once by `lower`: the
+// loops and their kinds, index arithmetic, the lanes and fixed tree of a reduction block, the
+// combine of block partials, the k chain of a matrix product, vector loads. A renderer walks the
+// statements in order and spells each one; it decides nothing, so every backend computes the
+// same operations in the same order.
+//
+// Expressions are interned scalar DAGs (ir::Node) over the core ops of codegen/core_ops.h
+// (legalised: every op there has one obvious spelling in LLVM IR and in C) plus the kernel-level
+// leaves of ir/ops.def: Var (a loop variable, register or named value), LoadAt, RegAt, and the
+// index ops. Statements are a structured tree, so printing needs no scheduling: a value is
+// printed where a statement first needs it, and stays visible in that scope only.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/node.h"
+
+namespace codegen::lir {
+
+// Variables: ids, named by the kernel's `vars` table.
+using VarId = int;
+
+enum class Loop {
+  Serial,    // for (v = lo; v < hi; v += step), in order
+  Vector,    // Serial whose iterations are independent lanes: the host vectorises it (LLVM
+             // loop metadata, width = trip count); C prints a plain loop
+  Unrolled,  // lo, hi, step constants: printed once per iteration with v a constant
+  Grid,      // GPU: the launch's threads share [lo, hi) grid-stride (v = first thread item)
+};
+
+struct Stmt;
+using Block = std::vector<Stmt>;
+
+struct Stmt {
+  enum class Kind {
+    For,     // var over [a, b) by step, kind loop; body
+    If,      // a (bool); body
+    Let,     // var = a (an immutable value; printing may inline or name it)
+    Reg,     // var: a mutable register of dtype, `count` elements, each set to a
+    Set,     // var[b] = a (b: int64 index, Const 0 for a scalar register)
+    Store,   // param[b] = a (param: int64 in `param`; bool stored as a byte)
+    VLoad,   // GPU: var = the `count` elements param[b ..] as one vector (read with RegAt)
+    VStore,  // GPU: param[b ..] = values, as one vector
+  } kind;
+  VarId var = -1;
+  int param = -1;
+  int64_t count = 1;
+  int64_t step = 1;
+  int unroll = 0;  // For: an unroll hint for the C dialects (0: none)
+  Loop loop = Loop::Serial;
+  ir::DType dtype = ir::DType::Int64;
+  ir::NodeRef a = nullptr, b = nullptr;
+  std::vector<ir::NodeRef> values;  // VStore
+  Block body;
+};
+
+struct VarInfo {
+  std::string name;  // printable (letters, digits, _)
+  ir::DType dtype;
+};
+
+// An entry point: a function over all params. On the host it is called with a work-item range
+// [lo, hi) (Vars kLo, kHi); on a GPU it is launched over `threads` threads (its body's Grid loop
+// covers its `items`).
+struct Entry {
+  std::string suffix;   // appended to the kernel's name ("" or "_p1")
+  int64_t items = 0;    // host: the range the thread pool splits; GPU: the Grid loop's extent
+  int64_t threads = 0;  // GPU: threads launched for the grid-stride loop
+  Block body;
+  // When not empty: run instead of `body` when every param's address is a multiple of 16
+  // (vector loads and stores).
+  Block aligned_body;
+};
+
+struct Param {
+  ir::DType dtype;  // element type in memory (bool: a byte)
+  bool written = false;
+};
+
+struct Kernel {
+  std::vector<Param> params;  // param 0 the output; a two-phase reduction's scratch last
+  std::vector<VarInfo> vars;
+  std::vector<Entry> entries;  // in launch order
+};
+
+// Reserved vars of every kernel: the host entry's range.
+inline constexpr VarId kLo = 0, kHi = 1;
+
+// Prints the statements as indented text (DEBUG=4, tests).
+std::string to_string(const Kernel& k);
+
+}  // namespace codegen::lir

@@ -1,0 +1,55 @@
+// A kernel's plan: how `lower` maps the kernel's fixed order of operations onto a device. A plan
+// chooses only what cannot change a bit: which loop runs as vector lanes or unrolled, whether a
+// reduction block's 8 lanes run as 8 threads (combined by the same fixed tree, as shuffles),
+// how many adjacent outputs the host reduces together, whether 4 outputs move as one vector.
+// The reduction blocks, the lanes' elements and the tree that combines them, the left-to-right
+// combine of block partials and the k chain of a matrix product are not in the plan: `lower`
+// writes them from the kernel's shape alone (docs/numerics.md), so every plan gives the same
+// bits (tests/codegen/test_plans.cpp runs kernels under several plans and compares).
+//
+// A plan is data: printable (`str`), parsed back (`parse`), part of the rendered source and so
+// of every cache key, and forcible with RUNE_PLAN for tests and experiments.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "codegen/kernel.h"
+
+namespace codegen {
+
+// What `optimise` knows of a device.
+struct DeviceDesc {
+  bool gpu = false;            // grid-stride entry points (else host work-item ranges)
+  bool lane_exchange = false;  // GPU: 8 consecutive threads can exchange values (shuffles)
+  bool vector_types = false;   // GPU: float4-style vector loads and stores
+  int lane_unroll = 0;         // GPU: unroll hint for a lane thread's loop (loads in flight)
+};
+
+struct Plan {
+  bool gpu = false;
+  // Host: the lanes of a reduction block step as one vector loop (else unrolled).
+  bool vector_lanes = true;
+  // Host: adjacent outputs along the last axis reduced together (1 or 16), each with its own
+  // lanes and tree: the loads of 16 outputs form vectors.
+  int group = 1;
+  // GPU: a reduction block's 8 lanes run as 8 threads; its unroll hint.
+  bool lane_threads = false;
+  int lane_unroll = 0;
+  // GPU: elementwise kernels move 4 outputs per thread as vectors when aligned.
+  bool vector4 = false;
+
+  std::string str() const;  // e.g. "host lanes:vector group:16", "gpu lanes:threads/32 vec4"
+  bool operator==(const Plan&) const = default;
+};
+
+// Parses str()'s syntax; nullopt (and *error) for anything else.
+std::optional<Plan> parse_plan(const std::string& text, std::string* error = nullptr);
+
+// Why `plan` cannot run kernel `k` (empty: it can). lower() calls it first.
+std::string validate(const KernelSpec& k, const Plan& plan);
+
+// The default plan of a kernel on a device; RUNE_PLAN (when set and valid for the kernel)
+// replaces it.
+Plan optimise(const KernelSpec& k, const DeviceDesc& device);
+
+}  // namespace codegen

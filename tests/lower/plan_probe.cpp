@@ -1,0 +1,61 @@
+// A child process for tests/lower/test_plans.cpp: computes a fixed set of kernels on the default
+// device (CPU, or CUDA:0 under the fake driver) and prints one line per result, "name bits-hash".
+// The parent runs it under several RUNE_PLAN values: the lines must not change.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "trace/rune.h"
+
+namespace {
+
+// The values' bits, read as float64 (exact for every dtype and value used here; keeps -0).
+uint64_t hash_bits(const nx::Tensor& t) {
+  uint64_t h = 1469598103934665603ull;
+  for (double v : nx::to_array(t)) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    for (int k = 0; k < 8; ++k) h = (h ^ ((bits >> (8 * k)) & 0xff)) * 1099511628211ull;
+  }
+  return h;
+}
+
+void show(const char* name, const nx::Tensor& t) {
+  std::printf("%s %016llx\n", name, static_cast<unsigned long long>(hash_bits(t)));
+}
+
+}  // namespace
+
+int main() {
+  nx::Key key = nx::key(7);
+  auto [k1, k2] = nx::split(key);
+  nx::Tensor a = nx::randn(k1, nx::float32, {37, 301});
+  nx::Tensor b = nx::randn(k2, nx::float32, {301, 40});
+  nx::Tensor big = nx::randn(nx::key(3), nx::float32, {2, 70001});  // two blocks per output
+  nx::Tensor h = nx::cast(a, nx::float16);
+  nx::Tensor i = nx::randint(nx::key(5), -1000, 1000, {9, 123});
+  // Reductions: rows, columns (strided), every element, several blocks, 16-bit, integers, bool.
+  show("sum_rows", nx::sum(a, {1}));
+  show("sum_cols", nx::sum(a, {0}));
+  show("max_rows", nx::max(a, {1}));
+  show("sum_all", nx::sum(a));
+  show("prod_rows", nx::prod(a * 0.01 + 1.0, {1}));
+  show("sum_blocks", nx::sum(big, {1}));
+  show("mean_half", nx::mean(h, {1}));
+  show("sum_int", nx::sum(i, {1}));
+  show("any_rows", nx::sum(nx::cast(a > 1.5, nx::bool_), {1}));
+  show("softmax", nx::softmax(a, -1));
+  // A matrix product as a reduction over a broadcast product (the host's grouped outputs), the
+  // product primitive itself, and elementwise kernels (contiguous, broadcast, strided).
+  show("dot_as_sum", nx::sum(nx::reshape(a, {37, 301, 1}) * nx::reshape(b, {1, 301, 40}), {1}));
+  show("matmul", nx::matmul(a, b));
+  show("elementwise", nx::tanh(a) * a + 1.0);
+  show("broadcast", a + nx::sum(a, {0}, true));
+  show("strided", nx::transpose(a) * 2.0);
+  show("argmax", nx::argmax(a, 1));
+  show("cumsum", nx::cumsum(a, -1));
+  show("sort", nx::sort(a, -1));
+  return 0;
+}

@@ -1,0 +1,68 @@
+// Plans cannot change bits (codegen/plan.h): plan_probe computes a fixed set of kernels (row,
+// column and whole reductions, several blocks, 16-bit, integer and bool sums, a matrix product as
+// a reduction, elementwise kernels) under every plan forced with RUNE_PLAN, on the host and on the
+// fake CUDA device, and every result must have the same bits as under the default plans. Each run
+// also checks (DEBUG=3 prints every kernel's plan) that the forced plan was used.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#ifndef RUNE_PLAN_PROBE
+#error "RUNE_PLAN_PROBE must name the plan_probe executable"
+#endif
+
+namespace {
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+};
+
+Run probe(const std::string& env) {
+  std::string err_file = std::string(::testing::TempDir()) + "plan_probe.err";
+  std::string cmd =
+      "env -u RUNE_PLAN -u DEBUG " + env + " DEBUG=3 '" RUNE_PLAN_PROBE "' 2>'" + err_file + "'";
+  Run r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (FILE* e = std::fopen(err_file.c_str(), "r")) {
+    while ((n = fread(buf, 1, sizeof buf, e)) > 0) r.err.append(buf, n);
+    std::fclose(e);
+  }
+  return r;
+}
+
+void expect_plans_agree(const std::string& device_env, const char* const* plans, size_t n) {
+  Run base = probe(device_env);
+  ASSERT_EQ(base.status, 0) << base.err.substr(0, 4000);
+  ASSERT_NE(base.out.find("sum_blocks "), std::string::npos) << base.out;
+  for (size_t i = 0; i < n; ++i) {
+    Run r = probe(device_env + " RUNE_PLAN='" + plans[i] + "'");
+    ASSERT_EQ(r.status, 0) << plans[i] << "\n" << r.err.substr(0, 4000);
+    EXPECT_EQ(r.out, base.out) << "plan " << plans[i] << " changed bits";
+    EXPECT_NE(r.err.find(std::string("plan: ") + plans[i]), std::string::npos)
+        << "plan " << plans[i] << " was never used";
+  }
+}
+
+TEST(Plans, HostPlansGiveTheSameBits) {
+  const char* plans[] = {"host lanes:unrolled group:1", "host lanes:vector group:16",
+                         "host lanes:unrolled group:16", "host lanes:vector group:1"};
+  expect_plans_agree("", plans, sizeof plans / sizeof *plans);
+}
+
+TEST(Plans, GpuPlansGiveTheSameBits) {
+  const char* plans[] = {"gpu lanes:unrolled", "gpu lanes:threads/0 vec4", "gpu lanes:threads/4",
+                         "gpu lanes:unrolled vec4"};
+  expect_plans_agree("RUNE_TEST_FAKE_CUDA=1 RUNE_DEFAULT_DEVICE=CUDA:0", plans,
+                     sizeof plans / sizeof *plans);
+}
+
+}  // namespace

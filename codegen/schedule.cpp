@@ -1,10 +1,13 @@
 #include "codegen/schedule.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "ir/debug.h"
 
 namespace codegen {
 
@@ -362,8 +365,57 @@ class Scheduler {
 
 }  // namespace
 
+namespace {
+
+// The distinct computing nodes (unary, binary, ternary) of a kernel body.
+int count_ops(NodeRef body) {
+  if (!body) return 0;
+  int n = 0;
+  for (NodeRef x : toposort({body})) {
+    OpCategory c = op_category(x->op);
+    n += c == OpCategory::Unary || c == OpCategory::Binary || c == OpCategory::Ternary;
+  }
+  return n;
+}
+
+std::string slot_list(const std::vector<int>& slots, size_t from) {
+  std::string s;
+  for (size_t i = from; i < slots.size(); ++i) s += " " + std::to_string(slots[i]);
+  return s.empty() ? " none" : s;
+}
+
+}  // namespace
+
+std::string describe(const KernelSpec& k) {
+  std::string s;
+  if (k.library)
+    s = "library " + std::string(op_name(k.library->op));
+  else if (k.contract)
+    s = "contract";
+  else if (k.rbody)
+    s = "reduce";
+  else
+    s = "elementwise";
+  s += " " + std::string(name(k.out_dtype)) + " " + to_string(k.shape);
+  if (k.rbody) s += " over " + to_string(k.rshape) + " by " + std::string(op_name(k.reduce_op));
+  size_t params = k.slots.empty() ? 0 : k.slots.size() - 1;
+  s += ", " + std::to_string(params) + (params == 1 ? " param" : " params");
+  if (k.library) return s;
+  s += ", ";
+  if (k.rbody) s += std::to_string(count_ops(k.rbody)) + "+";
+  return s + std::to_string(count_ops(k.body)) + " ops";
+}
+
 Schedule schedule(const std::vector<NodeRef>& roots, int n_inputs, bool fuse_epilogues) {
-  return Scheduler(roots, n_inputs, fuse_epilogues).run();
+  Schedule s = Scheduler(roots, n_inputs, fuse_epilogues).run();
+  if (debug_level() >= 3)
+    for (size_t i = 0; i < s.kernels.size(); ++i) {
+      const KernelSpec& k = s.kernels[i];
+      std::fprintf(stderr, "rune: schedule: kernel %zu of %zu: %s; writes slot %d, reads slots%s\n",
+                   i, s.kernels.size(), describe(k).c_str(), k.slots.empty() ? -1 : k.slots[0],
+                   slot_list(k.slots, 1).c_str());
+    }
+  return s;
 }
 
 }  // namespace codegen

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "ir/debug.h"
+#include "ir/env.h"
 
 namespace codegen {
 
@@ -83,13 +84,18 @@ bool write_new_file(const std::string& path, const std::string& data) {
 }  // namespace
 
 DiskCache::DiskCache() {
-  if (ir::env_int("RUNE_DISK_CACHE", 1) == 0) return;
-  if (const char* d = std::getenv("RUNE_CACHE_DIR")) {
-    dir_ = d;
-  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-    dir_ = std::string(x) + "/rune";
-  } else if (const char* h = std::getenv("HOME"); h && *h) {
-    dir_ = std::string(h) + "/.cache/rune";
+  using ir::env::Var;
+  if (ir::env::integer(Var::DiskCache) == 0) return;
+  // RUNE_CACHE_DIR set, even empty (no disk cache), decides; then the XDG default, then HOME's.
+  const auto& dir = ir::env::value(Var::CacheDir);
+  const auto& xdg = ir::env::value(Var::XdgCacheHome);
+  const auto& home = ir::env::value(Var::Home);
+  if (dir) {
+    dir_ = *dir;
+  } else if (xdg && !xdg->empty()) {
+    dir_ = *xdg + "/rune";
+  } else if (home && !home->empty()) {
+    dir_ = *home + "/.cache/rune";
   }
   if (dir_.empty()) return;
   std::error_code ec;

@@ -14,6 +14,7 @@
 #include "core/interpreter.h"
 #include "core/ops.h"
 #include "ir/debug.h"
+#include "ir/env.h"
 #include "ir/scalar.h"
 #include "runtime/gpu/transfer.h"
 
@@ -112,7 +113,7 @@ void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape,
 // programs' kernels and nodes go with their last owner, codegen/compile.cpp).
 size_t eager_cache_size() {
   static const size_t n =
-      static_cast<size_t>(std::max(1, ir::env_int("RUNE_EAGER_CACHE_SIZE", 1024)));
+      static_cast<size_t>(std::max(1, ir::env::integer(ir::env::Var::EagerCacheSize)));
   return n;
 }
 template <class Program>

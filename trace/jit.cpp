@@ -14,6 +14,7 @@
 #include "core/donation.h"
 #include "core/ops.h"
 #include "ir/debug.h"
+#include "ir/env.h"
 #include "runtime/gpu/transfer.h"
 
 namespace rune {
@@ -328,7 +329,7 @@ struct JitCore::Impl {
 
 size_t default_jit_cache_size() {
   static const size_t n =
-      static_cast<size_t>(std::max(1, ir::env_int("RUNE_JIT_CACHE_SIZE", 4096)));
+      static_cast<size_t>(std::max(1, ir::env::integer(ir::env::Var::JitCacheSize)));
   return n;
 }
 

@@ -11,7 +11,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "ir/debug.h"
 #include "ir/env.h"
 
 namespace ir {

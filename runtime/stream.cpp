@@ -3,7 +3,6 @@
 #include <map>
 #include <stdexcept>
 
-#include "ir/debug.h"
 #include "ir/env.h"
 #include "runtime/gpu/context.h"
 

@@ -15,6 +15,7 @@
 #include "core/ops.h"
 #include "ir/debug.h"
 #include "ir/env.h"
+#include "ir/hash.h"
 #include "runtime/gpu/transfer.h"
 
 namespace rune {
@@ -46,8 +47,8 @@ struct KeyHash {
 Key make_key(const Flat& args) {
   Key k;
   k.tokens = args.tokens;
-  size_t h = 0xcbf29ce484222325ull;
-  auto mix = [&](int64_t v) { h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull; };
+  uint64_t h = ir::kFnvOffset;
+  auto mix = [&](int64_t v) { h = ir::hash_combine(h, v); };
   for (auto t : k.tokens) mix(t);
   k.leaves.reserve(args.leaves.size());
   for (const auto& t : args.leaves) {

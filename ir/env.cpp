@@ -43,8 +43,9 @@ struct Slot {
 };
 
 Slot& read(Var v) {
-  static std::array<Slot, kCount> slots;
-  Slot& s = slots[static_cast<size_t>(v)];
+  // Leaked: a value may be read (and its reference used) while statics are destroyed.
+  static auto* slots = new std::array<Slot, kCount>;
+  Slot& s = (*slots)[static_cast<size_t>(v)];
   std::call_once(s.once, [&] {
     const VarInfo& row = kTable[static_cast<size_t>(v)];
     if (const char* p = std::getenv(row.name)) s.value = p;

@@ -11,16 +11,14 @@
 #include <filesystem>
 
 #include "ir/debug.h"
+#include "ir/env.h"
+#include "ir/hash.h"
 
 namespace codegen {
 
 namespace {
 constexpr char kMagic[8] = {'R', 'U', 'N', 'E', 'O', 'B', 'J', '1'};
 
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 std::string hex(uint64_t v) {
   char b[17];
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
@@ -83,13 +81,18 @@ bool write_new_file(const std::string& path, const std::string& data) {
 }  // namespace
 
 DiskCache::DiskCache() {
-  if (ir::env_int("RUNE_DISK_CACHE", 1) == 0) return;
-  if (const char* d = std::getenv("RUNE_CACHE_DIR")) {
-    dir_ = d;
-  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-    dir_ = std::string(x) + "/rune";
-  } else if (const char* h = std::getenv("HOME"); h && *h) {
-    dir_ = std::string(h) + "/.cache/rune";
+  using ir::env::Var;
+  if (ir::env::integer(Var::DiskCache) == 0) return;
+  // RUNE_CACHE_DIR set, even empty (no disk cache), decides; then the XDG default, then HOME's.
+  const auto& dir = ir::env::value(Var::CacheDir);
+  const auto& xdg = ir::env::value(Var::XdgCacheHome);
+  const auto& home = ir::env::value(Var::Home);
+  if (dir) {
+    dir_ = *dir;
+  } else if (xdg && !xdg->empty()) {
+    dir_ = *xdg + "/rune";
+  } else if (home && !home->empty()) {
+    dir_ = *home + "/.cache/rune";
   }
   if (dir_.empty()) return;
   std::error_code ec;
@@ -103,7 +106,8 @@ DiskCache& DiskCache::instance() {
 }
 
 std::string DiskCache::path_for(const std::string& key) const {
-  return dir_ + "/" + hex(fnv1a(key)) + hex(fnv1a(key, 0x9e3779b97f4a7c15ull)) + ".obj";
+  // Two independent 64-bit hashes of the key (the source and target): 128 bits of name.
+  return dir_ + "/" + hex(ir::fnv1a64(key)) + hex(ir::fnv1a64(key, 0x9e3779b97f4a7c15ull)) + ".obj";
 }
 
 std::optional<std::string> DiskCache::get(const std::string& key) {
@@ -116,9 +120,9 @@ std::optional<std::string> DiskCache::get(const std::string& key) {
   const std::string& s = *file;
   const size_t header = 8 + 8 + 8 + 8;
   bool ok = s.size() >= header && std::memcmp(s.data(), kMagic, 8) == 0 &&
-            get_u64(s, 8) == s.size() - header && get_u64(s, 24) == fnv1a(key);
+            get_u64(s, 8) == s.size() - header && get_u64(s, 24) == ir::fnv1a64(key);
   std::string payload = ok ? s.substr(header) : std::string();
-  if (ok && get_u64(s, 16) != fnv1a(payload)) ok = false;
+  if (ok && get_u64(s, 16) != ir::fnv1a64(payload)) ok = false;
   if (!ok) {
     if (ir::debug_level() >= 1)
       std::fprintf(stderr, "rune: cache entry %s is corrupt; rebuilding\n", path.c_str());
@@ -135,8 +139,8 @@ void DiskCache::put(const std::string& key, const std::string& data) {
   std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
   std::string blob(kMagic, 8);
   put_u64(blob, data.size());
-  put_u64(blob, fnv1a(data));
-  put_u64(blob, fnv1a(key));
+  put_u64(blob, ir::fnv1a64(data));
+  put_u64(blob, ir::fnv1a64(key));
   blob += data;
   // Read-only, full or over a size limit: caching is an optimisation, never an error, and a
   // failed write installs nothing.

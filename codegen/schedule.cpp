@@ -1,10 +1,14 @@
 #include "codegen/schedule.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "ir/debug.h"
 
 namespace codegen {
 
@@ -28,9 +32,30 @@ size_t KernelSpec::hash() const {
 
 namespace {
 
-// Raised while lowering a kernel when `node` must get a buffer first; the kernel is retried.
-struct NeedRealize {
+// Where kernels are cut: lowering a kernel's graph stops at the first node (in lowering order)
+// that must get a buffer first and names it; that node is materialised (its kernel is built
+// first) and the kernel is then lowered again from scratch. Each retry follows a new
+// materialisation, and a node is materialised at most once, so building a kernel ends.
+struct Realize {
   NodeRef node;
+};
+
+// The outcome of one step of lowering a kernel: a value, or the node to materialise first.
+template <class T>
+class OrRealize {
+ public:
+  OrRealize(T value) : value_(std::move(value)) {}
+  OrRealize(Realize r) : need_(r.node) {}
+  bool ok() const { return need_ == nullptr; }
+  const T& value() const { return *value_; }
+  // The node to materialise before the kernel is lowered again (null when ok()).
+  NodeRef need() const { return need_; }
+  // The same request, as the outcome of the step that made this one.
+  Realize realize_first() const { return Realize{need_}; }
+
+ private:
+  std::optional<T> value_;
+  NodeRef need_ = nullptr;
 };
 
 // Applies the movement ops on the path from a kernel's root down to a leaf (outermost first in
@@ -116,27 +141,28 @@ class Scheduler {
   void build_kernel(NodeRef target, int slot) {
     if (op_category(target->op) == OpCategory::Library) return build_library(target, slot);
     for (;;) {
-      try {
-        target_ = target;
-        k_ = KernelSpec{};
-        k_.shape = target->shape;
-        k_.out_dtype = target->dtype;
-        k_.slots = {slot};
-        memo_.clear();
-        NodeRef top = target->op == Op::Copy ? target->src[0] : target;
-        k_.body = lower(top, {}, 0);
-        if (numel(k_.shape) > 0) out_.kernels.push_back(k_);
-        return;
-      } catch (const NeedRealize& need) {
-        realize(need.node);
+      target_ = target;
+      k_ = KernelSpec{};
+      k_.shape = target->shape;
+      k_.out_dtype = target->dtype;
+      k_.slots = {slot};
+      memo_.clear();
+      NodeRef top = target->op == Op::Copy ? target->src[0] : target;
+      OrRealize<NodeRef> body = lower(top, {}, 0);
+      if (!body.ok()) {
+        realize(body.need());  // then lower this kernel again
+        continue;
       }
+      k_.body = body.value();
+      if (numel(k_.shape) > 0) out_.kernels.push_back(k_);
+      return;
     }
   }
 
   // A contraction reads its operands through strided views of buffers: movement ops down to an
   // input or a materialised node fold into the view; anything else (a computation, a pad's
-  // mask, a reshape no strided view expresses) is materialised first (NeedRealize, retried).
-  std::pair<int, View> operand_view(NodeRef x) {
+  // mask, a reshape no strided view expresses) is materialised first.
+  OrRealize<std::pair<int, View>> operand_view(NodeRef x) {
     std::vector<NodeRef> mops;
     NodeRef s = x;
     while (s->op != Op::Param && !slot_of_.count(s) && is_movement(s->op) && s->op != Op::Copy &&
@@ -144,21 +170,21 @@ class Scheduler {
       mops.push_back(s);
       s = s->src[0];
     }
-    if (s->op != Op::Param && !slot_of_.count(s)) throw NeedRealize{x};
+    if (s->op != Op::Param && !slot_of_.count(s)) return Realize{x};
     int slot = s->op == Op::Param ? static_cast<int>(arg_load(s).param) : slot_of_.at(s);
     View v = s->op == Op::Param ? arg_load(s).view : View::contiguous(s->shape);
     for (size_t i = mops.size(); i-- > 0;) {
       NodeRef m = mops[i];
       if (m->op == Op::Reshape) {
         auto r = v.reshape(m->shape);
-        if (!r) throw NeedRealize{x};
+        if (!r) return Realize{x};
         v = *r;
       } else {
         v = apply_movement(v, m);
       }
     }
-    if (!v.mask.empty()) throw NeedRealize{x};
-    return {slot, v};
+    if (!v.mask.empty()) return Realize{x};
+    return std::pair{slot, v};
   }
 
   // A library kernel reads its operand as one contiguous buffer (from any offset): views that
@@ -166,16 +192,12 @@ class Scheduler {
   // copied to contiguous memory first.
   void build_library(NodeRef target, int slot) {
     NodeRef x = target->src[0];
-    std::pair<int, View> op;
-    for (;;) {
-      try {
-        op = operand_view(x);
-        break;
-      } catch (const NeedRealize& need) {
-        realize(need.node);
-      }
+    OrRealize<std::pair<int, View>> op = operand_view(x);
+    while (!op.ok()) {
+      realize(op.need());
+      op = operand_view(x);
     }
-    auto [sx, vx] = op;
+    auto [sx, vx] = op.value();
     bool contiguous = vx.shape == x->shape && vx.mask.empty();
     auto cs = contiguous_strides(x->shape);
     for (size_t d = 0; d < x->shape.size() && contiguous; ++d)
@@ -217,7 +239,7 @@ class Scheduler {
 
   // The view of a leaf in the kernel's iteration space: space 0 is shape, space 1 is
   // shape ++ rshape (inside the fused reduction).
-  View leaf_view(View v, const std::vector<NodeRef>& mops, int space) {
+  OrRealize<View> leaf_view(View v, const std::vector<NodeRef>& mops, int space) {
     for (size_t i = mops.size(); i-- > 0;) {
       NodeRef m = mops[i];
       if (m->op == Op::Reshape) {
@@ -226,7 +248,7 @@ class Scheduler {
           // No strided view expresses this reshape: copy its source to contiguous memory.
           NodeRef copy = make(Op::Copy, m->src[0]->dtype, m->src[0]->shape, {m->src[0]});
           reshape_source_[m] = copy;
-          throw NeedRealize{copy};
+          return Realize{copy};
         }
         v = *r;
       } else {
@@ -246,21 +268,27 @@ class Scheduler {
     return v;
   }
 
-  NodeRef lower(NodeRef n, const std::vector<NodeRef>& mops, int space) {
+  // The kernel node computing n (seen through the movement ops `mops`, outermost first) in
+  // iteration space `space`, or the node to materialise first. Every step that names one
+  // returns at once: the first such node in lowering order decides, and the rest of this
+  // attempt is discarded (build_kernel starts the kernel again).
+  OrRealize<NodeRef> lower(NodeRef n, const std::vector<NodeRef>& mops, int space) {
     MemoKey key{n, mops, space};
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-    NodeRef r = lower_uncached(n, mops, space);
-    memo_[key] = r;
+    OrRealize<NodeRef> r = lower_uncached(n, mops, space);
+    if (r.ok()) memo_[key] = r.value();
     return r;
   }
 
-  NodeRef lower_uncached(NodeRef n, const std::vector<NodeRef>& mops, int space) {
+  OrRealize<NodeRef> lower_uncached(NodeRef n, const std::vector<NodeRef>& mops, int space) {
     if (n != target_ || n->op == Op::Param) {
       if (auto it = slot_of_.find(n); it != slot_of_.end() || n->op == Op::Param) {
         int slot = n->op == Op::Param ? static_cast<int>(arg_load(n).param) : it->second;
         View base = n->op == Op::Param ? arg_load(n).view : View::contiguous(n->shape);
-        return make(Op::Load, n->dtype, {}, {},
-                    LoadArg{param_for_slot(slot), leaf_view(base, mops, space)});
+        int param = param_for_slot(slot);
+        OrRealize<View> view = leaf_view(base, mops, space);
+        if (!view.ok()) return view.realize_first();
+        return make(Op::Load, n->dtype, {}, {}, LoadArg{param, view.value()});
       }
     }
     auto with = [&](NodeRef m) {
@@ -274,20 +302,26 @@ class Scheduler {
         if (n->op == Op::Iota) {
           View v{n->shape, Shape(n->shape.size(), 0), 0, {}};
           v.strides[arg_int(n)] = 1;
-          return make(Op::Index, DType::Int64, {}, {}, leaf_view(v, mops, space));
+          OrRealize<View> view = leaf_view(v, mops, space);
+          if (!view.ok()) return view.realize_first();
+          return make(Op::Index, DType::Int64, {}, {}, view.value());
         }
         break;
       case OpCategory::Unary:
       case OpCategory::Binary:
       case OpCategory::Ternary: {
         std::vector<NodeRef> src;
-        for (auto s : n->src) src.push_back(lower(s, mops, space));
+        for (auto s : n->src) {
+          OrRealize<NodeRef> l = lower(s, mops, space);
+          if (!l.ok()) return l;
+          src.push_back(l.value());
+        }
         return make(n->op, n->dtype, {}, std::move(src), n->arg);
       }
       case OpCategory::Movement:
-        if (n->op == Op::Copy) throw NeedRealize{n};
+        if (n->op == Op::Copy) return Realize{n};
         if (n->op == Op::Expand) {
-          if (NodeRef c = expanded_computation(n)) throw NeedRealize{c};
+          if (NodeRef c = expanded_computation(n)) return Realize{c};
         }
         if (n->op == Op::Reshape) {
           auto it = reshape_source_.find(n);
@@ -298,17 +332,20 @@ class Scheduler {
           // Padding reads zero outside the source: the mask guards the loads below it, and a
           // where() gives zero there even when the padded expression is not zero at zero.
           View region = View::contiguous(n->src[0]->shape).pad(arg_pairs(n));
-          NodeRef valid = make(Op::Valid, DType::Bool, {}, {}, leaf_view(region, mops, space));
-          NodeRef inner = lower(n->src[0], with(n), space);
+          OrRealize<View> valid_view = leaf_view(region, mops, space);
+          if (!valid_view.ok()) return valid_view.realize_first();
+          NodeRef valid = make(Op::Valid, DType::Bool, {}, {}, valid_view.value());
+          OrRealize<NodeRef> inner = lower(n->src[0], with(n), space);
+          if (!inner.ok()) return inner;
           NodeRef zero = is_float(n->dtype) ? make(Op::Const, n->dtype, {}, {}, 0.0)
                                             : make(Op::Const, n->dtype, {}, {}, int64_t{0});
-          return make(Op::Where, n->dtype, {}, {valid, inner, zero});
+          return make(Op::Where, n->dtype, {}, {valid, inner.value(), zero});
         }
         return lower(n->src[0], with(n), space);
       case OpCategory::Reduce: {
         bool fusable = space == 0 && mops.empty() && !k_.rbody && !k_.contract &&
                        n->shape == k_.shape && (n == target_ || users_[n] <= 1);
-        if (!fusable) throw NeedRealize{n};
+        if (!fusable) return Realize{n};
         NodeRef x = n->src[0];
         const auto& axes = arg_ints(n);
         reduce_perm_.clear();
@@ -320,7 +357,9 @@ class Scheduler {
           k_.rshape.push_back(x->shape[a]);
         }
         k_.reduce_op = n->op;
-        k_.rbody = lower(x, {}, 1);
+        OrRealize<NodeRef> rbody = lower(x, {}, 1);
+        if (!rbody.ok()) return rbody;
+        k_.rbody = rbody.value();
         return make(Op::Acc, n->dtype, {}, {});
       }
       case OpCategory::Contract: {
@@ -329,14 +368,18 @@ class Scheduler {
         bool fusable = space == 0 && mops.empty() && !k_.rbody && !k_.contract &&
                        n->shape == k_.shape && n->dtype == k_.out_dtype &&
                        (n == target_ || (fuse_epilogues_ && users_[n] <= 1));
-        if (!fusable) throw NeedRealize{n};
-        auto [sa, va] = operand_view(n->src[0]);
-        auto [sb, vb] = operand_view(n->src[1]);
+        if (!fusable) return Realize{n};
+        OrRealize<std::pair<int, View>> a = operand_view(n->src[0]);
+        if (!a.ok()) return a.realize_first();
+        OrRealize<std::pair<int, View>> b = operand_view(n->src[1]);
+        if (!b.ok()) return b.realize_first();
+        auto [sa, va] = a.value();
+        auto [sb, vb] = b.value();
         k_.contract = Contraction{va, vb, param_for_slot(sa), param_for_slot(sb)};
         return make(Op::Acc, n->dtype, {}, {});
       }
       case OpCategory::Library:
-        throw NeedRealize{n};  // a sort or a scan is a kernel of its own
+        return Realize{n};  // a sort or a scan is a kernel of its own
       case OpCategory::Kernel:
         break;
     }
@@ -357,8 +400,60 @@ class Scheduler {
 
 }  // namespace
 
+namespace {
+
+// The distinct computing nodes (unary, binary, ternary) of a kernel body.
+int count_ops(NodeRef body) {
+  if (!body) return 0;
+  int n = 0;
+  for (NodeRef x : toposort({body})) {
+    OpCategory c = op_category(x->op);
+    n += c == OpCategory::Unary || c == OpCategory::Binary || c == OpCategory::Ternary;
+  }
+  return n;
+}
+
+std::string slot_list(const std::vector<int>& slots, size_t from) {
+  std::string s;
+  for (size_t i = from; i < slots.size(); ++i) {
+    s += ' ';
+    s += std::to_string(slots[i]);
+  }
+  return s.empty() ? " none" : s;
+}
+
+}  // namespace
+
+std::string describe(const KernelSpec& k) {
+  std::string s;
+  if (k.library)
+    s = "library " + std::string(op_name(k.library->op));
+  else if (k.contract)
+    s = "contract";
+  else if (k.rbody)
+    s = "reduce";
+  else
+    s = "elementwise";
+  s += " " + std::string(name(k.out_dtype)) + " " + to_string(k.shape);
+  if (k.rbody) s += " over " + to_string(k.rshape) + " by " + std::string(op_name(k.reduce_op));
+  size_t params = k.slots.empty() ? 0 : k.slots.size() - 1;
+  s += ", " + std::to_string(params) + (params == 1 ? " param" : " params");
+  if (k.library) return s;
+  s += ", ";
+  if (k.rbody) s += std::to_string(count_ops(k.rbody)) + "+";
+  return s + std::to_string(count_ops(k.body)) + " ops";
+}
+
 Schedule schedule(const std::vector<NodeRef>& roots, int n_inputs, bool fuse_epilogues) {
-  return Scheduler(roots, n_inputs, fuse_epilogues).run();
+  Schedule s = Scheduler(roots, n_inputs, fuse_epilogues).run();
+  if (debug_level() >= 3)
+    for (size_t i = 0; i < s.kernels.size(); ++i) {
+      const KernelSpec& k = s.kernels[i];
+      std::fprintf(stderr, "rune: schedule: kernel %zu of %zu: %s; writes slot %d, reads slots%s\n",
+                   i, s.kernels.size(), describe(k).c_str(), k.slots.empty() ? -1 : k.slots[0],
+                   slot_list(k.slots, 1).c_str());
+    }
+  return s;
 }
 
 }  // namespace codegen

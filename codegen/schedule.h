@@ -12,6 +12,15 @@ namespace codegen {
 // numbered 0..n_inputs-1.
 // fuse_epilogues: elementwise consumers of a matrix product fuse into its kernel (the host's
 // gemm applies them tile by tile; the GPU kernel applies them to each finished output).
+// With DEBUG >= 3 it prints one line per kernel (describe, then the slots it writes and reads).
 Schedule schedule(const std::vector<ir::NodeRef>& roots, int n_inputs, bool fuse_epilogues = false);
+
+// One kernel in one line: its kind, output dtype and shape, the reduced shape and operation of
+// a reduction, how many params it reads and how many operations fused into it, e.g.
+//   "reduce float64 [] over [4] by ReduceSum, 3 params, 4+1 ops"
+// Kinds: elementwise, reduce, contract (a matrix product; its ops are the fused epilogue's),
+// library <op> (a sort or scan). Ops count the distinct unary, binary and ternary nodes of the
+// kernel's bodies (the reduction's body first): what fused, in a number.
+std::string describe(const KernelSpec& k);
 
 }  // namespace codegen

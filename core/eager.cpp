@@ -14,6 +14,8 @@
 #include "core/interpreter.h"
 #include "core/ops.h"
 #include "ir/debug.h"
+#include "ir/env.h"
+#include "ir/hash.h"
 #include "ir/scalar.h"
 #include "runtime/gpu/transfer.h"
 
@@ -102,9 +104,7 @@ void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape,
       v.push_back(im.shape[d] == 1 ? 0 : im.view.strides[d]);
     }
   }
-  size_t h = 1469598103934665603ull;
-  for (auto x : v) h = (h ^ static_cast<size_t>(x)) * 1099511628211ull;
-  f.hash = h;
+  f.hash = ir::hash_words(v);
 }
 
 // A thread's one-op programs by fingerprint: at most eager_cache_size() of them, the least
@@ -112,7 +112,7 @@ void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape,
 // programs' kernels and nodes go with their last owner, codegen/compile.cpp).
 size_t eager_cache_size() {
   static const size_t n =
-      static_cast<size_t>(std::max(1, ir::env_int("RUNE_EAGER_CACHE_SIZE", 1024)));
+      static_cast<size_t>(std::max(1, ir::env::integer(ir::env::Var::EagerCacheSize)));
   return n;
 }
 template <class Program>
@@ -324,7 +324,7 @@ class Eager final : public Interpreter {
     fingerprint(fp, op, out, shape, srcs, arg);
     int64_t dev = static_cast<int64_t>(device.kind) * 1024 + device.index;
     fp.v.push_back(dev);
-    fp.hash = (fp.hash ^ static_cast<size_t>(dev)) * 1099511628211ull;
+    fp.hash = ir::hash_combine(fp.hash, dev);
     const auto* found = programs.find(fp);
     if (!found) {
       std::shared_ptr<const runtime::gpu::GpuProgram> built;

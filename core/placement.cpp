@@ -8,6 +8,7 @@
 #include "core/donation.h"
 #include "core/interpreter.h"
 #include "core/prim.h"
+#include "ir/env.h"
 #include "runtime/gpu/transfer.h"
 #include "runtime/profile.h"
 
@@ -51,12 +52,12 @@ struct DefaultDevice {
 const DefaultDevice& default_device_setting() {
   static const DefaultDevice setting = [] {
     DefaultDevice r;
-    const char* v = std::getenv("RUNE_DEFAULT_DEVICE");
-    if (!v || !*v) return r;
+    const std::optional<std::string>& v = ir::env::value(ir::env::Var::DefaultDevice);
+    if (!v || v->empty()) return r;
     try {
-      r.device = Device::parse(v, "RUNE_DEFAULT_DEVICE");
+      r.device = Device::parse(*v, "RUNE_DEFAULT_DEVICE");
     } catch (const std::invalid_argument&) {
-      r.error = std::string("RUNE_DEFAULT_DEVICE=\"") + v +
+      r.error = "RUNE_DEFAULT_DEVICE=\"" + *v +
                 "\" is not a device (expected CPU, CPU:n, CUDA:n or HIP:n)";
     }
     return r;

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "ir/debug.h"
+#include "ir/env.h"
 
 namespace ir {
 
@@ -121,7 +121,7 @@ RootSets& root_sets() {
   return *r;
 }
 size_t table_min() {
-  static const size_t v = static_cast<size_t>(std::max(1, env_int("RUNE_NODE_TABLE_MIN", 262144)));
+  static const size_t v = static_cast<size_t>(std::max(1, env::integer(env::Var::NodeTableMin)));
   return v;
 }
 }  // namespace

@@ -4,6 +4,8 @@
 #include <functional>
 #include <stdexcept>
 
+#include "ir/hash.h"
+
 namespace ir {
 
 using Pairs = std::vector<std::pair<int64_t, int64_t>>;
@@ -92,13 +94,11 @@ bool View::is_contiguous() const {
 }
 
 size_t View::hash() const {
-  size_t h = 1469598103934665603ull;
-  auto mix = [&](int64_t v) { h = (h ^ static_cast<size_t>(v)) * 1099511628211ull; };
-  for (auto d : shape) mix(d);
-  mix(-7);
-  for (auto d : strides) mix(d);
-  mix(offset);
-  for (auto [lo, hi] : mask) mix(lo), mix(hi);
+  uint64_t h = hash_words(shape);
+  h = hash_combine(h, -7);  // between the two lists: [a] ++ [b, c] differs from [a, b] ++ [c]
+  h = hash_words(strides, h);
+  h = hash_combine(h, offset);
+  for (auto [lo, hi] : mask) h = hash_combine(hash_combine(h, lo), hi);
   return h;
 }
 

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "ir/env.h"
+
 namespace runtime {
 
 namespace {
@@ -41,8 +43,8 @@ std::string json_escape(const std::string& s) {
 class Profile {
  public:
   Profile() {
-    const char* p = std::getenv("RUNE_PROFILE");
-    if (p && *p) path_ = p;
+    const std::optional<std::string>& p = ir::env::value(ir::env::Var::Profile);
+    if (p && !p->empty()) path_ = *p;
     origin_ = std::chrono::steady_clock::now();
   }
 

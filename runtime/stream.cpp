@@ -3,7 +3,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "ir/debug.h"
+#include "ir/env.h"
 #include "runtime/gpu/context.h"
 
 namespace runtime {
@@ -25,7 +25,7 @@ Stream::~Stream() {
 
 size_t Stream::queue_depth() {
   static const size_t depth = [] {
-    int v = ir::env_int("RUNE_STREAM_QUEUE_DEPTH", 64);
+    int v = ir::env::integer(ir::env::Var::StreamQueueDepth);
     return static_cast<size_t>(v < 1 ? 1 : v);
   }();
   return depth;

@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "ir/env.h"
+
 namespace runtime {
 
 namespace {
@@ -81,8 +83,9 @@ class Pool {
 };
 
 int configured_threads() {
-  if (const char* e = std::getenv("RUNE_NUM_THREADS")) {
-    int v = std::atoi(e);
+  // Its leading integer, as atoi reads it (so "4 threads" is 4); anything else: every core.
+  if (const auto& e = ir::env::value(ir::env::Var::NumThreads)) {
+    int v = std::atoi(e->c_str());
     if (v > 0) return v;
   }
   return std::max(1u, std::thread::hardware_concurrency());

@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "gpu_runtime/fake_driver.h"
+#include "ir/hash.h"
 
 #ifndef RUNE_FAKE_DRIVER_HASH
 #define RUNE_FAKE_DRIVER_HASH "unknown"
@@ -30,19 +31,15 @@ std::string cache_dir() {
   return std::string(d) + "/fake-cuda";
 }
 
-uint64_t fnv1a(const std::string& s, uint64_t h) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 std::string cached_compile(const std::string& source, const std::string& arch) {
   static const std::string dir = cache_dir();
   if (dir.empty()) return fake_gpu::compile_host(source, arch);
   std::string text = std::string(RUNE_FAKE_DRIVER_HASH) + "\n" + arch + "\n" + source;
   char name[64];
   std::snprintf(name, sizeof name, "%016llx%016llx_%zu.so",
-                static_cast<unsigned long long>(fnv1a(text, 1469598103934665603ull)),
-                static_cast<unsigned long long>(fnv1a(text, 0x84222325cbf29ce4ull)), text.size());
+                static_cast<unsigned long long>(ir::fnv1a64(text)),
+                static_cast<unsigned long long>(ir::fnv1a64(text, 0x84222325cbf29ce4ull)),
+                text.size());
   std::string path = dir + "/" + name;
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) return path;

@@ -14,6 +14,8 @@
 #include "core/donation.h"
 #include "core/ops.h"
 #include "ir/debug.h"
+#include "ir/env.h"
+#include "ir/hash.h"
 #include "runtime/gpu/transfer.h"
 
 namespace rune {
@@ -42,11 +44,12 @@ struct KeyHash {
   size_t operator()(const Key& k) const { return k.hash; }
 };
 
+// Step "key": the call's structure tokens and each leaf's abstract value, with their hash.
 Key make_key(const Flat& args) {
   Key k;
   k.tokens = args.tokens;
-  size_t h = 0xcbf29ce484222325ull;
-  auto mix = [&](int64_t v) { h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull; };
+  uint64_t h = ir::kFnvOffset;
+  auto mix = [&](int64_t v) { h = ir::hash_combine(h, v); };
   for (auto t : k.tokens) mix(t);
   k.leaves.reserve(args.leaves.size());
   for (const auto& t : args.leaves) {
@@ -261,169 +264,104 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> run_gpu(
   return {std::move(outs), c->result_tokens};
 }
 
-}  // namespace
+using CallResult = std::pair<std::vector<nx::Tensor>, std::vector<int64_t>>;
 
-struct JitCore::Impl {
-  JitOptions options;
-  mutable std::mutex mu;
-  using Future = std::shared_future<std::shared_ptr<const Compiled>>;
-  struct Entry {
-    Future future;
-    std::list<Key>::iterator lru;
-  };
-  std::unordered_map<Key, Entry, KeyHash> cache;
-  std::list<Key> lru;  // most recent first
-  std::optional<Key> last;
-  size_t traces = 0;
+// The device a call runs on: its arguments' (all on one), or without tensor arguments the
+// default device, where creation ops would have put its values. A device that does not exist
+// here raises before anything is traced.
+nx::Device call_device(const Flat& args, const std::string& api) {
+  nx::Device device = args.leaves.empty() ? nx::default_device() : args.leaves[0].device();
+  for (const auto& l : args.leaves)
+    if (!(l.device() == device))
+      throw std::invalid_argument(api + ": arguments on two devices: " + device.name() + " and " +
+                                  l.device().name());
+  if (device.kind != runtime::DeviceKind::CPU) runtime::stream_for(device, api.c_str());
+  return device;
+}
 
-  std::shared_ptr<const Compiled> build(const Flat& args, const Key& key, const TraceFn& trace) {
-    // Without tensor arguments the program runs on the default device, where creation ops
-    // would have put its values.
-    nx::Device device = args.leaves.empty() ? nx::default_device() : args.leaves[0].device();
-    for (const auto& l : args.leaves)
-      if (!(l.device() == device))
-        throw std::invalid_argument(options.name + ": arguments on two devices: " + device.name() +
-                                    " and " + l.device().name());
-    // A device that does not exist here raises before anything is traced.
-    if (device.kind != runtime::DeviceKind::CPU) runtime::stream_for(device, options.name.c_str());
-    ir::NodeUse use;  // the trace's nodes stay until the program is compiled
-    Tracer tracer(device, static_cast<int>(args.leaves.size()));
-    std::vector<nx::Tensor> stand_ins;
-    for (size_t i = 0; i < args.leaves.size(); ++i) {
-      const LeafKey& lk = key.leaves[i];
-      ir::View layout{lk.shape, lk.strides, 0, {}};
-      stand_ins.push_back(tracer.stand_in(static_cast<int>(i), lk.dtype, layout));
-    }
-    Flat result;
-    {
-      nx::InterpreterScope scope(&tracer);
-      result = trace(stand_ins);
-    }
-    std::vector<ir::NodeRef> roots;
-    for (const auto& r : result.leaves) roots.push_back(tracer.node_of(r));
-    auto c = std::make_shared<Compiled>();
-    c->n_results = roots.size();
-    c->checks = tracer.checks();
-    for (const auto& k : c->checks) roots.push_back(k.first_false);
-    if (!c->checks.empty())
-      c->roots_id = ir::add_node_roots([cp = c.get()](std::vector<ir::NodeRef>& r) {
-        for (const auto& k : cp->checks) r.insert(r.end(), k.data.begin(), k.data.end());
-      });
-    c->captured = tracer.captured();
-    c->n_params = static_cast<int>(args.leaves.size() + c->captured.size());
-    // Captured constants move to the program's device once, with the program (a host program
-    // cannot read GPU memory, nor a CPU:n value before its stream ran).
-    for (auto& t : c->captured)
-      if (!t.is_traced() && !(t.device() == device)) t = nx::place(t, device);
-    if (device.kind == runtime::DeviceKind::CPU)
-      c->program = codegen::compile_host(roots, c->n_params);
-    else
-      c->gpu_program = codegen::compile_gpu(roots, c->n_params, device);
-    c->result_tokens = std::move(result.tokens);
-    for (auto r : roots) c->outputs.push_back({r->dtype, r->shape});
-    c->device = device;
-    return c;
-  }
+// A traced program: what a run needs besides the compiled code, and the graph to compile.
+struct Traced {
+  std::shared_ptr<Compiled> compiled;
+  std::vector<ir::NodeRef> roots;  // the results, then one first-false index per check
 };
 
-size_t default_jit_cache_size() {
-  static const size_t n =
-      static_cast<size_t>(std::max(1, ir::env_int("RUNE_JIT_CACHE_SIZE", 4096)));
-  return n;
-}
-
-JitCore::JitCore(JitOptions o) : impl_(std::make_unique<Impl>()) { impl_->options = std::move(o); }
-JitCore::~JitCore() = default;
-
-size_t JitCore::traces() const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->traces;
-}
-size_t JitCore::cached_programs() const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->cache.size();
-}
-
-std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Flat& args,
-                                                                       const TraceFn& trace,
-                                                                       const PathsFn& paths) {
-  Impl& m = *impl_;
-  for (const auto& l : args.leaves) nx::check_alive(l, m.options.name.c_str());
-  Key key = make_key(args);
-  Impl::Future future;
-  std::shared_ptr<std::promise<std::shared_ptr<const Compiled>>> mine;
+// Step "trace": runs the function over stand-ins of the key's leaves (dtype, shape and layout;
+// offset 0). Concrete tensors it captured become params after the arguments and move to the
+// program's device once, with the program (a host program cannot read GPU memory, nor a CPU:n
+// value before its stream ran). The caller holds a NodeUse until the roots are compiled.
+Traced trace_program(const Flat& args, const Key& key, const JitCore::TraceFn& trace,
+                     nx::Device device) {
+  Tracer tracer(device, static_cast<int>(args.leaves.size()));
+  std::vector<nx::Tensor> stand_ins;
+  for (size_t i = 0; i < args.leaves.size(); ++i) {
+    const LeafKey& lk = key.leaves[i];
+    ir::View layout{lk.shape, lk.strides, 0, {}};
+    stand_ins.push_back(tracer.stand_in(static_cast<int>(i), lk.dtype, layout));
+  }
+  Flat result;
   {
-    std::lock_guard lock(m.mu);
-    auto it = m.cache.find(key);
-    if (it != m.cache.end()) {
-      m.lru.splice(m.lru.begin(), m.lru, it->second.lru);
-      future = it->second.future;
-    } else {
-      if (ir::jit_debug() && m.last) {
-        std::vector<std::string> lp, tp;
-        paths(lp, tp);
-        std::fprintf(stderr, "rune.jit: retrace: %s\n",
-                     first_difference(key, *m.last, lp, tp).c_str());
-      }
-      mine = std::make_shared<std::promise<std::shared_ptr<const Compiled>>>();
-      future = mine->get_future().share();
-      m.lru.push_front(key);
-      m.cache.emplace(key, Impl::Entry{future, m.lru.begin()});
-      ++m.traces;
-      while (m.cache.size() > std::max<size_t>(m.options.cache_size, 1)) {
-        const Key& victim = m.lru.back();
-        if (ir::jit_debug())
-          std::fprintf(stderr, "rune.jit: evicted the program for %s (cache size %zu)\n",
-                       describe_key(victim).c_str(), m.options.cache_size);
-        m.cache.erase(victim);
-        m.lru.pop_back();
-      }
-    }
-    m.last = key;
+    nx::InterpreterScope scope(&tracer);
+    result = trace(stand_ins);
   }
-  if (mine) {
-    try {
-      mine->set_value(m.build(args, key, trace));
-      ir::maybe_collect_nodes();  // a new program may have left the node table past its limit
-    } catch (...) {
-      // A failed trace or compile installs nothing; its error reaches this caller and any
-      // caller that was waiting for the same key.
-      mine->set_exception(std::current_exception());
-      std::lock_guard lock(m.mu);
-      auto it = m.cache.find(key);
-      if (it != m.cache.end()) {
-        m.lru.erase(it->second.lru);
-        m.cache.erase(it);
-      }
-      throw;
-    }
-  }
-  std::shared_ptr<const Compiled> c = future.get();
-  nx::CallName named(m.options.name.c_str());  // e.g. an allocation that fails names rune::jit
-  // Donated leaves lend their memory to results that may take it (HostProgram::inplace_inputs).
-  // Every leaf's read is registered before the donors are killed (nx::StorageReads); a donor's
-  // storage is lent only when, after its death, no other value or read can observe it
-  // (SEMANTICS.md §3: views, bases, captured constants, other arguments, other threads' reads).
-  // Otherwise the results take fresh memory; the donor dies either way.
-  nx::StorageReads reads;
-  for (const auto& l : args.leaves) reads.add(l);
+  Traced t;
+  for (const auto& r : result.leaves) t.roots.push_back(tracer.node_of(r));
+  auto c = std::make_shared<Compiled>();
+  c->n_results = t.roots.size();
+  c->checks = tracer.checks();
+  for (const auto& k : c->checks) t.roots.push_back(k.first_false);
+  if (!c->checks.empty())
+    c->roots_id = ir::add_node_roots([cp = c.get()](std::vector<ir::NodeRef>& r) {
+      for (const auto& k : cp->checks) r.insert(r.end(), k.data.begin(), k.data.end());
+    });
+  c->captured = tracer.captured();
+  c->n_params = static_cast<int>(args.leaves.size() + c->captured.size());
+  for (auto& cap : c->captured)
+    if (!cap.is_traced() && !(cap.device() == device)) cap = nx::place(cap, device);
+  c->result_tokens = std::move(result.tokens);
+  for (auto r : t.roots) c->outputs.push_back({r->dtype, r->shape});
+  c->device = device;
+  t.compiled = std::move(c);
+  return t;
+}
+
+// Step "compile": schedule, optimise, lower, render and compile the roots for the program's
+// device, all inside codegen (one call per device kind).
+void compile_program(Compiled& c, const std::vector<ir::NodeRef>& roots) {
+  if (c.device.kind == runtime::DeviceKind::CPU)
+    c.program = codegen::compile_host(roots, c.n_params);
+  else
+    c.gpu_program = codegen::compile_gpu(roots, c.n_params, c.device);
+}
+
+// Donated leaves lend their memory to results that may take it (HostProgram::inplace_inputs).
+// Every leaf's read is registered in `reads` (held by the caller for the whole run) before the
+// donors are killed (nx::StorageReads); a donor's storage is lent only when, after its death,
+// no other value or read can observe it (SEMANTICS.md §3: views, bases, captured constants,
+// other arguments, other threads' reads). Otherwise the results take fresh memory; the donor
+// dies either way. Returns one buffer per output (null: fresh memory), or none without donors;
+// with RUNE_JIT_DEBUG, prints each donor's fate.
+std::vector<runtime::BufferRef> lend_donations(const Compiled& c,
+                                               const std::vector<nx::Tensor>& leaves,
+                                               const nx::StorageReads& reads,
+                                               const std::string& api,
+                                               const JitCore::PathsFn& paths) {
   // Raises before killing anything; `donated` marks the leaves this call killed.
-  const std::vector<bool> donated = nx::consume_donations(args.leaves, m.options.name);
+  const std::vector<bool> donated = nx::consume_donations(leaves, api);
   std::vector<runtime::BufferRef> reuse;
   std::vector<std::pair<size_t, std::string>> fates;  // leaf index, fate
   if (!donated.empty()) {
-    const auto& output_slots = c->program ? c->program->output_slots : c->gpu_program->output_slots;
+    const auto& output_slots = c.program ? c.program->output_slots : c.gpu_program->output_slots;
     const auto& inplace_inputs =
-        c->program ? c->program->inplace_inputs : c->gpu_program->inplace_inputs;
+        c.program ? c.program->inplace_inputs : c.gpu_program->inplace_inputs;
     reuse.resize(output_slots.size());
-    for (size_t i = 0; i < args.leaves.size(); ++i) {
-      const auto& im = args.leaves[i].impl();
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const auto& im = leaves[i].impl();
       if (!donated[i]) continue;
       size_t bytes = static_cast<size_t>(ir::numel(im.shape) * ir::itemsize(im.dtype));
       std::string fate = "consumed and lent to no result";
       const int own_reads = reads.count(im.buffer.get());  // this call's leaves on the storage
-      int others = nx::other_observers(args.leaves[i], own_reads);
-      if (!c->checks.empty()) {
+      int others = nx::other_observers(leaves[i], own_reads);
+      if (!c.checks.empty()) {
         fate = "copied: the program has checks, which may still read it";
       } else if (im.view.offset != 0 || !im.view.is_contiguous() || im.buffer->nbytes != bytes) {
         fate = "copied: a view that does not cover its storage";
@@ -433,8 +371,8 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
                (n == 1 ? "" : "s");
       } else {
         for (size_t o = 0; o < output_slots.size(); ++o) {
-          if (reuse[o] || c->outputs[o].first != im.dtype ||
-              ir::numel(c->outputs[o].second) != ir::numel(im.shape))
+          if (reuse[o] || c.outputs[o].first != im.dtype ||
+              ir::numel(c.outputs[o].second) != ir::numel(im.shape))
             continue;
           const auto& ok = inplace_inputs[o];
           if (std::find(ok.begin(), ok.end(), static_cast<int>(i)) == ok.end()) continue;
@@ -453,30 +391,42 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
       std::fprintf(stderr, "rune.jit: donation: %s: %s\n",
                    leaf < lp.size() ? lp[leaf].c_str() : "?", fate.c_str());
   }
+  return reuse;
+}
+
+// The program's params: the call's leaves, then the captured constants, each at its first
+// element.
+std::vector<char*> bind_params(const Compiled& c, const std::vector<nx::Tensor>& leaves) {
   std::vector<char*> ptrs;
-  ptrs.reserve(args.leaves.size() + c->captured.size());
+  ptrs.reserve(leaves.size() + c.captured.size());
   auto bind = [&](const nx::Tensor& t) {
     const auto& im = t.impl();
     ptrs.push_back(static_cast<char*>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype));
   };
-  for (const auto& l : args.leaves) bind(l);
-  for (const auto& l : c->captured) bind(l);
-  if (c->gpu_program) return run_gpu(c, args.leaves, std::move(ptrs), std::move(reuse));
-  runtime::Stream* stream = runtime::stream_for(c->device);
-  if (!stream) {
-    auto bufs = c->program->run(ptrs.data(), ptrs.size(), reuse.empty() ? nullptr : reuse.data());
-    // Checks, in trace order: on the host the first failing one raises now; the call returns
-    // no results.
-    if (auto failure = failed_check(*c, bufs, ptrs)) std::rethrow_exception(failure);
-    std::vector<nx::Tensor> outs;
-    outs.reserve(c->n_results);
-    for (size_t i = 0; i < c->n_results; ++i)
-      outs.push_back(nx::make_concrete(c->outputs[i].first, std::move(bufs[i]),
-                                       ir::View::contiguous(c->outputs[i].second), c->device));
-    return {std::move(outs), c->result_tokens};
-  }
-  // An asynchronous device: the call returns once its work is queued. Outputs exist now; a
-  // failing check poisons them and is raised at the next wait on the device.
+  for (const auto& l : leaves) bind(l);
+  for (const auto& l : c.captured) bind(l);
+  return ptrs;
+}
+
+// A call on the host, synchronous: checks, in trace order, are read after the run; the first
+// failing one raises now and the call returns no results.
+CallResult run_host(const Compiled& c, const std::vector<char*>& ptrs,
+                    std::vector<runtime::BufferRef>& reuse) {
+  auto bufs = c.program->run(ptrs.data(), ptrs.size(), reuse.empty() ? nullptr : reuse.data());
+  if (auto failure = failed_check(c, bufs, ptrs)) std::rethrow_exception(failure);
+  std::vector<nx::Tensor> outs;
+  outs.reserve(c.n_results);
+  for (size_t i = 0; i < c.n_results; ++i)
+    outs.push_back(nx::make_concrete(c.outputs[i].first, std::move(bufs[i]),
+                                     ir::View::contiguous(c.outputs[i].second), c.device));
+  return {std::move(outs), c.result_tokens};
+}
+
+// A call on an asynchronous host device (CPU:n): it returns once its work is queued. Outputs
+// exist now; a failing check poisons them and is raised at the next wait on the device.
+CallResult run_async(const std::shared_ptr<const Compiled>& c, runtime::Stream* stream,
+                     const std::vector<nx::Tensor>& leaves, const std::vector<char*>& ptrs,
+                     std::vector<runtime::BufferRef> reuse) {
   reuse.resize(c->outputs.size());
   for (size_t o = 0; o < c->outputs.size(); ++o)
     if (!reuse[o])
@@ -484,7 +434,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
           c->device,
           static_cast<size_t>(ir::numel(c->outputs[o].second) * ir::itemsize(c->outputs[o].first)));
   auto poison = std::make_shared<runtime::Poison>();
-  std::vector<nx::Tensor> keep = args.leaves;  // inputs stay alive until the task ran
+  std::vector<nx::Tensor> keep = leaves;  // inputs stay alive until the task ran
   stream->enqueue([c, ptrs, reuse, poison, keep] {
     for (const auto& t : keep)
       if (t.impl().poison)
@@ -504,6 +454,137 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> JitCore::call(const Fla
                                      ir::View::contiguous(c->outputs[i].second), c->device,
                                      poison));
   return {std::move(outs), c->result_tokens};
+}
+
+}  // namespace
+
+struct JitCore::Impl {
+  JitOptions options;
+  mutable std::mutex mu;
+  using Future = std::shared_future<std::shared_ptr<const Compiled>>;
+  using Promise = std::promise<std::shared_ptr<const Compiled>>;
+  struct Entry {
+    Future future;
+    std::list<Key>::iterator lru;
+  };
+  std::unordered_map<Key, Entry, KeyHash> cache;
+  std::list<Key> lru;  // most recent first
+  std::optional<Key> last;
+  size_t traces = 0;
+
+  // The outcome of a look-up: the program's future, and on a miss the promise this caller
+  // fulfils (callers with the same key meanwhile wait on the future).
+  struct Lookup {
+    Future future;
+    std::shared_ptr<Promise> mine;
+  };
+
+  // Step "look up": a hit moves the key to the front of the LRU list; a miss reports the
+  // retrace (RUNE_JIT_DEBUG), installs a pending entry and evicts the least recently used
+  // programs past the cache size.
+  Lookup look_up(const Key& key, const PathsFn& paths) {
+    Lookup r;
+    std::lock_guard lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      lru.splice(lru.begin(), lru, it->second.lru);
+      r.future = it->second.future;
+    } else {
+      if (ir::jit_debug() && last) {
+        std::vector<std::string> lp, tp;
+        paths(lp, tp);
+        std::fprintf(stderr, "rune.jit: retrace: %s\n",
+                     first_difference(key, *last, lp, tp).c_str());
+      }
+      r.mine = std::make_shared<Promise>();
+      r.future = r.mine->get_future().share();
+      lru.push_front(key);
+      cache.emplace(key, Entry{r.future, lru.begin()});
+      ++traces;
+      while (cache.size() > std::max<size_t>(options.cache_size, 1)) {
+        const Key& victim = lru.back();
+        if (ir::jit_debug())
+          std::fprintf(stderr, "rune.jit: evicted the program for %s (cache size %zu)\n",
+                       describe_key(victim).c_str(), options.cache_size);
+        cache.erase(victim);
+        lru.pop_back();
+      }
+    }
+    last = key;
+    return r;
+  }
+
+  // Steps "trace" and "compile", on a miss: the new program fulfils `mine`. A failed trace or
+  // compile installs nothing; its error reaches this caller and any caller that was waiting for
+  // the same key.
+  void build(Promise& mine, const Flat& args, const Key& key, const TraceFn& trace) {
+    try {
+      nx::Device device = call_device(args, options.name);
+      std::shared_ptr<Compiled> c;
+      {
+        ir::NodeUse use;  // the trace's nodes stay until the program is compiled
+        Traced t = trace_program(args, key, trace, device);
+        compile_program(*t.compiled, t.roots);
+        c = std::move(t.compiled);
+      }
+      mine.set_value(std::move(c));
+      ir::maybe_collect_nodes();  // a new program may have left the node table past its limit
+    } catch (...) {
+      mine.set_exception(std::current_exception());
+      std::lock_guard lock(mu);
+      auto it = cache.find(key);
+      if (it != cache.end()) {
+        lru.erase(it->second.lru);
+        cache.erase(it);
+      }
+      throw;
+    }
+  }
+
+  // Step "run": lends donated leaves' memory to results, binds the params and runs the program
+  // on its device (host, asynchronous host stream or GPU stream).
+  CallResult run(const std::shared_ptr<const Compiled>& c, const Flat& args,
+                 const PathsFn& paths) const {
+    nx::CallName named(options.name.c_str());  // e.g. an allocation that fails names rune::jit
+    nx::StorageReads reads;  // the leaves' reads, registered until the program ran
+    for (const auto& l : args.leaves) reads.add(l);
+    std::vector<runtime::BufferRef> reuse =
+        lend_donations(*c, args.leaves, reads, options.name, paths);
+    std::vector<char*> ptrs = bind_params(*c, args.leaves);
+    if (c->gpu_program) return run_gpu(c, args.leaves, std::move(ptrs), std::move(reuse));
+    if (runtime::Stream* stream = runtime::stream_for(c->device))
+      return run_async(c, stream, args.leaves, ptrs, std::move(reuse));
+    return run_host(*c, ptrs, reuse);
+  }
+};
+
+size_t default_jit_cache_size() {
+  static const size_t n =
+      static_cast<size_t>(std::max(1, ir::env::integer(ir::env::Var::JitCacheSize)));
+  return n;
+}
+
+JitCore::JitCore(JitOptions o) : impl_(std::make_unique<Impl>()) { impl_->options = std::move(o); }
+JitCore::~JitCore() = default;
+
+size_t JitCore::traces() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->traces;
+}
+size_t JitCore::cached_programs() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->cache.size();
+}
+
+// A call, step by step: key, look up, (on a miss) trace and compile, run.
+CallResult JitCore::call(const Flat& args, const TraceFn& trace, const PathsFn& paths) {
+  Impl& m = *impl_;
+  for (const auto& l : args.leaves) nx::check_alive(l, m.options.name.c_str());
+  Key key = make_key(args);
+  Impl::Lookup found = m.look_up(key, paths);
+  if (found.mine) m.build(*found.mine, args, key, trace);
+  std::shared_ptr<const Compiled> c = found.future.get();
+  return m.run(c, args, paths);
 }
 
 }  // namespace rune

@@ -9,6 +9,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "ir/env.h"
+
 namespace codegen::cpu {
 
 namespace {
@@ -167,9 +169,9 @@ Isa host_isa() {
     Isa best = __builtin_cpu_supports("avx512f")                                 ? Isa::Avx512
                : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Isa::Avx2
                                                                                  : Isa::Portable;
-    const char* cap = std::getenv("RUNE_GEMM_ISA");
-    if (cap && std::strcmp(cap, "portable") == 0) return Isa::Portable;
-    if (cap && std::strcmp(cap, "avx2") == 0 && best == Isa::Avx512) return Isa::Avx2;
+    const std::optional<std::string>& cap = ir::env::value(ir::env::Var::GemmIsa);
+    if (cap == "portable") return Isa::Portable;
+    if (cap == "avx2" && best == Isa::Avx512) return Isa::Avx2;
     return best;
   }();
   return isa;

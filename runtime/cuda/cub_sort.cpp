@@ -8,6 +8,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "ir/env.h"
+
 namespace runtime::cuda {
 
 namespace {
@@ -102,8 +104,9 @@ const CubModule* cub_module_for(DeviceKind kind, const gpu::DriverTable& driver,
   }
   State& s = state();
   std::call_once(s.once, [&] {
+    const std::optional<std::string>& module = ir::env::value(ir::env::Var::CubModule);
     CubModuleSource src =
-        cub_module_source(std::getenv("RUNE_CUB_MODULE"), built_cub_module_path());
+        cub_module_source(module ? module->c_str() : nullptr, built_cub_module_path());
     if (src.path.empty()) {
       s.why = src.why;
       return;

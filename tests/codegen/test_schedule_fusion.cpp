@@ -1,0 +1,324 @@
+// The scheduler's decisions for named programs: how many kernels each becomes and what fused
+// into each (codegen::describe: kind, shape, reduced shape and operation, params read, fused
+// operations). The numbers are pinned as the scheduler makes them today; a change in fusion,
+// better or worse, fails here and must be pinned again on purpose, with the reason.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codegen/schedule.h"
+#include "core/interpreter.h"
+#include "trace/rune.h"
+#include "trace/tracer.h"
+
+namespace {
+
+using nx::Tensor;
+
+struct Arg {
+  nx::DType dtype;
+  nx::Shape shape;
+};
+using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+// Traces fn over stand-ins of `args` as rune::jit does (captured tensors become params after the
+// arguments) and schedules the graph as both compile paths do, epilogues fused.
+codegen::Schedule schedule_of(const std::vector<Arg>& args, const Fn& fn) {
+  ir::NodeUse use;  // the traced nodes stay until the schedule is made
+  rune::Tracer tracer(nx::Device::cpu(), static_cast<int>(args.size()));
+  std::vector<ir::NodeRef> roots;
+  {
+    nx::InterpreterScope scope(&tracer);
+    std::vector<Tensor> ins;
+    for (size_t i = 0; i < args.size(); ++i)
+      ins.push_back(
+          tracer.stand_in(static_cast<int>(i), args[i].dtype, ir::View::contiguous(args[i].shape)));
+    for (const auto& r : fn(ins)) roots.push_back(tracer.node_of(r));
+  }
+  int n_params = static_cast<int>(args.size() + tracer.captured().size());
+  return codegen::schedule(roots, n_params, /*fuse_epilogues=*/true);
+}
+
+std::vector<std::string> kernels_of(const std::vector<Arg>& args, const Fn& fn) {
+  std::vector<std::string> out;
+  for (const auto& k : schedule_of(args, fn).kernels) out.push_back(codegen::describe(k));
+  return out;
+}
+
+}  // namespace
+
+// (RUNE_TREE specialises nx::Tree: at namespace scope.)
+struct Mlp {
+  nx::Tensor w1, b1, w2, b2;
+};
+RUNE_TREE(Mlp, w1, b1, w2, b2)
+
+TEST(ScheduleFusion, DescribeNamesEveryPart) {
+  auto k = kernels_of({{nx::float32, {4, 8}}}, [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{nx::sum(x[0] * 2.0, {1}, /*keepdims=*/true) + 1.0};
+  });
+  ASSERT_EQ(k.size(), 1u);
+  EXPECT_EQ(k[0], "reduce float32 [4, 1] over [8] by ReduceSum, 1 param, 1+1 ops");
+}
+
+// A chain of elementwise ops is one kernel, whatever its length.
+TEST(ScheduleFusion, ElementwiseChain) {
+  auto k = kernels_of({{nx::float32, {64}}}, [](const std::vector<Tensor>& x) {
+    const Tensor& v = x[0];
+    return std::vector<Tensor>{nx::exp(nx::sin((v * 2.0 + 1.0) * nx::tanh(v)) - v) / 3.0};
+  });
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   // everything: mul, add, tanh, mul, sin, sub, exp, div
+                   "elementwise float32 [64], 1 param, 8 ops",
+               }));
+}
+
+// A reduction takes its elementwise producers and its elementwise consumers at its own shape.
+// nx reduces with the reduced axes kept (size 1) and reshapes after: an epilogue behind that
+// reshape is not at the reduction's shape and is a kernel of its own today.
+TEST(ScheduleFusion, ReductionWithElementwiseEpilogue) {
+  auto kept = kernels_of({{nx::float32, {16, 32}}}, [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{nx::sqrt(nx::sum(x[0] * x[0], {1}, /*keepdims=*/true)) + 1.0};
+  });
+  EXPECT_EQ(kept, (std::vector<std::string>{
+                      // x*x reduced; sqrt and +1 applied to each row's sum in the same kernel
+                      "reduce float32 [16, 1] over [32] by ReduceSum, 1 param, 1+2 ops",
+                  }));
+  auto dropped = kernels_of({{nx::float32, {16, 32}}}, [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{nx::sqrt(nx::sum(x[0] * x[0], {1})) + 1.0};
+  });
+  EXPECT_EQ(dropped, (std::vector<std::string>{
+                         "reduce float32 [16, 1] over [32] by ReduceSum, 1 param, 1+0 ops",
+                         "elementwise float32 [16], 1 param, 2 ops",  // sqrt, +1 after the reshape
+                     }));
+}
+
+TEST(ScheduleFusion, Softmax) {
+  auto k = kernels_of({{nx::float32, {8, 128}}}, [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{nx::softmax(x[0], 1)};
+  });
+  EXPECT_EQ(k,
+            (std::vector<std::string>{
+                "reduce float32 [8, 1] over [128] by ReduceMax, 1 param, 0+0 ops",  // row max m
+                "elementwise float32 [8, 1], 1 param, 3 ops",  // the shift: m where finite, else 0
+                // sum(exp(x - shift))
+                "reduce float32 [8, 1] over [128] by ReduceSum, 2 params, 2+0 ops",
+                "elementwise float32 [8, 128], 3 params, 3 ops",  // exp(x - shift) / sum
+            }));
+}
+
+TEST(ScheduleFusion, LayerNorm) {
+  auto k = kernels_of({{nx::float32, {8, 64}}, {nx::float32, {64}}, {nx::float32, {64}}},
+                      [](const std::vector<Tensor>& a) {
+                        const Tensor& x = a[0];
+                        Tensor mu = nx::mean(x, {1}, true);
+                        Tensor d = x - mu;
+                        Tensor var = nx::mean(d * d, {1}, true);
+                        return std::vector<Tensor>{d / nx::sqrt(var + 1e-5) * a[1] + a[2]};
+                      });
+  EXPECT_EQ(k,
+            (std::vector<std::string>{
+                "reduce float32 [8, 1] over [64] by ReduceSum, 1 param, 0+1 ops",  // mean: sum, / n
+                // variance with its epilogue: sum((x - mean)^2), then / n, + eps, sqrt
+                "reduce float32 [8, 1] over [64] by ReduceSum, 2 params, 2+3 ops",
+                "elementwise float32 [8, 64], 5 params, 4 ops",  // (x - mean) / sd * g + b
+            }));
+}
+
+// The host's gemm applies a bias and a relu to each finished tile: one kernel.
+TEST(ScheduleFusion, MatmulBiasReluIsOneKernelWithAnEpilogue) {
+  auto k = kernels_of({{nx::float32, {32, 16}}, {nx::float32, {16, 24}}, {nx::float32, {24}}},
+                      [](const std::vector<Tensor>& a) {
+                        return std::vector<Tensor>{nx::relu(nx::matmul(a[0], a[1]) + a[2])};
+                      });
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   // the product; + bias and relu (x > 0, isnan, x * 0, two wheres) as its epilogue
+                   "contract float32 [32, 24], 3 params, 6 ops",
+               }));
+}
+
+// The chapter's training step (samples/training_step.cpp): loss, gradient and update of two
+// float64 scalars over four captured points.
+TEST(ScheduleFusion, ChapterTrainingStep) {
+  auto inputs = nx::create(nx::float64, {4}, {0, 1, 2, 3});
+  auto targets = nx::create(nx::float64, {4}, {1, 3, 5, 7});
+  using Params = std::pair<Tensor, Tensor>;
+  auto mse = [&](const Params& p) {
+    auto err = p.first * inputs + p.second - targets;
+    return nx::mean(err * err);
+  };
+  auto k = kernels_of({{nx::float64, {}}, {nx::float64, {}}}, [&](const std::vector<Tensor>& a) {
+    auto [loss, g] = rune::value_and_grad(mse, Params{a[0], a[1]});
+    return std::vector<Tensor>{loss, a[0] - g.first * 0.1, a[1] - g.second * 0.1};
+  });
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   // the loss: sum(err * err), err = w * inputs + b - targets, then the mean's / 4
+                   "reduce float64 [1] over [4] by ReduceSum, 4 params, 4+0 ops",
+                   "elementwise float64 [], 1 param, 1 ops",
+                   "elementwise float64 [], 0 params, 1 ops",  // the mean's cotangent (a constant)
+                   "reduce float64 [1] over [4] by ReduceSum, 5 params, 6+0 ops",  // d loss / d w
+                   "elementwise float64 [], 2 params, 2 ops",                      // w - g * 0.1
+                   "reduce float64 [1] over [4] by ReduceSum, 5 params, 5+0 ops",  // d loss / d b
+                   "elementwise float64 [], 2 params, 2 ops",                      // b - g * 0.1
+               }));
+}
+
+// The README's MLP step (samples/mlp.cpp, smaller): two layers, softmax cross-entropy,
+// backward and SGD update in one program.
+TEST(ScheduleFusion, MlpTrainingStep) {
+  auto x = nx::rand(nx::key(1), nx::float32, {16, 2});
+  auto y = nx::rand(nx::key(2), nx::float32, {16, 2});
+  auto logits = [&](const Mlp& m) {
+    Tensor h = nx::tanh(nx::matmul(x, m.w1) + m.b1);
+    return nx::matmul(h, m.w2) + m.b2;
+  };
+  auto loss_fn = [&](const Mlp& m) {
+    return nx::mean(-nx::sum(y * nx::log_softmax(logits(m), 1), {1}));
+  };
+  const double lr = 0.5;
+  auto k = kernels_of(
+      {{nx::float32, {2, 8}}, {nx::float32, {8}}, {nx::float32, {8, 2}}, {nx::float32, {2}}},
+      [&](const std::vector<Tensor>& a) {
+        auto [loss, g] = rune::value_and_grad(loss_fn, Mlp{a[0], a[1], a[2], a[3]});
+        return std::vector<Tensor>{loss, a[0] - g.w1 * lr, a[1] - g.b1 * lr, a[2] - g.w2 * lr,
+                                   a[3] - g.b2 * lr};
+      });
+  EXPECT_EQ(
+      k,
+      (std::vector<std::string>{
+          // forward
+          "contract float32 [16, 8], 3 params, 2 ops",  // h = tanh(x @ w1 + b1): bias, tanh fused
+          "contract float32 [16, 2], 2 params, 0 ops",  // h @ w2 (its + b2 has many readers)
+          "reduce float32 [16, 1] over [2] by ReduceMax, 2 params, 1+0 ops",  // row max of logits
+          "elementwise float32 [16, 1], 1 param, 3 ops",                      // finite shift
+          "reduce float32 [16, 1] over [2] by ReduceSum, 3 params, 3+0 ops",  // sum(exp(...))
+          "elementwise float32 [16, 1], 1 param, 1 ops",                      // its log
+          "reduce float32 [16, 1] over [2] by ReduceSum, 5 params, 4+0 ops",  // sum(y * lsm)
+          "reduce float32 [1] over [16] by ReduceSum, 1 param, 1+0 ops",  // the mean's sum of -rows
+          "elementwise float32 [], 1 param, 1 ops",                       // / 16: the loss
+          // backward
+          "elementwise float32 [], 0 params, 1 ops",   // the mean's cotangent
+          "elementwise float32 [16], 1 param, 1 ops",  // per row
+          "reduce float32 [16, 1] over [2] by ReduceSum, 3 params, 2+1 ops",
+          "reduce float32 [16, 1] over [2] by ReduceSum, 3 params, 3+0 ops",  // ties of the row max
+          "reduce float32 [16, 1] over [2] by ReduceSum, 8 params, 7+4 ops",
+          "elementwise float32 [16, 2], 8 params, 10 ops",  // d loss / d logits
+          "contract float32 [16, 8], 3 params, 3 ops",      // d h, times tanh's derivative (fused)
+          "contract float32 [2, 8], 3 params, 2 ops",       // x^T @ d: w1 - g * lr fused
+          "reduce float32 [1, 8] over [16] by ReduceSum, 1 param, 0+0 ops",  // d b1
+          "elementwise float32 [8], 2 params, 2 ops",                        // b1 - g * lr
+          "contract float32 [8, 2], 3 params, 2 ops",  // h^T @ d logits: w2 - g * lr fused
+          "reduce float32 [1, 2] over [16] by ReduceSum, 1 param, 0+0 ops",  // d b2
+          "elementwise float32 [2], 2 params, 2 ops",                        // b2 - g * lr
+      }));
+}
+
+// Each reason the scheduler cuts a kernel, one program each.
+TEST(ScheduleFusion, ALibraryOperandThatIsAComputationIsMaterialisedFirst) {
+  auto k = kernels_of({{nx::float32, {4, 8}}}, [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{nx::sort(x[0] * 2.0, 1)};
+  });
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   "elementwise float32 [4, 8], 1 param, 1 ops",  // x * 2
+                   "library Sort float32 [4, 8], 1 param",
+               }));
+}
+
+TEST(ScheduleFusion, ALibraryOperandInAStridedViewIsCopiedContiguousFirst) {
+  auto k = kernels_of({{nx::float32, {8, 4}}}, [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{nx::cumsum(nx::transpose(x[0]), 1)};
+  });
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   "elementwise float32 [4, 8], 1 param, 0 ops",  // the transpose, copied
+                   "library Cumsum float32 [4, 8], 1 param",
+               }));
+}
+
+TEST(ScheduleFusion, AReshapeNoViewExpressesCopiesItsSource) {
+  auto k = kernels_of({{nx::float32, {4, 6}}}, [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{nx::reshape(nx::transpose(x[0]), {24}) + 1.0};
+  });
+  EXPECT_EQ(k,
+            (std::vector<std::string>{
+                "elementwise float32 [6, 4], 1 param, 0 ops",  // the transpose, copied contiguous
+                "elementwise float32 [24], 1 param, 1 ops",    // its reshape + 1
+            }));
+}
+
+TEST(ScheduleFusion, ABroadcastComputationIsComputedOnce) {
+  auto k = kernels_of(
+      {{nx::float32, {4, 1}}, {nx::float32, {4, 8}}},
+      [](const std::vector<Tensor>& a) { return std::vector<Tensor>{nx::exp(a[0]) * a[1]}; });
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   "elementwise float32 [4, 1], 1 param, 1 ops",   // exp, once per row
+                   "elementwise float32 [4, 8], 2 params, 1 ops",  // broadcast * b
+               }));
+}
+
+TEST(ScheduleFusion, AReductionOfAReductionIsTwoKernels) {
+  auto k = kernels_of({{nx::float64, {4, 8}}}, [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{nx::max(nx::sum(x[0], {1}))};
+  });
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   "reduce float64 [4, 1] over [8] by ReduceSum, 1 param, 0+0 ops",
+                   "reduce float64 [1] over [4] by ReduceMax, 1 param, 0+0 ops",
+                   "elementwise float64 [], 1 param, 0 ops",  // the root: the max reshaped to []
+               }));
+}
+
+TEST(ScheduleFusion, AReductionWithTwoUsersIsMaterialised) {
+  auto k = kernels_of({{nx::float32, {4, 8}}}, [](const std::vector<Tensor>& x) {
+    Tensor s = nx::sum(x[0], {1}, /*keepdims=*/true);  // at its own shape, but read twice
+    return std::vector<Tensor>{s * 2.0 + s};
+  });
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   "reduce float32 [4, 1] over [8] by ReduceSum, 1 param, 0+0 ops",
+                   "elementwise float32 [4, 1], 1 param, 2 ops",  // s * 2 + s
+               }));
+}
+
+TEST(ScheduleFusion, AProductOfComputedOrPaddedOperands) {
+  auto k =
+      kernels_of({{nx::float32, {8, 4}}, {nx::float32, {4, 8}}}, [](const std::vector<Tensor>& a) {
+        Tensor p = nx::pad(a[1], {{0, 0}, {0, 2}});
+        return std::vector<Tensor>{nx::matmul(nx::exp(a[0]), p)};
+      });
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   "elementwise float32 [8, 4], 1 param, 1 ops",   // exp(a)
+                   "elementwise float32 [4, 10], 1 param, 1 ops",  // pad(b): where(valid, b, 0)
+                   "contract float32 [8, 10], 2 params, 0 ops",
+               }));
+}
+
+TEST(ScheduleFusion, RepeatedRootsAndInputRootsAreCopies) {
+  auto k = kernels_of({{nx::float32, {8}}}, [](const std::vector<Tensor>& x) {
+    Tensor y = x[0] + 1.0;
+    return std::vector<Tensor>{y, y, x[0]};
+  });
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   "elementwise float32 [8], 1 param, 1 ops",  // y = x + 1
+                   "elementwise float32 [8], 1 param, 0 ops",  // y again: a copy
+                   "elementwise float32 [8], 1 param, 0 ops",  // x itself: a copy
+               }));
+}
+
+TEST(ScheduleFusion, WithoutEpilogueFusionAProductIsAKernelOfItsOwn) {
+  ir::NodeUse use;
+  rune::Tracer tracer(nx::Device::cpu(), 2);
+  std::vector<ir::NodeRef> roots;
+  {
+    nx::InterpreterScope scope(&tracer);
+    Tensor a = tracer.stand_in(0, nx::float32, ir::View::contiguous({8, 4}));
+    Tensor b = tracer.stand_in(1, nx::float32, ir::View::contiguous({4, 8}));
+    roots.push_back(tracer.node_of(nx::relu(nx::matmul(a, b))));
+  }
+  std::vector<std::string> k;
+  for (const auto& s : codegen::schedule(roots, 2, /*fuse_epilogues=*/false).kernels)
+    k.push_back(codegen::describe(s));
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   "contract float32 [8, 8], 2 params, 0 ops",
+                   "elementwise float32 [8, 8], 1 param, 5 ops",  // relu
+               }));
+}

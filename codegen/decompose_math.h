@@ -68,5 +68,7 @@ ir::NodeRef cosh(ir::NodeRef x);
 ir::NodeRef asin(ir::NodeRef x);
 ir::NodeRef acos(ir::NodeRef x);
 ir::NodeRef erf(ir::NodeRef x);
+ir::NodeRef erfc(ir::NodeRef x);
+ir::NodeRef rsqrt(ir::NodeRef x);
 
 }  // namespace codegen::math

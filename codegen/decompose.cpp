@@ -75,6 +75,10 @@ NodeRef transcendental(Op op, const std::vector<NodeRef>& s) {
       return math::acos(s[0]);
     case Op::Erf:
       return math::erf(s[0]);
+    case Op::Erfc:
+      return math::erfc(s[0]);
+    case Op::Rsqrt:
+      return math::rsqrt(s[0]);
     case Op::Pow:
       return math::pow(s[0], s[1]);
     case Op::Atan2:
@@ -88,7 +92,24 @@ bool is_transcendental(Op op) {
   return op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Cos || op == Op::Tan ||
          op == Op::Tanh || op == Op::Pow || op == Op::Atan2 || op == Op::Atan || op == Op::Expm1 ||
          op == Op::Log1p || op == Op::Exp2 || op == Op::Log2 || op == Op::Sinh || op == Op::Cosh ||
-         op == Op::Asin || op == Op::Acos || op == Op::Erf;
+         op == Op::Asin || op == Op::Acos || op == Op::Erf || op == Op::Erfc || op == Op::Rsqrt;
+}
+
+// IsInf and IsFinite as ops every renderer prints: |x| == inf, and !(|x| == inf or isnan(x)).
+// Exact for every float dtype (a 16-bit value is compared after its exact widening), constant
+// for integers. Returns nullptr for other ops.
+NodeRef classify(Op op, NodeRef x) {
+  if (op != Op::IsInf && op != Op::IsFinite) return nullptr;
+  if (!is_float(x->dtype)) return b::ci(DType::Bool, op == Op::IsFinite);
+  NodeRef w = to_f32(x);
+  NodeRef inf = b::eq(b::abs(w), b::cf(w->dtype, __builtin_inf()));
+  return op == Op::IsInf ? inf : b::lnot(b::bor(inf, b::isnan(w)));
+}
+
+// rsqrt of a 16-bit float: at float64 (where math::rsqrt rounds once) and rounded once from
+// there, so the result is the correctly rounded one, as for float32 and float64.
+NodeRef rsqrt_half(NodeRef x, DType to) {
+  return cast_to_half(math::rsqrt(b::cast(b::cast(x, DType::Float32), DType::Float64)), to);
 }
 
 // The decompose rule for one node whose sources are already decomposed.
@@ -102,6 +123,8 @@ NodeRef rewrite_node(NodeRef n, const std::vector<NodeRef>& src) {
     return b::cast(src[0], to);
   }
   if (op == Op::Bitcast || op == Op::Where) return make(op, n->dtype, {}, src, n->arg);
+  if (NodeRef c = classify(op, src[0])) return c;
+  if (op == Op::Rsqrt && is_half(src[0]->dtype)) return rsqrt_half(src[0], n->dtype);
   bool half_in = false;
   for (auto s : src) half_in |= is_half(s->dtype);
   if (half_in) {

@@ -18,6 +18,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "ir/builder.h"
 
@@ -287,7 +288,12 @@ ExpRed exp_reduce(const Fmt& f, E x, const E* xl) {
 // exp(r) = 1 + r + (r^2/2 + r^3 P(r) + rl (1 + r)), with 1 + r exact as a pair: the final sum
 // rounds once, and the tail (< 0.06) adds < 0.05 ulp, so the error is about 0.55 ulp. The scale
 // 2^k is applied in two exact factors; the last multiply rounds once, also into subnormals.
-E exp_core(const Fmt& f, E xh, const E* xl) {
+// exp(xh + xl) before its last rounding: (hi + lo) s1 s2, with |lo| < 0.07 |hi| and the pair
+// within ~2^-(p+3) of e^r (the tail's own roundings); s1, s2 are the two normal powers of 2.
+struct ExpParts {
+  E hi, lo, s1, s2;
+};
+ExpParts exp_parts(const Fmt& f, E xh, const E* xl) {
   double lim = f.d ? 750.0 : 110.0;
   E x = vmin(vmax(xh, -lim), lim);                                  // Max/Min propagate NaN
   E xl_kept = xl ? where(eq(x, xh), *xl, fc(f, 0.0)) : fc(f, 0.0);  // drop xl once clamped
@@ -295,10 +301,13 @@ E exp_core(const Fmt& f, E xh, const E* xl) {
   E z = r.rh * r.rh;
   E tail = z * (0.5 + r.rh * horner(f, r.rh, kExpm1P64, kExpm1P32)) + (r.rl + r.rl * r.rh);
   DD one = fast_two_sum(fc(f, 1.0), r.rh);
-  E y = one.hi + (one.lo + tail);
   E k1 = vfloor(r.k * 0.5);
   E k2 = r.k - k1;  // |k1|, |k2| <= 542 / 80: both powers are normal
-  return (y * pow2(f, k1)) * pow2(f, k2);
+  return {one.hi, one.lo + tail, pow2(f, k1), pow2(f, k2)};
+}
+E exp_core(const Fmt& f, E xh, const E* xl) {
+  ExpParts e = exp_parts(f, xh, xl);
+  return ((e.hi + e.lo) * e.s1) * e.s2;
 }
 
 // expm1(x) = (hi + lo) * rest. With e^r - 1 = p (a pair: r + r^2/2 exact, then the tail),
@@ -746,6 +755,71 @@ constexpr double kErfH[4][14] = {
      0x1.ae392b729c506p-23, -0x1.2ec8903f254a4p-25, 0x1.a955d20b623f2p-28, -0x1.58a2032f15666p-30,
      0x1.d386abbff1719p-33, 0.0}};
 
+// erfc x = exp(-x^2) h(x) for x in [1/2, 27.5]: h = erfc(x) e^(x^2) (0.62 .. 0.02) on nine pieces,
+// each h(centre + t) = H0 + H1 t + t^2 Q(t), degree 17, H0 and H1 as hi + lo
+// (tools/math/erfc_fit.py; relative error with the rounded coefficients 2^-58.6 or less on every
+// piece). Each centre is a short binary fraction within a factor 2 of its piece, so t = x - centre
+// is exact (Sterbenz). Fit: relative error per piece, rounded coefficients: 2^-60.5, 2^-58.9,
+// 2^-60.3, 2^-59.4, 2^-59.1, 2^-59.8, 2^-58.6, 2^-60.0, 2^-59.8
+constexpr double kErfcHStart[] = {0.5, 1.25, 2.25, 3.5, 5.0, 7.0, 10.0, 14.5, 20.5};
+constexpr double kErfcHCentre[] = {0.875, 1.75, 2.875, 4.25, 6.0, 8.5, 12.25, 17.5, 24.0};
+constexpr double kErfcHLo[][2] = {{-0x1.5590ddc0f49fbp-56, -0x1.c3039cab8de1bp-58},
+                                  {0x1.3b5ba17f990c2p-57, -0x1.e720a6444503dp-57},
+                                  {0x1.1eae5fad477c7p-57, 0x1.ce5fb33dcd006p-60},
+                                  {-0x1.dc8aecbbb5947p-57, -0x1.14a48a34c3f60p-62},
+                                  {0x1.caae5e936343cp-58, 0x1.3ca0969a77104p-62},
+                                  {0x1.58b4c10a2f908p-62, -0x1.bacc08a3fc2f8p-65},
+                                  {-0x1.3b2091f315438p-59, 0x1.2abfef547016ap-63},
+                                  {-0x1.f394d32258fbep-61, 0x1.057e3b6192e84p-65},
+                                  {-0x1.89f4895551841p-67, -0x1.04c7dff96656cp-66}};
+constexpr double kErfcH[9][18] = {
+    {0x1.db747ee409ac5p-2, -0x1.4369f60195edcp-2, 0x1.80ef8f454cf88p-3, -0x1.9d5868de0b581p-4,
+     0x1.9831c2c8500a7p-5, -0x1.779dd2a3da277p-6, 0x1.452648d624025p-7, -0x1.0ab3832b96510p-8,
+     0x1.a0ef7eeeab513p-10, -0x1.37fe70bfd1c6cp-11, 0x1.c0b376b0a9bf3p-13, -0x1.370a6dd2a9f1dp-14,
+     0x1.a0d5ef343dceap-16, -0x1.0e99dc86375bap-17, 0x1.54a0f68c5416ap-19, -0x1.a19b5f77470b4p-21,
+     0x1.071172ec61dfap-22, -0x1.31abac7e3e9e4p-24},
+    {0x1.23cfc2f1dc7e0p-2, -0x1.0c3d538446447p-3, 0x1.c8d0cef0f810cp-5, -0x1.6cb52fe48945fp-6,
+     0x1.13648a11fffb1p-7, -0x1.8bf716a8ead21p-9, 0x1.106bd5c029bc2p-10, -0x1.6838884a9e195p-12,
+     0x1.cb4c689f00d2fp-14, -0x1.1b2912dd10849p-15, 0x1.5273e77bc06a9p-17, -0x1.88fb243c8f0f5p-19,
+     0x1.bc1521c8c555ep-21, -0x1.e922a6cd3a9ddp-23, 0x1.06548af82bc53p-24, -0x1.13b827ec6025ap-26,
+     0x1.30bff4612947fp-28, -0x1.321bde03e5f21p-30},
+    {0x1.7d0a5e9dd5710p-3, -0x1.dfc0205709b2cp-5, 0x1.21c23afa33c46p-6, -0x1.512f92fca6d77p-8,
+     0x1.7b404aa4deebap-10, -0x1.9d6f22275e36bp-12, 0x1.b5d78b2d883b3p-14, -0x1.c35c651d8a144p-16,
+     0x1.c5b48a2ba51cdp-18, -0x1.bd5eb1a482c65p-20, 0x1.ab817455253dfp-22, -0x1.91bec16c17834p-24,
+     0x1.720643f94c119p-26, -0x1.4e4e5a362eefbp-28, 0x1.27b55454beaa5p-30, -0x1.01ca985b31a3cp-32,
+     0x1.de9d3e9b9292ap-35, -0x1.92afc5873f12cp-37},
+    {0x1.08e62ce8c89adp-3, -0x1.da39533524970p-6, 0x1.9ef71691a5520p-8, -0x1.6373226edf541p-10,
+     0x1.2a660fdec051dp-12, -0x1.eb88e0e8f3c8fp-15, 0x1.8d8e59752c07ap-17, -0x1.3c077638549e2p-19,
+     0x1.ee335eeb48982p-22, -0x1.7c568d5378ce7p-24, 0x1.204ade524cd8dp-26, -0x1.aeb414c13ef62p-29,
+     0x1.3d3fb3b63f837p-31, -0x1.cd083bb0817ddp-34, 0x1.49c22d04741a5p-36, -0x1.d30fc8c123c0dp-39,
+     0x1.6102cf8786f6dp-41, -0x1.e7283e33bfa34p-44},
+    {0x1.7c0348489d721p-4, -0x1.ed7f66d9d09fep-7, 0x1.3c7764a81f462p-9, -0x1.9106a7cd79e3bp-12,
+     0x1.f64cd9c07b8ffp-15, -0x1.370d064177721p-17, 0x1.7d0e03ed7f6f8p-20, -0x1.cde4ceccb0021p-23,
+     0x1.151346be62d22p-25, -0x1.491bb0ecefe5cp-28, 0x1.83200429cfa83p-31, -0x1.c312b1fa8d472p-34,
+     0x1.0464a881349d6p-36, -0x1.29eaed63d6956p-39, 0x1.50b6d87dbe979p-42, -0x1.7aa39af3a0e1ap-45,
+     0x1.cd7b02a9de82bp-48, -0x1.fda4b821b5815p-51},
+    {0x1.0e078051f491dp-4, -0x1.f57cad15dbe3cp-8, 0x1.cea22f2be068cp-11, -0x1.a80f2934e8b57p-14,
+     0x1.82426c752598bp-17, -0x1.5da898d82453fp-20, 0x1.3a9b8149e53c1p-23, -0x1.19623f7d9f210p-26,
+     0x1.f463bb570cb98p-30, -0x1.ba5cef10e9fe6p-33, 0x1.84d936ad8379dp-36, -0x1.53e7182ce45dep-39,
+     0x1.2788c4e85100bp-42, -0x1.ff0d6f9948093p-46, 0x1.b4dade083d401p-49, -0x1.75c84c7420d3ap-52,
+     0x1.6689146dc3831p-55, -0x1.2f3f17c506b24p-58},
+    {0x1.780c6345b4de9p-5, -0x1.e7f2059678dd5p-9, 0x1.3b8b7f402a8e4p-12, -0x1.96ce3ebd3b97dp-16,
+     0x1.0565cdd23cb92p-19, -0x1.4edf1d76808ebp-23, 0x1.aba9167e4563cp-27, -0x1.103c9ad74eed1p-30,
+     0x1.59892dd78cacbp-34, -0x1.b53d7f17fa51cp-38, 0x1.13cee40aa4491p-41, -0x1.5aeba924036f9p-45,
+     0x1.b332ef204ae0ap-49, -0x1.10181a851fa85p-52, 0x1.503d0acd40801p-56, -0x1.a20f770b60fe7p-60,
+     0x1.2bbc413610715p-63, -0x1.723b7d88b3fbcp-67},
+    {0x1.07ad15536656dp-5, -0x1.e096c3c71f7f0p-10, 0x1.b54485023ab61p-14, -0x1.8d36ddca2fb5fp-18,
+     0x1.6841368b445d8p-22, -0x1.463740bf23fedp-26, 0x1.26ed3e10b6423p-30, -0x1.0a383ecddbec8p-34,
+     0x1.dfdcb0de38d2ap-39, -0x1.afcda2af76635p-43, 0x1.83f43c40cbe03p-47, -0x1.5c056ab36894ep-51,
+     0x1.37c8e170896edp-55, -0x1.16d5c457786ffp-59, 0x1.ee4a43eb29a35p-64, -0x1.b8bb80f75aa12p-68,
+     0x1.c04d0bd980f51p-72, -0x1.8e5ac9c4ef03ap-76},
+    {0x1.80d1e88d3c620p-6, -0x1.001a68f1b5449p-10, 0x1.54964558f64cdp-15, -0x1.c48d27f6c7d0ap-20,
+     0x1.2c675fe0706f5p-24, -0x1.8e79b81906918p-29, 0x1.080e891cdf564p-33, -0x1.5daa87b9547a8p-38,
+     0x1.cea3521957904p-43, -0x1.31cbb2685a12fp-47, 0x1.93e8e3a3982abp-52, -0x1.0a870657fa58dp-56,
+     0x1.5f7ae2e61dd13p-61, -0x1.cf155d87cbf0fp-66, 0x1.2f9a956b4121dp-70, -0x1.8f57f173ba188p-75,
+     0x1.213caefef59f4p-79, -0x1.7bc020c13bbd3p-84},
+};
+
 // sinh |x| or cosh |x| for ax = |x| >= 0 (NaN propagates).
 //  * ax < 22 / 12: with E = expm1(ax) as the pair from expm1_parts (k <= 32 <= p + 8 here, so its
 //    `rest` factor is 1), sinh = (E + E/(E+1)) / 2 and cosh = (e + 1/e) / 2 with e = 1 + E,
@@ -862,6 +936,75 @@ E erf64(E x, bool f32) {
   E r = where(lt(ax, 1.0), lo, where(lt(ax, 6.0), hi, fc(f, 1.0)));
   r = copysign(f, r, x);  // erf(-0) = -0
   return where(isnan_(x), x, r);
+}
+
+// erfc on a float64 x (float32 inputs are widened, the result rounded once).
+//  * |x| < 1/2: erfc = 1 - x - x R(z) (erf's polynomial), 1 - x exact as a pair (TwoSum): the
+//    rounded x R is < 4.1% of the result (>= 0.48), so this is ~0.5 ulp.
+//  * 1/2 <= x < 27.5: erfc = e^(-x^2) h(x), everything before the last rounding kept as pairs:
+//    x^2 exact (two_prod) into exp_parts (e^r as hi + lo, ~2^-56 relative), h from its piece with
+//    H0 + H1 t exact as pairs, their product as two_prod plus the cross terms, rounded once, then
+//    scaled by the two powers of 2 (subnormal results, x > 26.5, round a second time there).
+//    Beyond 27.5 (and at +inf) the clamped x gives e^-750 h, which is 0 in float64.
+//  * x <= -1/2: erfc = 2 - erfc(|x|) (the rounded value, <= 0.48: its error costs < 0.25 ulp of a
+//    result in [1.5, 2]); 2 below x = -6.
+E erfc64(E x) {
+  const Fmt f = fmt_of(x);
+  E ax = vabs(x);
+  // Near 0.
+  E z = x * x;
+  DD one = two_sum(fc(f, 1.0), -x);
+  E near0 = one.hi + (one.lo - x * horner(z, kErfR64));
+  // The tail, on |x| clamped to the pieces.
+  constexpr int kPieces = sizeof(kErfcHStart) / sizeof(kErfcHStart[0]);
+  E xt = vmin(vmax(ax, kErfcHStart[0]), 27.5);
+  std::vector<E> in_piece;  // in_piece[i]: xt >= start of piece i + 1
+  for (int i = 1; i < kPieces; ++i) in_piece.push_back(le(kErfcHStart[i], xt));
+  auto pick = [&](auto coef) {  // the coefficient of xt's piece: a Where chain, last piece first
+    E r = fc(f, coef(0));
+    for (int i = 1; i < kPieces; ++i) r = where(in_piece[i - 1], fc(f, coef(i)), r);
+    return r;
+  };
+  E t = xt - pick([](int i) { return kErfcHCentre[i]; });
+  constexpr int kDeg = sizeof(kErfcH[0]) / sizeof(kErfcH[0][0]) - 1;
+  E q = pick([](int i) { return kErfcH[i][kDeg]; });
+  for (int k = kDeg - 1; k >= 2; --k) q = q * t + pick([k](int i) { return kErfcH[i][k]; });
+  E h1 = pick([](int i) { return kErfcH[i][1]; });
+  E h1lo = pick([](int i) { return kErfcHLo[i][1]; });
+  E h0lo = pick([](int i) { return kErfcHLo[i][0]; });
+  DD hs = fast_two_sum(pick([](int i) { return kErfcH[i][0]; }), t * (h1 + t * q));
+  E hl = hs.lo + (h0lo + t * h1lo);
+  DD x2 = two_prod(f, xt, xt);
+  E nl = -x2.lo;
+  ExpParts e = exp_parts(f, -x2.hi, &nl);
+  DD p = two_prod(f, e.hi, hs.hi);
+  E tail = ((p.hi + (p.lo + (e.hi * hl + e.lo * hs.hi))) * e.s1) * e.s2;
+  E r = where(lt(ax, 0.5), near0, where(sign_bit(f, x), 2.0 - tail, tail));
+  return where(isnan_(x), x, r);
+}
+
+// rsqrt on a float64 x: q = 1/s with s = sqrt(x), then one correction step from exact residuals,
+// rounded once: sqrt(x) = s + sl with sl = (x - s^2) / 2s (s^2 exact by two_prod), and
+// 1/(s + sl) = q (1 + r - q sl) to 2^-100 relative, r = 1 - q s exact (two_prod; 1 - q s's high
+// part is exact by Sterbenz). The correction, about an ulp, carries ~2^-50 of relative error, so
+// the result is the correctly rounded one unless the exact value lies within ~2^-49 ulp of a
+// midpoint. Arguments below 2^-900 or above 2^1000 are scaled by 2^256 / 2^-256 first (and the
+// result by 2^128 / 2^-128, exactly), so the products stay inside two_prod's range. 0, inf,
+// negative numbers and NaN take 1/sqrt(x) as it is: +-inf, +0, NaN.
+E rsqrt64(E x) {
+  const Fmt f = fmt_of(x);
+  E tiny = lt(x, 0x1p-900), huge = lt(0x1p1000, x);
+  E xs = where(tiny, x * 0x1p256, where(huge, x * 0x1p-256, x));
+  E s = b::sqrt(xs);
+  DD sp = two_prod(f, s, s);
+  E sl = ((xs - sp.hi) - sp.lo) / (s * 2.0);
+  E q = fc(f, 1.0) / s;
+  DD qp = two_prod(f, q, s);
+  E r = (1.0 - qp.hi) - qp.lo;
+  E y = q + q * (r - q * sl);
+  y = where(tiny, y * 0x1p128, where(huge, y * 0x1p-128, y));
+  E plain = fc(f, 1.0) / b::sqrt(x);
+  return where(land(lt(0.0, x), lt(x, __builtin_inf())), y, plain);
 }
 
 }  // namespace
@@ -1085,6 +1228,25 @@ NodeRef erf(NodeRef x0) {
   Fmt f = fmt_of(x0);
   if (f.d) return erf64(x0, false);
   return cast_(erf64(cast_(x0, DType::Float64), true), DType::Float32);
+}
+
+// float32 erfc runs the float64 algorithm (the same polynomials) and rounds once: < 0.5 ulp +
+// 2^-28, subnormal float32 results included (they are normal float64 values).
+NodeRef erfc(NodeRef x0) {
+  check_scalar(x0);
+  Fmt f = fmt_of(x0);
+  if (f.d) return erfc64(x0);
+  return cast_(erfc64(cast_(x0, DType::Float64)), DType::Float32);
+}
+
+// float32 rsqrt is 1 / sqrt(x) in float64, rounded once: correctly rounded for every float32
+// (checked over [1, 4) and every subnormal, which covers all by x -> 4x; docs/numerics.md).
+NodeRef rsqrt(NodeRef x0) {
+  check_scalar(x0);
+  Fmt f = fmt_of(x0);
+  if (f.d) return rsqrt64(x0);
+  E w = cast_(x0, DType::Float64);
+  return cast_(lit(DType::Float64, 1.0) / b::sqrt(w), DType::Float32);
 }
 
 }  // namespace codegen::math

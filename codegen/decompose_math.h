@@ -30,7 +30,10 @@
 //   asin     0.51 (2)     0.61 (2)
 //   acos     0.51 (2)     0.61 (2)
 //   erf      0.52 (2)     0.80 (2)   float64 maximum near |x| = 1 (polynomial and erfc tail)
-// (exp2 .. erf: DECOMPOSE_MATH_SCALE=6, ~85k inputs per function; no strided float32 sweep.)
+//   erfc     0.50 (2)     0.72 (2)   float64: 0.94 at x = 0.5437 in ulp-report's 1M inputs
+//   rsqrt    0.50 (1)     0.50 (1)   correctly rounded (float64: unless within ~2^-49 ulp of a tie)
+// (exp2 .. erf: DECOMPOSE_MATH_SCALE=6, ~85k inputs per function; no strided float32 sweep;
+// erfc, rsqrt: the default scale, ~16k / 12k inputs; tools/ulp-report's 1M: docs/numerics.md.)
 // Range: everything holds over the whole float32 and float64 range (float64 sin/cos/tan included,
 // up to DBL_MAX and down to the closest doubles to multiples of pi/2, |r| ~ 2^-60.9 at
 // 6381956970095103 * 2^797; HugeArgumentsFloat64, |x| in [1e9, DBL_MAX], 2 x 88k inputs: sin 0.74,
@@ -42,7 +45,8 @@
 // reduce exactly in float64 with 203 bits of 2/pi, so they hold up to 3.4e38.
 //
 // float32 is computed natively in float32 (float-float pairs where extra precision is needed),
-// except sin/cos/tan, asin/acos and erf, which evaluate in float64 and round once at the end.
+// except sin/cos/tan, asin/acos, erf, erfc and rsqrt, which evaluate in float64 and round once at
+// the end.
 // Subnormal inputs and outputs are handled exactly like normal ones (never flushed). Special values
 // follow C99 Annex F (signed zeros, infinities, NaN, the full pow and atan2 tables).
 #pragma once
@@ -68,5 +72,7 @@ ir::NodeRef cosh(ir::NodeRef x);
 ir::NodeRef asin(ir::NodeRef x);
 ir::NodeRef acos(ir::NodeRef x);
 ir::NodeRef erf(ir::NodeRef x);
+ir::NodeRef erfc(ir::NodeRef x);
+ir::NodeRef rsqrt(ir::NodeRef x);
 
 }  // namespace codegen::math

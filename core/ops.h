@@ -65,9 +65,11 @@ Tensor cosh(const Tensor& x);
 Tensor asin(const Tensor& x);
 Tensor acos(const Tensor& x);
 Tensor erf(const Tensor& x);
+Tensor erfc(const Tensor& x);  // 1 - erf(x), accurate where erf(x) is near 1
 Tensor softplus(const Tensor& x);
 Tensor gelu(const Tensor& x);  // tanh approximation, as jax.nn.gelu
 Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);  // 1 / sqrt(x), correctly rounded (docs/numerics.md)
 Tensor square(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor floor(const Tensor& x);
@@ -76,6 +78,8 @@ Tensor round(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);     // bool; false for integers
+Tensor isfinite(const Tensor& x);  // bool; true for integers
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);

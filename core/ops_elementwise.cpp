@@ -120,7 +120,9 @@ RUNE_FLOAT_UNARY(cosh, Cosh)
 RUNE_FLOAT_UNARY(asin, Asin)
 RUNE_FLOAT_UNARY(acos, Acos)
 RUNE_FLOAT_UNARY(erf, Erf)
+RUNE_FLOAT_UNARY(erfc, Erfc)
 RUNE_FLOAT_UNARY(sqrt, Sqrt)
+RUNE_FLOAT_UNARY(rsqrt, Rsqrt)
 #undef RUNE_FLOAT_UNARY
 
 Tensor floor(const Tensor& x) {
@@ -185,6 +187,22 @@ Tensor isnan(const Tensor& x) {
     return full(DType::Bool, x.shape(), 0);
   }
   return prim(Op::IsNan, DType::Bool, x.shape(), {x});
+}
+Tensor isinf(const Tensor& x) {
+  OpScope scope_("nx::isinf", {&x});
+  if (!ir::is_float(x.dtype())) {
+    CreateOn on(x.device());
+    return full(DType::Bool, x.shape(), 0);
+  }
+  return prim(Op::IsInf, DType::Bool, x.shape(), {x});
+}
+Tensor isfinite(const Tensor& x) {
+  OpScope scope_("nx::isfinite", {&x});
+  if (!ir::is_float(x.dtype())) {
+    CreateOn on(x.device());
+    return full(DType::Bool, x.shape(), 1);
+  }
+  return prim(Op::IsFinite, DType::Bool, x.shape(), {x});
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {

@@ -32,7 +32,8 @@ NodeRef like(NodeRef x, double v) {
 }
 
 NodeRef unary(Op op, NodeRef a) {
-  DType out = op == Op::IsNan ? DType::Bool : a->dtype;
+  bool to_bool = op == Op::IsNan || op == Op::IsInf || op == Op::IsFinite;
+  DType out = to_bool ? DType::Bool : a->dtype;
   return build(op, out, {a});
 }
 NodeRef binary(Op op, NodeRef a, NodeRef b) {

@@ -176,6 +176,8 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
       return fl ? F(std::fabs(a[0].f)) : I(a[0].i < 0 ? static_cast<int64_t>(0ull - u(0)) : a[0].i);
     case Op::Sqrt:
       return F(std::sqrt(a[0].f));
+    case Op::Rsqrt:  // the exact value rounded once (long double: 11 more bits than float64)
+      return F(static_cast<double>(1.0L / std::sqrt(static_cast<long double>(a[0].f))));
     case Op::Exp:
       return F(std::exp(a[0].f));
     case Op::Log:
@@ -208,6 +210,8 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
       return F(std::acos(a[0].f));
     case Op::Erf:
       return F(std::erf(a[0].f));
+    case Op::Erfc:
+      return F(std::erfc(a[0].f));
     case Op::Floor:
       return fl ? F(std::floor(a[0].f)) : a[0];
     case Op::Ceil:
@@ -222,6 +226,10 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
       return Value::from_bits(out, a[0].bits());
     case Op::IsNan:
       return B(fl && std::isnan(a[0].f));
+    case Op::IsInf:
+      return B(fl && std::isinf(a[0].f));
+    case Op::IsFinite:
+      return B(!fl || std::isfinite(a[0].f));
     case Op::Add:
       return fl ? F(a[0].f + a[1].f) : I(static_cast<int64_t>(u(0) + u(1)));
     case Op::Sub:

@@ -16,9 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "codegen/decompose.h"
 #include "codegen/decompose_math.h"
 #include "ir/builder.h"
 #include "ir/eval.h"
+#include "ir/scalar.h"
 
 namespace {
 
@@ -146,7 +148,7 @@ struct Stats {
 
 template <class T>
 void report(const char* name, const Stats& s, double bound) {
-  std::printf("  %-6s %s: max %.3f ulp (bound %.0f) over %d inputs, at x=%.17Lg y=%.17Lg\n", name,
+  std::printf("  %-6s %s: max %.3f ulp (bound %g) over %d inputs, at x=%.17Lg y=%.17Lg\n", name,
               sizeof(T) == 4 ? "f32" : "f64", s.max_err, bound, s.n, s.at_x, s.at_y);
   EXPECT_LE(s.max_err, bound) << name << " at x=" << (double)s.at_x << " y=" << (double)s.at_y;
 }
@@ -427,6 +429,31 @@ std::vector<T> erf_inputs() {
   return g.v;
 }
 
+template <class T>
+std::vector<T> erfc_inputs() {
+  Gen<T> g;
+  const double zero = is32<T> ? 10.1 : 27.3;  // erfc underflows to 0 beyond
+  g.add(4000, [&] { return g.uni(-1, 1); });
+  g.add(6000, [&] { return g.uni(0.5, zero); });               // the pieces of erfc(x) e^(x^2)
+  g.add(1500, [&] { return g.uni(zero - 1.5, zero + 0.2); });  // subnormal results
+  g.add(2000, [&] { return g.uni(-6, -0.5); });
+  g.add(1000, [&] { return g.logu(is32<T> ? -30 : -60, 1); });
+  g.add(500, [&] { return g.bits_any(); });
+  for (double t : {0.5, 1.25, 2.25, 3.5, 5.0, 7.0, 10.0, 14.5, 20.5, 27.5})
+    if (t < zero + 1) g.around(static_cast<T>(t), 50), g.around(static_cast<T>(-t), 20);
+  return g.v;
+}
+
+template <class T>
+std::vector<T> rsqrt_inputs() {
+  Gen<T> g;
+  g.add(6000, [&] { return g.uni(1, 4); });
+  g.add(4000, [&] { return std::fabs(g.bits_any()); });
+  g.add(1000, [&] { return std::fabs(g.logu(is32<T> ? -149 : -1074, is32<T> ? -126 : -1022)); });
+  for (int e : {-6, -2, 0, 2, 6, 100}) g.around(static_cast<T>(std::ldexp(1.0, e)), 50);
+  return g.v;
+}
+
 long double ref_exp(long double x) { return expl(x); }
 long double ref_expm1(long double x) { return expm1l(x); }
 long double ref_log(long double x) { return logl(x); }
@@ -445,6 +472,8 @@ long double ref_cosh(long double x) { return coshl(x); }
 long double ref_asin(long double x) { return asinl(x); }
 long double ref_acos(long double x) { return acosl(x); }
 long double ref_erf(long double x) { return erfl(x); }
+long double ref_erfc(long double x) { return erfcl(x); }
+long double ref_rsqrt(long double x) { return 1 / sqrtl(x); }
 
 // Every function is held to the bound docs/numerics.md and the README document: under 1 ulp,
 // float32 and float64 alike (the contract's, SEMANTICS.md section 5, is looser: 1 to 4 ulps).
@@ -480,6 +509,9 @@ void accuracy_more() {
   check1<T>("asin", m::asin, ref_asin, as, kDocumentedUlps);
   check1<T>("acos", m::acos, ref_acos, as, kDocumentedUlps);
   check1<T>("erf", m::erf, ref_erf, erf_inputs<T>(), kDocumentedUlps);
+  check1<T>("erfc", m::erfc, ref_erfc, erfc_inputs<T>(), kDocumentedUlps);
+  // Correctly rounded (docs/numerics.md): half an ulp, plus a hair for the long double reference.
+  check1<T>("rsqrt", m::rsqrt, ref_rsqrt, rsqrt_inputs<T>(), 0.501);
 }
 
 TEST(DecomposeMath, AccuracyMoreFloat32) { accuracy_more<float>(); }
@@ -809,6 +841,27 @@ void specials_all() {
                      {T(10), one},
                      {T(-10), -one},
                      {mx, one}});
+  check_special1<T>("erfc", m::erfc,
+                    {{T(0), one},
+                     {-T(0), one},
+                     {inf, T(0)},
+                     {-inf, T(2)},
+                     {nan, nan},
+                     {T(30), T(0)},
+                     {T(-30), T(2)},
+                     {mx, T(0)},
+                     {-mx, T(2)}});
+  check_special1<T>("rsqrt", m::rsqrt,
+                    {{T(0), inf},
+                     {-T(0), -inf},
+                     {inf, T(0)},
+                     {-inf, nan},
+                     {T(-1), nan},
+                     {-den, nan},
+                     {nan, nan},
+                     {one, one},
+                     {T(4), T(0.5)},
+                     {T(0.25), T(2)}});
 }
 
 TEST(DecomposeMath, SpecialValuesFloat32) { specials_all<float>(); }
@@ -830,7 +883,8 @@ TEST(DecomposeMath, OnlyExactPrimitives) {
         {"tan", m::tan(a)},        {"tanh", m::tanh(a)},   {"atan", m::atan(a)},
         {"atan2", m::atan2(a, b)}, {"pow", m::pow(a, b)},  {"exp2", m::exp2(a)},
         {"log2", m::log2(a)},      {"sinh", m::sinh(a)},   {"cosh", m::cosh(a)},
-        {"asin", m::asin(a)},      {"acos", m::acos(a)},   {"erf", m::erf(a)}};
+        {"asin", m::asin(a)},      {"acos", m::acos(a)},   {"erf", m::erf(a)},
+        {"erfc", m::erfc(a)},      {"rsqrt", m::rsqrt(a)}};
     for (auto [name, root] : roots) {
       auto nodes = ir::toposort({root});
       for (NodeRef n : nodes) {
@@ -843,6 +897,48 @@ TEST(DecomposeMath, OnlyExactPrimitives) {
       EXPECT_EQ(root->dtype, t) << name;
       std::printf("  %-6s %s: %zu nodes\n", name, t == DType::Float32 ? "f32" : "f64",
                   nodes.size());
+    }
+  }
+}
+
+// decompose (the pass every kernel goes through) leaves none of the primitives that renderers do
+// not print: Rsqrt, Erfc, IsInf and IsFinite become exact primitives for every dtype (16-bit floats
+// and integers included), with ir::apply's values (a renderer throws "must be decomposed first"
+// on anything else).
+TEST(DecomposeMath, DecomposeCoversTheNewPrimitives) {
+  using ir::Op;
+  const std::set<Op> printed = {Op::Add,   Op::Sub,   Op::Mul,   Op::Div,   Op::Sqrt,    Op::Neg,
+                                Op::Abs,   Op::Floor, Op::Round, Op::Cast,  Op::Bitcast, Op::And,
+                                Op::Or,    Op::Xor,   Op::Shl,   Op::Shr,   Op::CmpLt,   Op::CmpLe,
+                                Op::CmpEq, Op::CmpNe, Op::Where, Op::IsNan, Op::Max,     Op::Min,
+                                Op::Not,   Op::Const, Op::Load};
+  const double kValues[] = {0.0,  -0.0, 1.0,  -1.0, 0.3,      4.0,       1e-40, 3e38,
+                            -2.5, 7.0,  27.0, -6.5, INFINITY, -INFINITY, NAN};
+  for (Op op : {Op::Rsqrt, Op::Erfc, Op::IsInf, Op::IsFinite}) {
+    bool classify = op == Op::IsInf || op == Op::IsFinite;
+    std::vector<DType> ts = {DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
+    if (classify) ts.insert(ts.end(), {DType::Bool, DType::UInt8, DType::Int32, DType::Int64});
+    for (DType t : ts) {
+      std::string what = std::string(ir::op_name(op)) + " of " + std::string(ir::name(t));
+      NodeRef a = input(t, 0);
+      NodeRef root = codegen::decompose(ir::make(op, classify ? DType::Bool : t, {}, {a}));
+      for (NodeRef n : ir::toposort({root}))
+        EXPECT_TRUE(printed.count(n->op)) << what << " leaves " << ir::op_name(n->op);
+      ASSERT_EQ(root->dtype, classify ? DType::Bool : t) << what;
+      for (double v : kValues) {
+        Value x = ir::is_float(t)
+                      ? Value::of_float(t, v)
+                      : Value::of_int(t, std::isfinite(v) ? static_cast<int64_t>(v) : 1);
+        Value got = ir::eval_scalar(root, [&](NodeRef) { return x; });
+        Value want = ir::apply(op, root->dtype, {x});
+        bool nan = ir::is_float(got.dtype) && std::isnan(got.f) && std::isnan(want.f);
+        if (!nan && op == Op::Erfc && t == DType::Float64) {  // std::erfc: not correctly rounded
+          EXPECT_LE(std::fabs(got.f - want.f), 2e-16 * std::fabs(want.f)) << what << " at " << v;
+          continue;
+        }
+        EXPECT_TRUE(nan || got.bits() == want.bits())
+            << what << " at " << v << ": " << got.as_double() << ", want " << want.as_double();
+      }
     }
   }
 }

@@ -174,6 +174,8 @@ std::vector<OpCase> exact_ops() {
   }));
   ops.back().reduced_layouts = true;
   ops.push_back(unary_prim("sqrt", fl, nx::sqrt, Op::Sqrt));
+  // Correctly rounded (docs/numerics.md), so the same bits as ir::apply's exact value rounded.
+  ops.push_back(unary_prim("rsqrt", fl, nx::rsqrt, Op::Rsqrt));
   ops.push_back(unary_prim("floor", numeric, nx::floor, Op::Floor));
   ops.push_back(unary_prim("ceil", numeric, nx::ceil, Op::Ceil));
   ops.push_back(unary_prim("round", numeric, nx::round, Op::Round));
@@ -188,6 +190,12 @@ std::vector<OpCase> exact_ops() {
   }));
   ops.push_back(unary("isnan", all, nx::isnan, [](const Value& x) {
     return ir::is_float(x.dtype) ? A(Op::IsNan, nx::bool_, {x}) : I(nx::bool_, 0);
+  }));
+  ops.push_back(unary("isinf", all, nx::isinf, [](const Value& x) {
+    return ir::is_float(x.dtype) ? A(Op::IsInf, nx::bool_, {x}) : I(nx::bool_, 0);
+  }));
+  ops.push_back(unary("isfinite", all, nx::isfinite, [](const Value& x) {
+    return ir::is_float(x.dtype) ? A(Op::IsFinite, nx::bool_, {x}) : I(nx::bool_, 1);
   }));
   {
     OpCase c;
@@ -233,11 +241,13 @@ std::vector<OpCase> transcendental_ops() {
   for (size_t k = ops.size() - 3; k < ops.size(); ++k) ops[k].max_abs64 = 1e9;
   ops.push_back(u(
       "tanh", nx::tanh, [](double x) { return double(std::tanh((long double)x)); }, 1, 1));
+  ops.push_back(u(
+      "erfc", nx::erfc, [](double x) { return double(std::erfc((long double)x)); }, 1, 1));
   // sigmoid, a composition: within 2.3 ulp (1.8 for the 16-bit floats) of the exact value
   // (docs/numerics.md), so within 2 of the rounded reference.
   ops.push_back(u(
-      "sigmoid", nx::sigmoid,
-      [](double x) { return double(1 / (1 + std::exp(-(long double)x))); }, 2, 2));
+      "sigmoid", nx::sigmoid, [](double x) { return double(1 / (1 + std::exp(-(long double)x))); },
+      2, 2));
   ops.back().ulps16 = 2;
   OpCase p;
   p.name = "pow";

@@ -27,7 +27,9 @@ Tensor unary(const std::string& op, const Tensor& x) {
       {"neg", nx::neg},         {"sign", nx::sign},
       {"floor", nx::floor},     {"ceil", nx::ceil},
       {"square", nx::square},   {"reciprocal", nx::reciprocal},
-      {"sigmoid", nx::sigmoid}, {"relu", nx::relu}};
+      {"sigmoid", nx::sigmoid}, {"relu", nx::relu},
+      {"rsqrt", nx::rsqrt},     {"erfc", nx::erfc},
+      {"isinf", nx::isinf},     {"isfinite", nx::isfinite}};
   auto it = ops.find(op);
   if (it == ops.end()) throw std::logic_error("no unary op " + op);
   return it->second(x);

@@ -200,6 +200,8 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
     }
     case Op::Sqrt:
       return {div(g, mul(n, like(n, 2)))};
+    case Op::Rsqrt:  // -x^(-3/2) / 2 read as -0.5 rsqrt(x) / x, as JAX: -inf at +0, -0 at +inf
+      return {mul(g, mul(like(n, -0.5), div(n, A(0))))};
     case Op::Exp:
       return {mul(g, n)};
     case Op::Log:
@@ -232,6 +234,8 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
       return {neg(div(g, un(Op::Sqrt, one_minus_square(A(0)))))};
     case Op::Erf:
       return {mul(g, mul(like(n, 1.1283791670955126), un(Op::Exp, neg(mul(A(0), A(0))))))};
+    case Op::Erfc:  // -2/sqrt(pi) e^(-x^2)
+      return {mul(g, mul(like(n, -1.1283791670955126), un(Op::Exp, neg(mul(A(0), A(0))))))};
     case Op::Pow: {
       // d/da = b a^(b-1), read as b a^(b'-1) with b' = 1 where b = 0: exactly 0 there (a^0 is
       // constant), with no 0 * 0^-1 = NaN in it or in its own derivatives (so x^0 and x^1 have

@@ -341,6 +341,46 @@ TEST(Grad, MoreTranscendentals) {
       "acos", [](const Tensor& t) { return nx::acos(t * 0.4); }, x);
   check_grad(
       "erf", [](const Tensor& t) { return nx::erf(t); }, x);
+  check_grad(
+      "erfc", [](const Tensor& t) { return nx::erfc(t); }, x);
+  check_grad(
+      "rsqrt", [](const Tensor& t) { return nx::rsqrt(nx::abs(t) + 0.5); }, x);
+}
+}  // namespace
+
+namespace {
+
+// rsqrt' = -rsqrt(x) / (2x), JAX's form: -inf at +0 and -0 at +inf (JAX's values); erfc' =
+// -2/sqrt(pi) e^(-x^2); isinf and isfinite are bool (no gradient flows through them), so a
+// function that only selects with them has the gradient of the selected branch.
+TEST(Grad, NewPrimitives) {
+  auto grad_of = [](Tensor (*f)(const Tensor&), std::vector<double> v) {
+    Tensor x = nx::create(nx::float64, {static_cast<int64_t>(v.size())}, v);
+    auto g = [f](const Tensor& t) {
+      return rune::grad([f](const Tensor& u) { return nx::sum(f(u)); }, t);
+    };
+    auto e = nx::to_vector<double>(g(x));
+    auto c = nx::to_vector<double>(rune::jit(g)(x));
+    EXPECT_EQ(e, c);
+    return e;
+  };
+  auto r = grad_of(nx::rsqrt, {0.0, INFINITY, 4.0, 0.25});
+  EXPECT_EQ(r[0], -INFINITY);
+  EXPECT_EQ(r[1], 0.0);
+  EXPECT_TRUE(std::signbit(r[1]));
+  EXPECT_EQ(r[2], -1.0 / 16);  // -0.5 * 0.5 / 4
+  EXPECT_EQ(r[3], -4.0);       // -0.5 * 2 / 0.25
+  auto e = grad_of(nx::erfc, {0.0, 1.0, -30.0, INFINITY});
+  EXPECT_EQ(e[0], -1.1283791670955126);
+  EXPECT_NEAR(e[1], -1.1283791670955126 * std::exp(-1.0), 1e-16);
+  EXPECT_EQ(e[2], -0.0);
+  EXPECT_EQ(e[3], -0.0);
+  auto sel = [](const Tensor& u) {
+    return nx::where(nx::isfinite(u), u * 3.0, nx::where(nx::isinf(u), u * 0.0, u));
+  };
+  Tensor x = nx::create(nx::float64, {3}, {2.0, INFINITY, -1.0});
+  auto g = nx::to_vector<double>(rune::grad([&](const Tensor& u) { return nx::sum(sel(u)); }, x));
+  EXPECT_EQ(g, (std::vector<double>{3, 0, 3}));
 }
 }  // namespace
 

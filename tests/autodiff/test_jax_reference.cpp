@@ -23,6 +23,8 @@ Tensor apply(const Case& c, const Tensor& x) {
   if (f == "tanh") return nx::tanh(x);
   if (f == "sigmoid") return nx::sigmoid(x);
   if (f == "sqrt") return nx::sqrt(x);
+  if (f == "rsqrt") return nx::rsqrt(x);
+  if (f == "erfc") return nx::erfc(x);
   if (f == "abs") return nx::abs(x);
   if (f == "sign") return nx::sign(x);
   if (f == "sign_x") return nx::sign(x) * x;

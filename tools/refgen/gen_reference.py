@@ -148,6 +148,11 @@ UNARY = {
     "sign": (lambda x: np.asarray(jnp.sign(jnp.asarray(x))), 0, 0), "floor": (np.floor, 0, 0), "ceil": (np.ceil, 0, 0),
     "square": (np.square, 0, 0), "reciprocal": (np.reciprocal, 0, 0),
     "sigmoid": (sigmoid, 4, 2), "relu": (lambda x: np.where(x > 0, x, np.where(np.isnan(x), x, 0.0)), 0, 0),
+    # rsqrt is correctly rounded (docs/numerics.md): 1/sqrt in long double, rounded once, is its
+    # value (numpy's 1/np.sqrt(x) rounds twice: 1 ulp off for about a quarter of float32 inputs).
+    "rsqrt": (lambda x: (1 / np.sqrt(np.asarray(x, dtype=np.longdouble))).astype(np.float64), 0, 0),
+    # numpy has no erfc: Python's math.erfc (libm's double erfc, within about an ulp).
+    "erfc": (np.vectorize(math.erfc, otypes=[np.float64]), 2, 1),
 }
 
 
@@ -174,6 +179,18 @@ def gen_unary():
                 f = {"abs": abs, "neg": lambda v: -v, "sign": lambda v: (v > 0) - (v < 0),
                      "square": lambda v: v * v, "relu": lambda v: max(v, 0)}[op]
                 V("%s_%s" % (op, dt), op, "-", [(x, dt)], to_dtype([f(v) for v in py], dt), dt, 0)
+
+
+def gen_classify():
+    """isinf, isfinite: bool results; integers and bool are never infinite."""
+    fns = {"isinf": np.isinf, "isfinite": np.isfinite}
+    for op in ("isinf", "isfinite"):
+        for dt in FLOATS:
+            x = to_dtype(edge(dt), dt)
+            V("%s_%s" % (op, dt), op, "-", [(x, dt)], fns[op](f64(x)), "bool", 0)
+        for dt in INTS + ["bool"]:
+            x = to_dtype([0, 1, 7] if dt != "bool" else [0, 1], dt)
+            V("%s_%s" % (op, dt), op, "-", [(x, dt)], fns[op](x), "bool", 0)
 
 
 # --------------------------------------------------------------- values: elementwise binary
@@ -439,6 +456,8 @@ def gen_grads():
     G("tanh", "tanh", "-", jnp.tanh, pts + [20.0, -20.0])
     G("sigmoid", "sigmoid", "-", jax.nn.sigmoid, pts + [30.0, -30.0, -745.0])
     G("sqrt", "sqrt", "-", jnp.sqrt, [0.25, 1.0, 4.0, 9.5])
+    G("rsqrt", "rsqrt", "-", jax.lax.rsqrt, [0.25, 1.0, 4.0, 9.5, 1e-3, 1e6])
+    G("erfc", "erfc", "-", jsp.erfc, pts + [3.0, 5.0, -4.0, 26.0])
     # abs'(0) is 0 in rune (the subgradient of least norm, as PyTorch and TF; JAX gives 1 at
     # both zeros): the reference is sign(x) * x, abs with that derivative.
     G("abs_rune", "abs", "-", lambda z: jnp.sign(z) * z, pts)
@@ -483,6 +502,7 @@ def gen_grads():
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     gen_unary()
+    gen_classify()
     gen_binary()
     gen_scalars()
     gen_reductions()

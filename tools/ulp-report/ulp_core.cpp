@@ -51,6 +51,10 @@ const std::vector<Function>& functions() {
       {Fn::Acos, "acos", 1, 2, 2, false, 1, 1, 1},
       {Fn::Atan, "atan", 1, 2, 2, false, 1, 1, 1},
       {Fn::Erf, "erf", 1, 2, 2, false, 1, 1, 1},
+      // Newer than SEMANTICS.md §5's table: erfc gets erf's contract; rsqrt, correctly rounded
+      // by design (docs/numerics.md), 1 ulp.
+      {Fn::Erfc, "erfc", 1, 2, 2, false, 1, 1, 1},
+      {Fn::Rsqrt, "rsqrt", 1, 1, 1, false, 1, 1, 1},
   };
   return fs;
 }
@@ -456,6 +460,38 @@ std::vector<Region> regions_for(const Function& f, const Format& F) {
            [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(2.585, F.emax)); }},
       };
     }
+    case Fn::Erfc: {
+      const double zero = d ? 27.3 : 10.1;  // erfc underflows to 0 above about this
+      return {
+          {"bits", 0.15, bits},
+          {"near 0", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(-p - 40, -1)); }},
+          {"[-1, 1]", 0.10, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(-1, 1)); }},
+          {"x in [1/2, underflow]", 0.30,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(0.5, zero)); }},
+          {"near underflow", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(zero - 2, zero + 0.2)); }},
+          {"x in [-6, -1/2]", 0.15, [=](Gen& g, double& x, double&) { x = g.rnd(-g.uni(0.5, 6)); }},
+          {"|x| >= 6", 0.10,
+           [=](Gen& g, double& x, double&) { x = g.rnd(g.sgn() * g.logu(2.585, F.emax)); }},
+      };
+    }
+    case Fn::Rsqrt:
+      return {
+          {"bits", 0.15, bits},
+          {"positive bits", 0.30, [](Gen& g, double& x, double&) { x = std::fabs(g.bits()); }},
+          {"[1, 4)", 0.20, [=](Gen& g, double& x, double&) { x = g.rnd(g.uni(1, 4)); }},
+          {"near powers of 4", 0.15,
+           [=](Gen& g, double& x, double&) {
+             int e = 2 * static_cast<int>(g.ri((F.emin_sub + p) / 2, F.emax / 2));
+             x = g.rnd(std::ldexp(1 + g.sgn() * g.logu(-p - 1, -4), e));
+           }},
+          {"1 +- k ulp", 0.10,
+           [=](Gen& g, double& x, double&) {
+             x = g.step(1.0, static_cast<int>(g.ri(-65536, 65536)));
+           }},
+          {"subnormal", 0.10, [](Gen& g, double& x, double&) { x = std::fabs(g.subnormal()); }},
+      };
   }
   return {};
 }
@@ -611,6 +647,15 @@ Inputs special_inputs(const Function& f, const Format& F) {
            {0.5L, 0.84375L, 1.25L, 2.857L, 3.92L, 5.92L, 6.0L, std::ldexp(1.0L, -F.p / 2)})
         around(a, 2), around(-a, 2);
       break;
+    case Fn::Erfc:  // the ends of the polynomial pieces, and where erfc underflows or rounds to 2
+      for (long double a : {0.5L, 1.25L, 2.25L, 3.5L, 5.0L, 7.0L, 10.0L, 14.5L, 20.5L, 27.5L, 6.0L,
+                            10.05L, 26.55L, 27.22L, std::ldexp(1.0L, -F.p / 2)})
+        around(a, 2), around(-a, 2);
+      break;
+    case Fn::Rsqrt:
+      for (int e : {F.emin_sub, F.emin_sub + F.p - 1, -900, -2, 1, 2, 1000, F.emax})
+        around(std::ldexp(1.0L, e), 2);
+      break;
     default:
       break;
   }
@@ -723,6 +768,10 @@ nx::Tensor apply(const Function& f, const nx::Tensor& a, const nx::Tensor& b) {
       return nx::atan(a);
     case Fn::Erf:
       return nx::erf(a);
+    case Fn::Erfc:
+      return nx::erfc(a);
+    case Fn::Rsqrt:
+      return nx::rsqrt(a);
   }
   throw std::logic_error("ulp::apply: unknown function");
 }
@@ -826,6 +875,11 @@ int eval_mpfr(Fn id, Ctx& c) {
       return mpfr_atan(c.y, c.a, R);
     case Fn::Erf:
       return mpfr_erf(c.y, c.a, R);
+    case Fn::Erfc:
+      return mpfr_erfc(c.y, c.a, R);
+    case Fn::Rsqrt:  // IEEE 754 rSqrt(-0) is -inf (numpy's 1/sqrt(-0) too); MPFR gives +inf
+      if (mpfr_zero_p(c.a) && mpfr_signbit(c.a)) return mpfr_set_inf(c.y, -1), 0;
+      return mpfr_rec_sqrt(c.y, c.a, R);
   }
   return 1;
 }

@@ -54,7 +54,9 @@ enum class Fn {
   Asin,
   Acos,
   Atan,
-  Erf
+  Erf,
+  Erfc,
+  Rsqrt
 };
 
 struct Function {

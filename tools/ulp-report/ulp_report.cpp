@@ -1,9 +1,9 @@
 // ulp-report: measures rune's transcendentals (exp log sin cos tan tanh pow atan2 exp2 log2 expm1
-// log1p sinh cosh asin acos atan erf, and sigmoid for information) against MPFR, eagerly on large
-// arrays as users call them, for float32, float64 (random bit patterns plus dense draws in each
-// function's hard regions, and every special value) and float16 / bfloat16 (every bit pattern; pow
-// and atan2 on a 2-D grid plus sweeps). Prints one row per function and dtype and exits 1 where a
-// documented bound (docs/numerics.md: under 1 ulp for every transcendental, tighter than
+// log1p sinh cosh asin acos atan erf erfc rsqrt, and sigmoid for information) against MPFR, eagerly
+// on large arrays as users call them, for float32, float64 (random bit patterns plus dense draws in
+// each function's hard regions, and every special value) and float16 / bfloat16 (every bit pattern;
+// pow and atan2 on a 2-D grid plus sweeps). Prints one row per function and dtype and exits 1 where
+// a documented bound (docs/numerics.md: under 1 ulp for every transcendental, tighter than
 // SEMANTICS.md §5's, which is shown beside it) is broken or a special value (C99 Annex F) is not
 // exact. See ulp_core.h for the error measure.
 //
@@ -51,7 +51,7 @@ const char* kUsage =
     "  --markdown   the summary again as a markdown table\n"
     "functions: exp log sin cos tan tanh pow atan2 sigmoid exp2 log2 expm1 log1p sinh cosh asin "
     "acos\n"
-    "           atan erf (sigmoid: outside the contract, held to its documented bound)\n"
+    "           atan erf erfc rsqrt (sigmoid: outside the contract, held to its documented bound)\n"
     "exit status: 0 all bounds hold, 1 a bound is broken or a special value is not exact, 2 "
     "usage\n";
 

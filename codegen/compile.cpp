@@ -15,6 +15,7 @@
 #include "codegen/inplace.h"
 #include "codegen/schedule.h"
 #include "ir/debug.h"
+#include "ir/hash.h"
 #include "ir/rewrite.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"
@@ -108,12 +109,6 @@ Caches& caches() {
   return *c;
 }
 
-uint64_t fnv(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
     s.replace(p, from.size(), to);
@@ -127,12 +122,13 @@ HostKernel build_kernel(const KernelSpec& spec, Caches& c) {
   auto rendered = cpu::render_llvm(k, "KERNEL");
   // The symbol is named after the source, so equal kernels share one name and object.
   char name[32];
-  std::snprintf(name, sizeof name, "rk_%016llx", static_cast<unsigned long long>(fnv(rendered.ir)));
+  std::snprintf(name, sizeof name, "rk_%016llx",
+                static_cast<unsigned long long>(ir::fnv1a64(rendered.ir)));
   std::string ir = rendered.ir;
   replace_all(ir, "@KERNEL", std::string("@") + name);
   if (auto it = c.by_name.find(name); it != c.by_name.end())
     if (auto live = it->second.get()) return *live;
-  if (debug_level() >= 4) std::fprintf(stderr, "rune: kernel %s source:\n%s\n", name, ir.c_str());
+  if (debug_level() >= 5) std::fprintf(stderr, "rune: kernel %s source:\n%s\n", name, ir.c_str());
   std::string key = cpu::target_id() + "\n" + ir;
   runtime::ProfileSpan span("compile", name, "CPU", static_cast<int64_t>(ir.size()));
   auto t0 = std::chrono::steady_clock::now();

@@ -13,6 +13,7 @@
 #include "codegen/inplace.h"
 #include "codegen/schedule.h"
 #include "ir/debug.h"
+#include "ir/hash.h"
 #include "runtime/cuda/cub_sort.h"
 #include "runtime/gpu/context.h"
 #include "runtime/profile.h"
@@ -68,12 +69,6 @@ Caches& caches() {
 GpuTarget default_target(runtime::DeviceKind kind) {
   if (kind == runtime::DeviceKind::HIP) return {&hip_dialect(), hip::code_object_for};
   return {&cuda_dialect(), cuda::cubin_for};
-}
-
-uint64_t fnv(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
 }
 
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
@@ -140,7 +135,8 @@ std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>
     if (k.rbody) k.rbody = decompose(k.rbody);
     std::string text = render_c_kernel(k, "RUNE_KERNEL_NAME", *target.dialect);
     char name[32];
-    std::snprintf(name, sizeof name, "rk_%016llx", static_cast<unsigned long long>(fnv(text)));
+    std::snprintf(name, sizeof name, "rk_%016llx",
+                  static_cast<unsigned long long>(ir::fnv1a64(text)));
     replace_all(text, "RUNE_KERNEL_NAME", name);
     names.push_back(name);
     lanes.push_back(c_lane_threads(k, *target.dialect) ? kReduceLanes : 1);
@@ -148,7 +144,7 @@ std::shared_ptr<const runtime::gpu::GpuProgram> build(const std::vector<NodeRef>
     if (!seen.emplace(name, true).second) continue;
     source += text;
   }
-  if (debug_level() >= 4)
+  if (debug_level() >= 5)
     std::fprintf(stderr, "rune: %s source for %s:\n%s\n", target.dialect->name.c_str(),
                  ctx.info().arch.c_str(), source.c_str());
   auto t0 = std::chrono::steady_clock::now();

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "ir/env.h"
+
 namespace codegen {
 
 using namespace ir;
@@ -131,9 +133,9 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
   // RUNE_PLAN, read once: where valid for this kernel on this kind of device, it replaces the
   // default (the bits cannot change; tests/lower/test_plans.cpp checks that they do not).
   static const std::optional<Plan> forced = []() -> std::optional<Plan> {
-    const char* text = std::getenv("RUNE_PLAN");
-    if (!text || !*text) return std::nullopt;
-    return parse_plan(text);
+    const auto& text = ir::env::value(ir::env::Var::Plan);
+    if (!text || text->empty()) return std::nullopt;
+    return parse_plan(*text);
   }();
   if (forced && forced->gpu == device.gpu && validate(k, *forced).empty()) return *forced;
   return p;

@@ -5,6 +5,7 @@
 // its dialect), so a renderer swap touches one function per backend.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "codegen/compile.h"
@@ -27,6 +28,12 @@ class Backend {
   // one span per program on "CPU", where the compile runs; a GPU's span is its source's).
   virtual const char* program_span() const { return nullptr; }
 };
+
+// A kernel's symbol, named after its rendered text ("rk_" and the text's 64-bit FNV-1a in hex),
+// so equal kernels share one name (and one object or function).
+std::string kernel_symbol(const std::string& text);
+// Replaces every occurrence of `from` in s (the placeholder name a renderer was given).
+void replace_all(std::string& s, const std::string& from, const std::string& to);
 
 // The backends (codegen/host_backend.cpp, codegen/gpu_backend.cpp).
 std::unique_ptr<Backend> make_host_backend();

@@ -112,6 +112,19 @@ std::shared_ptr<const runtime::Program> build(const std::vector<NodeRef>& roots,
 
 }  // namespace
 
+std::string kernel_symbol(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  char name[32];
+  std::snprintf(name, sizeof name, "rk_%016llx", static_cast<unsigned long long>(h));
+  return name;
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+    s.replace(p, from.size(), to);
+}
+
 std::shared_ptr<const runtime::Program> compile(const std::vector<NodeRef>& roots, int n_inputs,
                                                 runtime::Device device) {
   ir::NodeUse use;  // the nodes built while compiling stay until it is done

@@ -27,17 +27,6 @@ GpuTarget default_target(runtime::DeviceKind kind) {
   return {&cuda_dialect(), cuda::cubin_for};
 }
 
-uint64_t fnv(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
-    s.replace(p, from.size(), to);
-}
-
 // Bytes a kernel reads (each load over its view's extent) and writes, for DEBUG=2.
 int64_t kernel_bytes(const KernelSpec& k) {
   int64_t bytes = numel(k.shape) * itemsize(k.out_dtype);
@@ -68,8 +57,7 @@ Rendered render(const Schedule& s, const CDialect& dialect) {
     if (k.body) k.body = decompose(k.body);
     if (k.rbody) k.rbody = decompose(k.rbody);
     std::string text = render_c_kernel(k, "RUNE_KERNEL_NAME", dialect);
-    char name[32];
-    std::snprintf(name, sizeof name, "rk_%016llx", static_cast<unsigned long long>(fnv(text)));
+    const std::string name = kernel_symbol(text);
     replace_all(text, "RUNE_KERNEL_NAME", name);
     r.names.push_back(name);
     r.lanes.push_back(c_lane_threads(k, dialect) ? kReduceLanes : 1);

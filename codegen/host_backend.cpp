@@ -55,17 +55,6 @@ void erase_expired(Map& m) {
   std::erase_if(m, [](const auto& entry) { return entry.second.expired(); });
 }
 
-uint64_t fnv(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
-    s.replace(p, from.size(), to);
-}
-
 runtime::Step kernel_step(runtime::HostKernelFn fn, std::string name, int64_t items, int64_t cost,
                           int64_t bytes, std::vector<int> slots, std::shared_ptr<const void> code) {
   runtime::Step st;
@@ -113,14 +102,13 @@ class HostBackend final : public Backend {
     if (k.rbody) k.rbody = decompose(k.rbody);
     auto rendered = cpu::render_llvm(k, "KERNEL");
     // The symbol is named after the source, so equal kernels share one name and object.
-    char name[32];
-    std::snprintf(name, sizeof name, "rk_%016llx",
-                  static_cast<unsigned long long>(fnv(rendered.ir)));
+    const std::string name = kernel_symbol(rendered.ir);
     std::string ir = rendered.ir;
-    replace_all(ir, "@KERNEL", std::string("@") + name);
+    replace_all(ir, "@KERNEL", "@" + name);
     if (auto it = by_name_.find(name); it != by_name_.end())
       if (auto live = it->second.get()) return *live;
-    if (debug_level() >= 4) std::fprintf(stderr, "rune: kernel %s source:\n%s\n", name, ir.c_str());
+    if (debug_level() >= 4)
+      std::fprintf(stderr, "rune: kernel %s source:\n%s\n", name.c_str(), ir.c_str());
     std::string key = cpu::target_id() + "\n" + ir;
     runtime::ProfileSpan span("compile", name, "CPU", static_cast<int64_t>(ir.size()));
     auto t0 = std::chrono::steady_clock::now();
@@ -135,13 +123,13 @@ class HostBackend final : public Backend {
       ++stats.kernels_compiled;
     }
     std::vector<std::string> syms = {name};
-    if (rendered.two_phase) syms.push_back(std::string(name) + "_p1");
+    if (rendered.two_phase) syms.push_back(name + "_p1");
     auto loaded = cpu::load_object(obj, syms);
     const auto& addrs = loaded.addresses;
     if (debug_level() >= 1) {
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "rune: kernel %s ready in %.2f ms\n", name, ms);
+      std::fprintf(stderr, "rune: kernel %s ready in %.2f ms\n", name.c_str(), ms);
     }
     HostKernel hk;
     hk.name = name;

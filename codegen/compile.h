@@ -1,24 +1,45 @@
-// The compile pipeline, one readable function of named passes:
-//   schedule -> decompose -> render (LLVM IR) -> compile (ORC) -> cache (memory, disk).
-// Programs are cached in memory by their roots (interned nodes: a pointer is a structure);
-// kernels by their structure, and on disk by their source and the target.
+// The compile pipeline, one readable function of named passes, for every device:
+//   schedule -> decompose -> render -> compile -> load -> runtime::Program
+// where render, compile and load are the device kind's backend (codegen/backend.h): the host's
+// renders LLVM IR and compiles it with ORC through the kernel disk cache; a GPU's renders the C
+// dialect of its kind and compiles it with NVRTC / hiprtc through the GPU binary disk cache.
+// Programs are cached in memory by their roots (interned nodes: a pointer is a structure), the
+// input count and the device (a device implies its arch); host kernels by their structure.
 #pragma once
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "codegen/c_renderer.h"
 #include "ir/node.h"
+#include "runtime/device.h"
 #include "runtime/program.h"
 
 namespace codegen {
 
-std::shared_ptr<const runtime::HostProgram> compile_host(const std::vector<ir::NodeRef>& roots,
-                                                         int n_inputs);
+// The program of `roots` over Params 0..n_inputs-1 for `device`. Throws std::invalid_argument
+// "rune::compile: device CUDA:0 is unavailable: ..." without the device, and std::runtime_error
+// with the compiler's log when a GPU kernel does not compile.
+std::shared_ptr<const runtime::Program> compile(const std::vector<ir::NodeRef>& roots, int n_inputs,
+                                                runtime::Device device);
 
 struct CompileStats {
-  size_t programs = 0;           // programs built (memory-cache misses)
-  size_t kernels_compiled = 0;   // kernels compiled by LLVM
-  size_t kernels_from_disk = 0;  // kernels loaded from the disk cache
+  size_t programs = 0;           // programs built for any device (memory-cache misses)
+  size_t kernels_compiled = 0;   // host kernels compiled by LLVM
+  size_t kernels_from_disk = 0;  // host kernels loaded from the disk cache
+  size_t sources = 0;            // GPU sources compiled (or read from the GPU binary cache)
 };
 CompileStats compile_stats();
+
+// How kernels for a GPU kind are rendered and turned into a module image: the dialect, and
+// compile(source, arch) -> the bytes handed to the driver's module_load.
+struct GpuTarget {
+  const CDialect* dialect = nullptr;
+  std::function<std::string(const std::string& source, const std::string& arch)> compile;
+};
+// Replaces the target of `kind` (tests: a host dialect compiled by the system compiler, run by
+// a fake driver). Programs compiled before keep their modules.
+void set_gpu_target_for_testing(runtime::DeviceKind kind, GpuTarget target);
 
 }  // namespace codegen

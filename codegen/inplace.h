@@ -1,4 +1,4 @@
-// Which inputs a program's outputs may be written into (runtime::HostProgram::inplace_inputs):
+// Which inputs a program's outputs may be written into (runtime::Program::inplace_inputs):
 // one rule for every backend, decided on the schedule.
 #pragma once
 #include <vector>

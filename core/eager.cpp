@@ -3,12 +3,10 @@
 // is a one-op program through the same compile pipeline as rune::jit, cached by structure, so
 // eager and compiled results share their bits and a repeated op never recompiles.
 #include <bit>
-#include <cstring>
 #include <list>
 #include <unordered_map>
 
 #include "codegen/compile.h"
-#include "codegen/gpu_compile.h"
 #include "core/check.h"
 #include "core/donation.h"
 #include "core/interpreter.h"
@@ -17,7 +15,7 @@
 #include "ir/env.h"
 #include "ir/hash.h"
 #include "ir/scalar.h"
-#include "runtime/gpu/transfer.h"
+#include "runtime/launcher.h"
 
 namespace nx {
 
@@ -259,67 +257,14 @@ class Eager final : public Interpreter {
   }
 
  private:
+  // The one run path of every device: the program by fingerprint and device, per thread (no
+  // lock; misses go to the shared compile cache), its operands bound (host scalars uploaded
+  // where the device cannot read host memory), a donated operand's buffer lent to the result,
+  // then one call through the device's launcher (runtime/launcher.h: at once on the host,
+  // queued on CPU:n's or a GPU's stream, where a failed operand poisons the result).
   Tensor run_program(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
                      const ir::Arg& arg, Device device) {
-    if (device.kind != runtime::DeviceKind::CPU) return run_gpu(op, out, shape, srcs, arg, device);
-    // Programs by fingerprint, per thread (no lock); misses go to the shared compile cache.
-    thread_local ProgramLru<runtime::HostProgram> programs;
-    thread_local Fingerprint fp;
-    fingerprint(fp, op, out, shape, srcs, arg);
-    const auto* found = programs.find(fp);
-    if (!found) {
-      std::shared_ptr<const runtime::HostProgram> built;
-      {
-        ir::NodeUse use;
-        built = codegen::compile_host({one_op_root(op, out, shape, srcs, arg)},
-                                      static_cast<int>(srcs.size()));
-      }
-      found = &programs.insert(fp, std::move(built));
-      ir::maybe_collect_nodes();
-    }
-    const auto program = *found;  // a copy: the cache may evict it while it runs
-    char* ptrs[4];
-    std::vector<char*> many;
-    char** p = ptrs;
-    if (srcs.size() > 4) {
-      many.resize(srcs.size());
-      p = many.data();
-    }
-    for (size_t i = 0; i < srcs.size(); ++i) {
-      const auto& im = srcs[i].impl();
-      p[i] = static_cast<char*>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype);
-    }
-    runtime::BufferRef lent = donated_buffer(op, out, shape, srcs);
-    runtime::Stream* stream = runtime::stream_for(device);
-    if (!stream) {
-      auto outs = program->run(p, srcs.size(), lent ? &lent : nullptr);
-      return make_concrete(out, std::move(outs[0]), ir::View::contiguous(shape), device);
-    }
-    // Asynchronous device: the output exists now; the kernel runs in stream order. A poisoned
-    // operand poisons the result instead of running on garbage.
-    auto result =
-        lent ? lent
-             : runtime::allocate(device, static_cast<size_t>(ir::numel(shape) * ir::itemsize(out)));
-    auto poison = std::make_shared<runtime::Poison>();
-    std::vector<char*> inputs(p, p + srcs.size());
-    stream->enqueue([program, inputs, srcs, result, poison] {
-      for (const auto& s : srcs)
-        if (s.impl().poison)
-          if (auto e = s.impl().poison->get()) {
-            poison->set(e);
-            return;
-          }
-      program->run(inputs.data(), inputs.size(), &result);
-    });
-    return make_concrete(out, result, ir::View::contiguous(shape), device, poison);
-  }
-
-  // A one-op program on a GPU: compiled for the device (codegen/gpu_compile.h), queued on its
-  // stream from this thread. Host scalar operands (device_of lets them through) are uploaded
-  // first: one element, keeping their broadcast view.
-  Tensor run_gpu(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
-                 const ir::Arg& arg, Device device) {
-    thread_local ProgramLru<runtime::gpu::GpuProgram> programs;
+    thread_local ProgramLru<runtime::Program> programs;
     thread_local Fingerprint fp;
     fingerprint(fp, op, out, shape, srcs, arg);
     int64_t dev = static_cast<int64_t>(device.kind) * 1024 + device.index;
@@ -327,65 +272,75 @@ class Eager final : public Interpreter {
     fp.hash = ir::hash_combine(fp.hash, dev);
     const auto* found = programs.find(fp);
     if (!found) {
-      std::shared_ptr<const runtime::gpu::GpuProgram> built;
+      std::shared_ptr<const runtime::Program> built;
       {
         ir::NodeUse use;
-        built = codegen::compile_gpu({one_op_root(op, out, shape, srcs, arg)},
-                                     static_cast<int>(srcs.size()), device);
+        built = codegen::compile({one_op_root(op, out, shape, srcs, arg)},
+                                 static_cast<int>(srcs.size()), device);
       }
       found = &programs.insert(fp, std::move(built));
       ir::maybe_collect_nodes();
     }
     const auto program = *found;  // a copy: the cache may evict it while it runs
-    std::vector<Tensor> bound;    // uploaded host scalars, alive until the launch is queued
-    std::vector<char*> ptrs(srcs.size());
-    std::shared_ptr<runtime::Poison> poison;
+    const runtime::Launcher& launcher = program->launcher();
+    constexpr size_t kSmall = 4;
+    char* ptr_small[kSmall];
+    const std::shared_ptr<runtime::Poison>* poison_small[kSmall];
+    std::vector<char*> ptr_big;
+    std::vector<const std::shared_ptr<runtime::Poison>*> poison_big;
+    char** ptrs = ptr_small;
+    const std::shared_ptr<runtime::Poison>** poisons = poison_small;
+    if (srcs.size() > kSmall) {
+      ptr_big.resize(srcs.size());
+      poison_big.resize(srcs.size());
+      ptrs = ptr_big.data();
+      poisons = poison_big.data();
+    }
+    std::vector<Tensor> bound;  // uploaded host scalars, alive until the call is made
     for (size_t i = 0; i < srcs.size(); ++i) {
       const Tensor* s = &srcs[i];
-      if (!(s->device() == device)) {
-        bound.push_back(upload_scalar(*s, device));
+      if (!launcher.host_memory() && !(s->device() == device)) {
+        bound.push_back(upload_scalar(*s, device, launcher));
         s = &bound.back();
       }
       const auto& im = s->impl();
       ptrs[i] = static_cast<char*>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype);
-      // A result shares its first operand's failure state: a check recorded for an operand
-      // (raised at the next wait) poisons it too.
-      if (!poison && im.poison) poison = im.poison;
-    }
-    if (poison && poison->get()) {
-      auto buf =
-          runtime::allocate(device, static_cast<size_t>(ir::numel(shape) * ir::itemsize(out)));
-      return make_concrete(out, std::move(buf), ir::View::contiguous(shape), device, poison);
+      poisons[i] = &im.poison;
     }
     runtime::BufferRef lent = donated_buffer(op, out, shape, srcs);
-    auto outs = program->run(ptrs.data(), ptrs.size(), lent ? &lent : nullptr);
-    return make_concrete(out, std::move(outs[0]), ir::View::contiguous(shape), device, poison);
+    runtime::Call call;
+    call.inputs = ptrs;
+    call.n = srcs.size();
+    call.reuse = lent ? &lent : nullptr;
+    call.poisons = poisons;
+    call.n_poisons = srcs.size();
+    // The operands stay alive until a deferred call ran (CPU:n).
+    if (launcher.defers_calls()) call.keep = std::make_shared<const std::vector<Tensor>>(srcs);
+    auto launched = launcher.call(program, call);
+    return make_concrete(out, std::move(launched.outputs[0]), ir::View::contiguous(shape), device,
+                         std::move(launched.poison));
   }
 
   // A host scalar (0-d, or broadcast with all strides 0) as a one-element tensor on `device`
   // with the same view (offset 0: every stride is 0 or spans an extent-1 axis).
-  static Tensor upload_scalar(const Tensor& s, Device device) {
+  static Tensor upload_scalar(const Tensor& s, Device device, const runtime::Launcher& launcher) {
     const auto& im = s.impl();
     size_t isz = static_cast<size_t>(ir::itemsize(im.dtype));
     auto buf = runtime::allocate(device, isz);
-    auto& ctx = runtime::gpu::context(device, "nx");
-    runtime::gpu::copy_to_device(
-        ctx, buf->data, static_cast<const char*>(im.buffer->data) + im.view.offset * isz, isz);
+    launcher.write(buf->data, static_cast<const char*>(im.buffer->data) + im.view.offset * isz,
+                   isz);
     ir::View v = im.view;
     v.offset = 0;
     return make_concrete(im.dtype, std::move(buf), std::move(v), device);
   }
 
-  // Reads n bytes of t's buffer at element offset `elem` (a device copy on a GPU: the caller is
-  // a stream task, run at a wait, so the device work before it is done).
+  // Reads n bytes of t's buffer at element offset `elem` through its device's launcher (a
+  // device copy on a GPU: the caller is a stream task, run at a wait, so the device work before
+  // it is done).
   static void read_memory(const Tensor& t, int64_t elem, void* dst, size_t n) {
     const auto& im = t.impl();
     const char* src = static_cast<const char*>(im.buffer->data) + elem * ir::itemsize(im.dtype);
-    if (t.device().kind == runtime::DeviceKind::CPU) {
-      std::memcpy(dst, src, n);
-      return;
-    }
-    runtime::gpu::copy_to_host(runtime::gpu::context(t.device(), "nx::check"), dst, src, n);
+    runtime::launcher_for(t.device(), "nx::check").read(dst, src, n);
   }
 
   // The buffer of a donated operand this one-op program may write its result into: an

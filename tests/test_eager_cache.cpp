@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include "codegen/compile.h"
-#include "codegen/gpu_compile.h"
 #include "test_util.h"
 
 namespace {
@@ -14,11 +13,9 @@ using namespace rt;
 // GPU programs, one source each.
 size_t kernels() {
   auto s = codegen::compile_stats();
-  return s.kernels_compiled + s.kernels_from_disk + codegen::gpu_compile_stats().sources;
+  return s.kernels_compiled + s.kernels_from_disk + s.sources;
 }
-size_t programs() {
-  return codegen::compile_stats().programs + codegen::gpu_compile_stats().programs;
-}
+size_t programs() { return codegen::compile_stats().programs; }
 
 // Runs fn twice; the second run must not build anything and must give the same values.
 void expect_cached(const std::string& what, const std::function<Tensor()>& fn) {

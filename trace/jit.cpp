@@ -10,13 +10,12 @@
 #include <unordered_map>
 
 #include "codegen/compile.h"
-#include "codegen/gpu_compile.h"
 #include "core/donation.h"
 #include "core/ops.h"
 #include "ir/debug.h"
 #include "ir/env.h"
 #include "ir/hash.h"
-#include "runtime/gpu/transfer.h"
+#include "runtime/launcher.h"
 
 namespace rune {
 
@@ -139,8 +138,7 @@ std::string describe_key(const Key& k) {
 }
 
 struct Compiled {
-  std::shared_ptr<const runtime::HostProgram> program;          // on a CPU device
-  std::shared_ptr<const runtime::gpu::GpuProgram> gpu_program;  // on a GPU
+  std::shared_ptr<const runtime::Program> program;
   std::vector<nx::Tensor> captured;
   std::vector<int64_t> result_tokens;
   std::vector<std::pair<nx::DType, nx::Shape>> outputs;  // results, then one index per check
@@ -158,49 +156,27 @@ struct Compiled {
   }
 };
 
-// The failure of the first failing check (in trace order) after a run, or null.
+// The failure of the first failing check (in trace order) after a run, or null, on every
+// device (on an asynchronous one a task of its stream: the device work before it is done).
+// The first-false indices are read back through the device's launcher; a failing check's data
+// are computed with the same inputs on the device and read back to build its error on the host.
 std::exception_ptr failed_check(const Compiled& c, const std::vector<runtime::BufferRef>& bufs,
                                 const std::vector<char*>& ptrs) {
+  const runtime::Launcher& launcher = c.program->launcher();
   for (size_t k = 0; k < c.checks.size(); ++k) {
     int64_t first;
-    std::memcpy(&first, bufs[c.n_results + k]->data, sizeof first);
+    launcher.read(&first, bufs[c.n_results + k]->data, sizeof first);
     const auto& chk = c.checks[k];
     if (first >= chk.size) continue;
     // Rare path: evaluate the check's data with the same inputs, then build its error.
-    auto data_program = codegen::compile_host(chk.data, c.n_params);
-    auto data_bufs = data_program->run(ptrs.data(), ptrs.size());
-    std::vector<nx::Tensor> data;
-    for (size_t d = 0; d < data_bufs.size(); ++d)
-      data.push_back(nx::make_concrete(chk.data[d]->dtype, std::move(data_bufs[d]),
-                                       ir::View::contiguous(chk.data[d]->shape)));
-    return nx::detail::build_failure(chk.shape, first, data, chk.fail);
-  }
-  return nullptr;
-}
-
-// Reads a device buffer into host memory (a stream task: the device work before it is done).
-void read_device(const Compiled& c, const runtime::BufferRef& buf, void* dst, size_t n) {
-  runtime::gpu::copy_to_host(runtime::gpu::context(c.device, "rune::jit"), dst, buf->data, n);
-}
-
-// failed_check for a GPU program, run as a task of the device's stream at the next wait: the
-// first-false indices are copied back; a failing check's data are computed on the device with
-// the same inputs and copied back to build its error on the host.
-std::exception_ptr failed_check_gpu(const Compiled& c, const std::vector<runtime::BufferRef>& bufs,
-                                    const std::vector<char*>& ptrs) {
-  for (size_t k = 0; k < c.checks.size(); ++k) {
-    int64_t first;
-    read_device(c, bufs[c.n_results + k], &first, sizeof first);
-    const auto& chk = c.checks[k];
-    if (first >= chk.size) continue;
-    auto data_program = codegen::compile_gpu(chk.data, c.n_params, c.device);
+    auto data_program = codegen::compile(chk.data, c.n_params, c.device);
     auto data_bufs = data_program->run(ptrs.data(), ptrs.size());
     std::vector<nx::Tensor> data;
     for (size_t d = 0; d < data_bufs.size(); ++d) {
       size_t n =
           static_cast<size_t>(ir::numel(chk.data[d]->shape) * ir::itemsize(chk.data[d]->dtype));
       auto host = runtime::allocate(nx::Device::cpu(), n);
-      read_device(c, data_bufs[d], host->data, n);
+      launcher.read(host->data, data_bufs[d]->data, n);
       data.push_back(nx::make_concrete(chk.data[d]->dtype, std::move(host),
                                        ir::View::contiguous(chk.data[d]->shape)));
     }
@@ -209,58 +185,46 @@ std::exception_ptr failed_check_gpu(const Compiled& c, const std::vector<runtime
   return nullptr;
 }
 
-// A call on a GPU: the program is queued on the device's stream from this thread (arguments on
-// the device bind without a copy; results stay there). Checks are read at the next wait on the
-// device: a failure poisons the results and raises there. Donated buffers in `reuse` are written
-// in place.
-std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> run_gpu(
+// A call on any device, through its launcher (runtime/launcher.h): on the host the program runs
+// now and the first failing check raises (the call returns no results); on an asynchronous
+// device the call returns once its work is queued, arguments on the device bind without a copy
+// and results stay there; checks are read in the device's order, and a failure poisons the
+// results and raises at the next wait. Donated buffers in `reuse` are written in place.
+std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> launch_call(
     const std::shared_ptr<const Compiled>& c, const std::vector<nx::Tensor>& leaves,
     std::vector<char*> ptrs, std::vector<runtime::BufferRef> reuse) {
-  // Results share the failure state of a poisoned argument, or get their own when the program
-  // has checks.
-  std::shared_ptr<runtime::Poison> poison;
-  for (const auto& t : leaves)
-    if (t.impl().poison) {
-      poison = t.impl().poison;
-      break;
-    }
-  std::vector<runtime::BufferRef> bufs;
-  if (poison && poison->get()) {
-    for (size_t o = 0; o < c->n_results; ++o)
-      bufs.push_back(
-          runtime::allocate(c->device, static_cast<size_t>(ir::numel(c->outputs[o].second) *
-                                                           ir::itemsize(c->outputs[o].first))));
-  } else {
-    reuse.resize(c->outputs.size());
-    bufs = c->gpu_program->run(ptrs.data(), ptrs.size(), reuse.data());
-    if (!c->checks.empty()) {
-      // Its own failure state; the check task (run in call order at the next wait) passes on
-      // a failure of an argument's producer first.
-      poison = std::make_shared<runtime::Poison>();
-      // The inputs the check data may read, held as values of their own: the task runs after
-      // the device work queued before the next wait, so no later op may write into them.
-      std::vector<nx::Tensor> keep;
-      for (const auto& t : leaves) keep.push_back(nx::observer_of(t));
-      runtime::stream_for(c->device)->enqueue([c, bufs, ptrs, keep, poison] {
-        for (const auto& t : keep)
-          if (t.impl().poison)
-            if (auto e = t.impl().poison->get()) {
-              poison->set(e);
-              return;
-            }
-        if (auto failure = failed_check_gpu(*c, bufs, ptrs)) {
-          poison->set(failure);
-          std::rethrow_exception(failure);
-        }
-      });
-    }
+  const runtime::Launcher& launcher = c->program->launcher();
+  std::vector<const std::shared_ptr<runtime::Poison>*> poisons;  // the host has no failure states
+  if (runtime::is_async(c->device))
+    for (const auto& t : leaves) poisons.push_back(&t.impl().poison);
+  runtime::Call call;
+  call.inputs = ptrs.data();
+  call.n = ptrs.size();
+  call.reuse = reuse.empty() ? nullptr : reuse.data();
+  call.poisons = poisons.data();
+  call.n_poisons = poisons.size();
+  if (!c->checks.empty())
+    call.after = [c, ptrs](const std::vector<runtime::BufferRef>& bufs) {
+      return failed_check(*c, bufs, ptrs);
+    };
+  if (launcher.defers_calls() || (call.after && launcher.after_runs_at_wait())) {
+    // The program (its captured constants) and the arguments stay alive until the deferred
+    // work ran. Where the check reads run after later device work, the arguments are held as
+    // values of their own, so no later op may write a donated result into them.
+    auto keep =
+        std::make_shared<std::pair<std::shared_ptr<const Compiled>, std::vector<nx::Tensor>>>();
+    keep->first = c;
+    for (const auto& t : leaves)
+      keep->second.push_back(launcher.after_runs_at_wait() ? nx::observer_of(t) : t);
+    call.keep = std::move(keep);
   }
+  auto launched = launcher.call(c->program, call);
   std::vector<nx::Tensor> outs;
   outs.reserve(c->n_results);
   for (size_t i = 0; i < c->n_results; ++i)
-    outs.push_back(nx::make_concrete(c->outputs[i].first, bufs[i],
+    outs.push_back(nx::make_concrete(c->outputs[i].first, std::move(launched.outputs[i]),
                                      ir::View::contiguous(c->outputs[i].second), c->device,
-                                     poison));
+                                     launched.poison));
   return {std::move(outs), c->result_tokens};
 }
 
@@ -327,13 +291,10 @@ Traced trace_program(const Flat& args, const Key& key, const JitCore::TraceFn& t
 // Step "compile": schedule, optimise, lower, render and compile the roots for the program's
 // device, all inside codegen (one call per device kind).
 void compile_program(Compiled& c, const std::vector<ir::NodeRef>& roots) {
-  if (c.device.kind == runtime::DeviceKind::CPU)
-    c.program = codegen::compile_host(roots, c.n_params);
-  else
-    c.gpu_program = codegen::compile_gpu(roots, c.n_params, c.device);
+  c.program = codegen::compile(roots, c.n_params, c.device);
 }
 
-// Donated leaves lend their memory to results that may take it (HostProgram::inplace_inputs).
+// Donated leaves lend their memory to results that may take it (Program::inplace_inputs).
 // Every leaf's read is registered in `reads` (held by the caller for the whole run) before the
 // donors are killed (nx::StorageReads); a donor's storage is lent only when, after its death,
 // no other value or read can observe it (SEMANTICS.md §3: views, bases, captured constants,
@@ -350,9 +311,8 @@ std::vector<runtime::BufferRef> lend_donations(const Compiled& c,
   std::vector<runtime::BufferRef> reuse;
   std::vector<std::pair<size_t, std::string>> fates;  // leaf index, fate
   if (!donated.empty()) {
-    const auto& output_slots = c.program ? c.program->output_slots : c.gpu_program->output_slots;
-    const auto& inplace_inputs =
-        c.program ? c.program->inplace_inputs : c.gpu_program->inplace_inputs;
+    const auto& output_slots = c.program->output_slots;
+    const auto& inplace_inputs = c.program->inplace_inputs;
     reuse.resize(output_slots.size());
     for (size_t i = 0; i < leaves.size(); ++i) {
       const auto& im = leaves[i].impl();
@@ -406,54 +366,6 @@ std::vector<char*> bind_params(const Compiled& c, const std::vector<nx::Tensor>&
   for (const auto& l : leaves) bind(l);
   for (const auto& l : c.captured) bind(l);
   return ptrs;
-}
-
-// A call on the host, synchronous: checks, in trace order, are read after the run; the first
-// failing one raises now and the call returns no results.
-CallResult run_host(const Compiled& c, const std::vector<char*>& ptrs,
-                    std::vector<runtime::BufferRef>& reuse) {
-  auto bufs = c.program->run(ptrs.data(), ptrs.size(), reuse.empty() ? nullptr : reuse.data());
-  if (auto failure = failed_check(c, bufs, ptrs)) std::rethrow_exception(failure);
-  std::vector<nx::Tensor> outs;
-  outs.reserve(c.n_results);
-  for (size_t i = 0; i < c.n_results; ++i)
-    outs.push_back(nx::make_concrete(c.outputs[i].first, std::move(bufs[i]),
-                                     ir::View::contiguous(c.outputs[i].second), c.device));
-  return {std::move(outs), c.result_tokens};
-}
-
-// A call on an asynchronous host device (CPU:n): it returns once its work is queued. Outputs
-// exist now; a failing check poisons them and is raised at the next wait on the device.
-CallResult run_async(const std::shared_ptr<const Compiled>& c, runtime::Stream* stream,
-                     const std::vector<nx::Tensor>& leaves, const std::vector<char*>& ptrs,
-                     std::vector<runtime::BufferRef> reuse) {
-  reuse.resize(c->outputs.size());
-  for (size_t o = 0; o < c->outputs.size(); ++o)
-    if (!reuse[o])
-      reuse[o] = runtime::allocate(
-          c->device,
-          static_cast<size_t>(ir::numel(c->outputs[o].second) * ir::itemsize(c->outputs[o].first)));
-  auto poison = std::make_shared<runtime::Poison>();
-  std::vector<nx::Tensor> keep = leaves;  // inputs stay alive until the task ran
-  stream->enqueue([c, ptrs, reuse, poison, keep] {
-    for (const auto& t : keep)
-      if (t.impl().poison)
-        if (auto e = t.impl().poison->get()) {
-          poison->set(e);
-          return;
-        }
-    auto bufs = c->program->run(ptrs.data(), ptrs.size(), reuse.data());
-    if (auto failure = failed_check(*c, bufs, ptrs)) {
-      poison->set(failure);
-      std::rethrow_exception(failure);
-    }
-  });
-  std::vector<nx::Tensor> outs;
-  for (size_t i = 0; i < c->n_results; ++i)
-    outs.push_back(nx::make_concrete(c->outputs[i].first, reuse[i],
-                                     ir::View::contiguous(c->outputs[i].second), c->device,
-                                     poison));
-  return {std::move(outs), c->result_tokens};
 }
 
 }  // namespace
@@ -542,7 +454,7 @@ struct JitCore::Impl {
   }
 
   // Step "run": lends donated leaves' memory to results, binds the params and runs the program
-  // on its device (host, asynchronous host stream or GPU stream).
+  // through its device's launcher (host, asynchronous host stream or GPU stream).
   CallResult run(const std::shared_ptr<const Compiled>& c, const Flat& args,
                  const PathsFn& paths) const {
     nx::CallName named(options.name.c_str());  // e.g. an allocation that fails names rune::jit
@@ -551,10 +463,7 @@ struct JitCore::Impl {
     std::vector<runtime::BufferRef> reuse =
         lend_donations(*c, args.leaves, reads, options.name, paths);
     std::vector<char*> ptrs = bind_params(*c, args.leaves);
-    if (c->gpu_program) return run_gpu(c, args.leaves, std::move(ptrs), std::move(reuse));
-    if (runtime::Stream* stream = runtime::stream_for(c->device))
-      return run_async(c, stream, args.leaves, ptrs, std::move(reuse));
-    return run_host(*c, ptrs, reuse);
+    return launch_call(c, args.leaves, std::move(ptrs), std::move(reuse));
   }
 };
 

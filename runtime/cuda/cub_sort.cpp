@@ -143,8 +143,8 @@ int cub_dtype(ir::DType t) {
   return -1;
 }
 
-gpu::GpuStep cub_sort_step(gpu::Context& c, const CubModule& m, bool argsort, ir::DType dtype,
-                           int64_t offset, int64_t rows, int64_t len, int64_t* scratch_bytes) {
+Step cub_sort_step(gpu::Context& c, const CubModule& m, bool argsort, ir::DType dtype,
+                   int64_t offset, int64_t rows, int64_t len, int64_t* scratch_bytes) {
   const RuneCubApi* api = m.api;
   const int code = cub_dtype(dtype);
   auto fail = [&, api](const char* what, int rc) {
@@ -155,7 +155,8 @@ gpu::GpuStep cub_sort_step(gpu::Context& c, const CubModule& m, bool argsort, ir
   size_t bytes = 0;
   if (int rc = api->scratch_bytes(code, argsort, rows, len, &bytes)) throw fail("sort setup", rc);
   *scratch_bytes = static_cast<int64_t>(bytes);
-  gpu::GpuStep st;
+  Step st;
+  st.kind = Step::Kind::Library;
   st.name = std::string("cub_") + (argsort ? "argsort_" : "sort_") + std::string(ir::name(dtype)) +
             "_" + std::to_string(rows) + "x" + std::to_string(len);
   st.items = rows * len;
@@ -165,8 +166,8 @@ gpu::GpuStep cub_sort_step(gpu::Context& c, const CubModule& m, bool argsort, ir
   st.geometry = gpu::launch_geometry(rows * len, c.info().multiprocessors, c.info().warp_size);
   const int64_t in_offset = offset * ir::itemsize(dtype);
   std::string path = m.path;
-  st.host = [api, code, argsort, in_offset, rows, len, bytes, path](gpu::Context& ctx,
-                                                                    char* const* bufs) {
+  st.queue = [api, code, argsort, in_offset, rows, len, bytes, path](gpu::Context& ctx,
+                                                                     char* const* bufs) {
     int rc = api->sort(code, argsort, bufs[1] + in_offset, bufs[0], rows, len, bufs[2], bytes,
                        ctx.handle());
     if (rc)

@@ -11,7 +11,8 @@
 
 #include "ir/dtype.h"
 #include "runtime/cuda/cub_sort_api.h"
-#include "runtime/gpu/program.h"
+#include "runtime/gpu/context.h"
+#include "runtime/program.h"
 
 namespace runtime::cuda {
 
@@ -47,10 +48,11 @@ const CubModule* cub_module_for(DeviceKind kind, const gpu::DriverTable& driver,
 // The module's element format of a dtype.
 int cub_dtype(ir::DType t);
 
-// A host step (GpuStep::host) that sorts `rows` rows of `len` elements of `dtype` (argsort:
-// int64 positions) with the module: params out (slot 0), operand (from element `offset`),
-// scratch. Asks the module how much scratch it needs (on `c`'s device): *scratch_bytes.
-gpu::GpuStep cub_sort_step(gpu::Context& c, const CubModule& m, bool argsort, ir::DType dtype,
-                           int64_t offset, int64_t rows, int64_t len, int64_t* scratch_bytes);
+// A library step (Step::Kind::Library, its `queue` run with the device current) that sorts `rows`
+// rows of `len` elements of `dtype` (argsort: int64 positions) with the module: params out (slot
+// 0), operand (from element `offset`), scratch. Asks the module how much scratch it needs (on `c`'s
+// device): *scratch_bytes.
+Step cub_sort_step(gpu::Context& c, const CubModule& m, bool argsort, ir::DType dtype,
+                   int64_t offset, int64_t rows, int64_t len, int64_t* scratch_bytes);
 
 }  // namespace runtime::cuda

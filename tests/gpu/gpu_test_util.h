@@ -47,7 +47,7 @@ inline void add_program(std::vector<Labelled>& out, const std::string& label,
           tr.stand_in(static_cast<int>(i), args[i].t, ir::View::contiguous(args[i].shape)));
     for (const auto& r : fn(ins)) roots.push_back(tr.node_of(r));
   }
-  // As codegen/gpu_compile.cpp: matrix products take their elementwise consumers as epilogues.
+  // As codegen/compile.cpp: matrix products take their elementwise consumers as epilogues.
   auto s = codegen::schedule(roots, static_cast<int>(args.size() + tr.captured().size()),
                              /*fuse_epilogues=*/true);
   int i = 0;

@@ -1,6 +1,6 @@
 // A fake CUDA driver that runs on the host, so the GPU runtime (contexts, the caching device
-// allocator, transfers, GpuProgram slots and scratch, the launch helper, donation, checks read
-// at the next wait) runs in CI without a GPU. "Device memory" is host memory; kernels are the
+// allocator, transfers, runtime::Program slots and scratch, the launch helper, donation, checks
+// read at the next wait) runs in CI without a GPU. "Device memory" is host memory; kernels are the
 // shared C renderer's output in a host dialect, compiled by the system compiler into a shared
 // object whose path is the module image. A launch runs the grid-stride loop on 8 host threads
 // (thread t takes the work items t, t + 8, ...), which are the 8 lanes of every reduction group:
@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "codegen/gpu_compile.h"
+#include "codegen/compile.h"
 #include "runtime/gpu/driver.h"
 
 namespace fake_gpu {

@@ -1,7 +1,7 @@
 // CUB sorts on CUDA (runtime/cuda/cub_sort.h, docs/sort.md) without a GPU: the module built
 // with nvcc loads and its entry points fail clearly where there is no driver; where the module
 // is looked for; which path a sort takes (a fake driver, HIP: the rank sort, still the host's
-// bits); the host steps of a GpuProgram and the CUB step's plumbing, on the fake CUDA driver
+// bits); the library steps of a GPU program and the CUB step's plumbing, on the fake CUDA driver
 // with a host stand-in for the module. The module's sorts themselves need a device:
 // test_gpu_device.
 #include <dlfcn.h>
@@ -218,12 +218,13 @@ TEST(CubStep, AHostStepQueuesTheModulesSortWithTheProgramsBuffers) {
   auto& c = runtime::gpu::context(kCuda, "test");
   // An argsort of 2 rows of 5 float32 read from element 3 of the input.
   int64_t scratch = 0;
-  runtime::gpu::GpuStep st = cu::cub_sort_step(c, m, true, ir::DType::Float32, 3, 2, 5, &scratch);
+  runtime::Step st = cu::cub_sort_step(c, m, true, ir::DType::Float32, 3, 2, 5, &scratch);
   EXPECT_EQ(scratch, 2 * 5 * 24 + 100);
   EXPECT_EQ(st.items, 10);
-  EXPECT_TRUE(static_cast<bool>(st.host));
+  EXPECT_EQ(st.kind, runtime::Step::Kind::Library);
+  EXPECT_TRUE(static_cast<bool>(st.queue));
   EXPECT_EQ(st.name, "cub_argsort_float32_2x5");
-  runtime::gpu::GpuProgram p;
+  runtime::Program p;
   p.device = kCuda;
   p.n_inputs = 1;
   p.slot_bytes = {-1, 10 * 8, scratch};  // input, output, scratch (a temporary)

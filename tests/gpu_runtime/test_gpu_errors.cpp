@@ -3,7 +3,7 @@
 // driver-loading helper and the launch geometry, which need no device.
 #include <gtest/gtest.h>
 
-#include "codegen/gpu_compile.h"
+#include "codegen/compile.h"
 #include "runtime/gpu/context.h"
 #include "runtime/gpu/driver.h"
 #include "runtime/gpu/geometry.h"

@@ -1,6 +1,6 @@
 // The GPU runtime end to end on a fake CUDA driver (fake_driver.h): CUDA:0 is host memory and
 // kernels are the C renderer's output in a host dialect, so everything but the vendor driver
-// and compiler runs here: contexts, the caching allocator, transfers, GpuProgram slots and
+// and compiler runs here: contexts, the caching allocator, transfers, runtime::Program slots and
 // two-phase scratch, the launch helper, eager ops, rune::jit, donation and checks.
 // The donation and check suite of tests/runtime runs here too, on CUDA:0.
 #include <cstring>

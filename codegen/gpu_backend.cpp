@@ -1,0 +1,188 @@
+// The GPU backend (CUDA, HIP): one source per program in the kind's C dialect (the shared
+// helpers once, then each distinct kernel), compiled for the device's arch through the GPU
+// binary disk cache (NVRTC / hiprtc), loaded as one module; each kernel a launch of its entry
+// with the device's geometry. Sorts on CUDA may be CUB's radix sorts instead (library steps).
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "codegen/backend.h"
+#include "codegen/cuda/cubin_cache.h"
+#include "codegen/decompose.h"
+#include "codegen/hip/code_object_cache.h"
+#include "ir/debug.h"
+#include "runtime/cuda/cub_sort.h"
+#include "runtime/gpu/context.h"
+#include "runtime/profile.h"
+
+namespace codegen {
+
+using namespace ir;
+
+namespace {
+
+GpuTarget default_target(runtime::DeviceKind kind) {
+  if (kind == runtime::DeviceKind::HIP) return {&hip_dialect(), hip::code_object_for};
+  return {&cuda_dialect(), cuda::cubin_for};
+}
+
+// Bytes a kernel reads (each load over its view's extent) and writes, for DEBUG=2.
+int64_t kernel_bytes(const KernelSpec& k) {
+  int64_t bytes = numel(k.shape) * itemsize(k.out_dtype);
+  for (NodeRef root : {k.body, k.rbody}) {
+    if (!root) continue;
+    for (NodeRef n : toposort({root}))
+      if (n->op == Op::Load) bytes += numel(arg_load(n).view.shape) * itemsize(n->dtype);
+  }
+  return bytes;
+}
+
+// A program's kernels rendered into one source: each kernel's entry name (named after its own
+// text: equal kernels share one name and one function), lane threads and vector loads.
+struct Rendered {
+  std::string source;
+  std::vector<std::string> names;
+  std::vector<int64_t> lanes;  // threads per reduction work item (c_lane_threads: 8)
+  std::vector<bool> vectors;   // 4 outputs per thread (c_vector_loads)
+};
+
+// The one place the C renderer is called.
+Rendered render(const Schedule& s, const CDialect& dialect) {
+  Rendered r;
+  r.source = render_c_prelude(dialect);
+  std::map<std::string, bool> seen;
+  for (const auto& spec : s.kernels) {
+    KernelSpec k = spec;
+    if (k.body) k.body = decompose(k.body);
+    if (k.rbody) k.rbody = decompose(k.rbody);
+    std::string text = render_c_kernel(k, "RUNE_KERNEL_NAME", dialect);
+    const std::string name = kernel_symbol(text);
+    replace_all(text, "RUNE_KERNEL_NAME", name);
+    r.names.push_back(name);
+    r.lanes.push_back(c_lane_threads(k, dialect) ? kReduceLanes : 1);
+    r.vectors.push_back(c_vector_loads(k, dialect));
+    if (!seen.emplace(name, true).second) continue;
+    r.source += text;
+  }
+  return r;
+}
+
+// A Sort / Argsort kernel on a device whose sorts use CUB (runtime/cuda/cub_sort.h): adds a
+// library step running the module's radix sort, and its scratch as a temporary slot, and
+// returns true. False: the rendered rank sort runs (HIP, a fake driver, no module). DEBUG=1
+// says which.
+bool add_cub_sort(runtime::Program& p, const KernelSpec& k, runtime::gpu::Context& ctx) {
+  if (!k.library || k.library->op == Op::Cumsum) return false;
+  const int64_t len = k.shape.empty() ? 1 : k.shape.back();
+  const int64_t rows = len == 0 ? 0 : numel(k.shape) / len;
+  std::string why;
+  const auto* m = runtime::cuda::cub_module_for(ctx.device().kind, ctx.driver(), &why);
+  if (debug_level() >= 1)
+    std::fprintf(stderr, "rune: %s of %lld x %lld %s on %s: %s%s\n",
+                 k.library->op == Op::Argsort ? "argsort" : "sort", static_cast<long long>(rows),
+                 static_cast<long long>(len), std::string(name(k.library->in_dtype)).c_str(),
+                 ctx.device().name().c_str(), m ? "CUB radix sort from " : "rank sort kernel (",
+                 m ? m->path.c_str() : (why + ")").c_str());
+  if (!m) return false;
+  int64_t scratch_bytes = 0;
+  auto st = runtime::cuda::cub_sort_step(ctx, *m, k.library->op == Op::Argsort, k.library->in_dtype,
+                                         k.library->offset, rows, len, &scratch_bytes);
+  st.slots = {k.slots[0], k.slots[1], static_cast<int>(p.slot_bytes.size())};
+  p.slot_bytes.push_back(scratch_bytes);
+  p.steps.push_back(std::move(st));
+  return true;
+}
+
+runtime::Step launch_step(runtime::gpu::Handle fn, std::string name, int64_t items, int64_t bytes,
+                          std::vector<int> slots, runtime::gpu::LaunchGeometry geometry) {
+  runtime::Step st;
+  st.kind = runtime::Step::Kind::Kernel;
+  st.entry = fn;
+  st.name = std::move(name);
+  st.items = items;
+  st.bytes = bytes;
+  st.slots = std::move(slots);
+  st.geometry = geometry;
+  return st;
+}
+
+class GpuBackend final : public Backend {
+ public:
+  explicit GpuBackend(runtime::DeviceKind kind) : target_(default_target(kind)) {}
+  void set_target(GpuTarget t) { target_ = std::move(t); }
+
+  void add_steps(const Schedule& s, runtime::Program& p, CompileStats& stats) override {
+    runtime::gpu::Context& ctx = runtime::gpu::context(p.device, "rune::compile");
+    const GpuTarget target = target_;
+    Rendered r = render(s, *target.dialect);
+    if (debug_level() >= 5)
+      std::fprintf(stderr, "rune: %s source for %s:\n%s\n", target.dialect->name.c_str(),
+                   ctx.info().arch.c_str(), r.source.c_str());
+    auto t0 = std::chrono::steady_clock::now();
+    runtime::ProfileSpan span("compile", target.dialect->name + " " + ctx.info().arch,
+                              p.device.name());
+    std::string image = target.compile(r.source, ctx.info().arch);
+    ++stats.sources;
+    const auto& drv = ctx.driver();
+    ctx.make_current();
+    runtime::gpu::Handle module = nullptr;
+    ctx.check(drv.module_load(&module, image.data()), "module_load");
+    auto function = [&](const std::string& name) {
+      runtime::gpu::Handle f = nullptr;
+      ctx.check(drv.module_function(&f, module, name.c_str()), "module_function");
+      return f;
+    };
+    if (debug_level() >= 1) {
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "rune: %zu kernels for %s (%s) ready in %.2f ms\n", s.kernels.size(),
+                   p.device.name().c_str(), ctx.info().arch.c_str(), ms);
+    }
+    const auto& info = ctx.info();
+    auto geometry = [&](int64_t n) {
+      return runtime::gpu::launch_geometry(n, info.multiprocessors, info.warp_size);
+    };
+    for (size_t j = 0; j < s.kernels.size(); ++j) {
+      const KernelSpec& k = s.kernels[j];
+      const std::string& name = r.names[j];
+      int64_t outs = numel(k.shape);
+      int64_t bytes = kernel_bytes(k);
+      if (add_cub_sort(p, k, ctx)) continue;  // CUB's radix sort instead of the rank sort kernel
+      if (k.rbody && k.blocks() > 1) {
+        // Two-phase reduction (codegen/c_renderer.h): B partials per output in a scratch slot.
+        int64_t nb = k.blocks();
+        int scratch = static_cast<int>(p.slot_bytes.size());
+        p.slot_bytes.push_back(outs * nb * itemsize(k.rbody->dtype));
+        auto slots = k.slots;
+        slots.push_back(scratch);
+        int64_t items = outs * nb * r.lanes[j];
+        p.steps.push_back(launch_step(function(name + "_p1"), name + "_p1", items, bytes, slots,
+                                      geometry(items)));
+        int64_t combine_bytes = outs * (itemsize(k.out_dtype) + nb * itemsize(k.rbody->dtype));
+        p.steps.push_back(
+            launch_step(function(name), name, outs, combine_bytes, slots, geometry(outs)));
+      } else {
+        int64_t items = outs * r.lanes[j];
+        int64_t threads = r.vectors[j] ? (items + 3) / 4 : items;
+        p.steps.push_back(
+            launch_step(function(name), name, items, bytes, k.slots, geometry(threads)));
+      }
+    }
+  }
+
+ private:
+  GpuTarget target_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_gpu_backend(runtime::DeviceKind kind) {
+  return std::make_unique<GpuBackend>(kind);
+}
+
+void set_gpu_backend_target(Backend& gpu_backend, GpuTarget target) {
+  static_cast<GpuBackend&>(gpu_backend).set_target(std::move(target));
+}
+
+}  // namespace codegen

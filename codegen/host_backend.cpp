@@ -1,0 +1,233 @@
+// The host backend: each kernel decomposed, rendered as LLVM IR (cpu::render_llvm), compiled
+// by ORC through the kernel disk cache, loaded, and run on the thread pool; matrix products and
+// sorts / scans are library steps with their plans (codegen/cpu/gemm.h, sort_scan.h).
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <unordered_map>
+
+#include "codegen/backend.h"
+#include "codegen/cpu/gemm.h"
+#include "codegen/cpu/orc_compiler.h"
+#include "codegen/cpu/render_llvm.h"
+#include "codegen/cpu/sort_scan.h"
+#include "codegen/decompose.h"
+#include "codegen/disk_cache.h"
+#include "ir/debug.h"
+#include "ir/rewrite.h"
+#include "runtime/profile.h"
+#include "runtime/thread_pool.h"
+
+namespace codegen {
+
+using namespace ir;
+
+namespace {
+
+struct SpecHash {
+  size_t operator()(const KernelSpec& k) const { return k.hash(); }
+};
+
+// A loaded kernel: its entry points stay valid while `code` (or a program step holding a copy)
+// lives; the last owner unloads it (cpu::load_object).
+struct HostKernel {
+  runtime::HostKernelFn main = nullptr, phase1 = nullptr;
+  std::string name;
+  std::shared_ptr<void> code;
+};
+// Kernels are held weakly, as programs are (codegen/compile.cpp): a kernel lives as long as
+// some program step uses it.
+struct CachedKernel {
+  runtime::HostKernelFn main = nullptr, phase1 = nullptr;
+  std::string name;
+  std::weak_ptr<void> code;
+  bool expired() const { return code.expired(); }
+  std::optional<HostKernel> get() const {
+    auto c = code.lock();
+    if (!c) return std::nullopt;
+    return HostKernel{main, phase1, name, std::move(c)};
+  }
+};
+constexpr size_t kSweepEvery = 1024;
+
+template <class Map>
+void erase_expired(Map& m) {
+  std::erase_if(m, [](const auto& entry) { return entry.second.expired(); });
+}
+
+runtime::Step kernel_step(runtime::HostKernelFn fn, std::string name, int64_t items, int64_t cost,
+                          int64_t bytes, std::vector<int> slots, std::shared_ptr<const void> code) {
+  runtime::Step st;
+  st.kind = runtime::Step::Kind::Kernel;
+  st.entry = runtime::Step::entry_of(fn);
+  st.keep = std::move(code);
+  st.name = std::move(name);
+  st.items = items;
+  st.cost = cost;
+  st.bytes = bytes;
+  st.slots = std::move(slots);
+  return st;
+}
+
+class HostBackend final : public Backend {
+ public:
+  const char* program_span() const override { return "CPU"; }
+
+  void keep_nodes(std::vector<NodeRef>& roots) override {
+    erase_expired(kernels_);
+    erase_expired(by_name_);
+    for (const auto& [spec, k] : kernels_) {
+      if (spec.body) roots.push_back(spec.body);
+      if (spec.rbody) roots.push_back(spec.rbody);
+    }
+  }
+
+  void add_steps(const Schedule& s, runtime::Program& p, CompileStats& stats) override {
+    for (const auto& k : s.kernels) {
+      if (k.contract)
+        p.steps.push_back(gemm_step(k, stats));
+      else if (k.library)
+        p.steps.push_back(sort_scan_step(k));
+      else
+        add_kernel_steps(k, p, stats);
+    }
+  }
+
+ private:
+  // Decompose + render + compile (or load from disk) one kernel: the one place the host's
+  // renderer is called.
+  HostKernel build_kernel(const KernelSpec& spec, CompileStats& stats) {
+    KernelSpec k = spec;
+    k.body = decompose(k.body);
+    if (k.rbody) k.rbody = decompose(k.rbody);
+    auto rendered = cpu::render_llvm(k, "KERNEL");
+    // The symbol is named after the source, so equal kernels share one name and object.
+    const std::string name = kernel_symbol(rendered.ir);
+    std::string ir = rendered.ir;
+    replace_all(ir, "@KERNEL", "@" + name);
+    if (auto it = by_name_.find(name); it != by_name_.end())
+      if (auto live = it->second.get()) return *live;
+    if (debug_level() >= 5)
+      std::fprintf(stderr, "rune: kernel %s source:\n%s\n", name.c_str(), ir.c_str());
+    std::string key = cpu::target_id() + "\n" + ir;
+    runtime::ProfileSpan span("compile", name, "CPU", static_cast<int64_t>(ir.size()));
+    auto t0 = std::chrono::steady_clock::now();
+    std::string obj;
+    auto& disk = DiskCache::instance();
+    if (auto hit = disk.get(key)) {
+      obj = std::move(*hit);
+      ++stats.kernels_from_disk;
+    } else {
+      obj = cpu::compile_to_object(ir, name);
+      disk.put(key, obj);
+      ++stats.kernels_compiled;
+    }
+    std::vector<std::string> syms = {name};
+    if (rendered.two_phase) syms.push_back(name + "_p1");
+    auto loaded = cpu::load_object(obj, syms);
+    const auto& addrs = loaded.addresses;
+    if (debug_level() >= 1) {
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "rune: kernel %s ready in %.2f ms\n", name.c_str(), ms);
+    }
+    HostKernel hk;
+    hk.name = name;
+    hk.main = reinterpret_cast<runtime::HostKernelFn>(addrs[0]);
+    if (rendered.two_phase) hk.phase1 = reinterpret_cast<runtime::HostKernelFn>(addrs[1]);
+    hk.code = loaded.owner;
+    by_name_[name] = CachedKernel{hk.main, hk.phase1, hk.name, hk.code};
+    return hk;
+  }
+
+  // The kernel of `spec`, from the cache while some program still holds it, else built.
+  HostKernel kernel_for(const KernelSpec& spec, CompileStats& stats) {
+    if (auto it = kernels_.find(spec); it != kernels_.end())
+      if (auto live = it->second.get()) return *live;
+    HostKernel hk = build_kernel(spec, stats);
+    kernels_[spec] = CachedKernel{hk.main, hk.phase1, hk.name, hk.code};
+    if (++kernel_inserts_ % kSweepEvery == 0) {
+      erase_expired(kernels_);
+      erase_expired(by_name_);
+    }
+    return hk;
+  }
+
+  runtime::Step gemm_step(const KernelSpec& k, CompileStats& stats) {
+    std::shared_ptr<void> epilogue_code;
+    auto plan = std::make_shared<cpu::GemmPlan>(cpu::plan_gemm(k, runtime::host_threads()));
+    if (k.body && k.body->op != Op::Acc) {
+      // The fused epilogue: an elementwise kernel over the output that reads the product where
+      // it was built (Acc becomes a load of the output at its own index), applied by the gemm
+      // to each finished tile while it is in cache.
+      KernelSpec e;
+      e.shape = k.shape;
+      e.out_dtype = k.out_dtype;
+      e.slots = k.slots;
+      NodeRef acc_load = make(Op::Load, k.out_dtype, {}, {}, LoadArg{0, View::contiguous(k.shape)});
+      e.body = rewrite(k.body, [&](NodeRef n, const std::vector<NodeRef>& src) -> NodeRef {
+        (void)src;
+        return n->op == Op::Acc ? acc_load : nullptr;
+      });
+      HostKernel ek = kernel_for(e, stats);
+      plan->epilogue = ek.main;
+      epilogue_code = ek.code;
+    }
+    runtime::Step st;
+    st.kind = runtime::Step::Kind::Library;
+    st.name = "gemm_" + std::string(ir::name(k.out_dtype)) + (plan->epilogue ? "_epilogue" : "");
+    st.items = plan->tasks();
+    st.cost = plan->flops_per_task();
+    st.bytes = (numel(k.shape) + plan->batch_count() * plan->k * (plan->m + plan->n)) *
+               itemsize(k.out_dtype);
+    st.slots = k.slots;
+    st.library = cpu::run_gemm;
+    st.plan = std::move(plan);
+    st.keep = std::move(epilogue_code);
+    return st;
+  }
+
+  static runtime::Step sort_scan_step(const KernelSpec& k) {
+    auto plan = std::make_shared<cpu::SortScanPlan>(cpu::plan_sort_scan(k));
+    runtime::Step st;
+    st.kind = runtime::Step::Kind::Library;
+    st.name = std::string(ir::op_name(k.library->op)) + "_" + std::string(ir::name(k.out_dtype));
+    st.items = plan->rows;
+    st.cost = plan->cost_per_row();
+    st.bytes = numel(k.shape) * (itemsize(k.library->in_dtype) + itemsize(k.out_dtype));
+    st.slots = k.slots;
+    st.library = cpu::run_sort_scan;
+    st.plan = std::move(plan);
+    return st;
+  }
+
+  void add_kernel_steps(const KernelSpec& k, runtime::Program& p, CompileStats& stats) {
+    const HostKernel hk = kernel_for(k, stats);
+    int64_t outs = numel(k.shape);
+    int64_t bytes = outs * itemsize(k.out_dtype);
+    if (hk.phase1) {
+      // Two-phase reduction: the blocks' partials in a scratch slot, then their combination.
+      int64_t nb = k.blocks();
+      int scratch = static_cast<int>(p.slot_bytes.size());
+      p.slot_bytes.push_back(outs * nb * itemsize(k.rbody->dtype));
+      auto slots = k.slots;
+      slots.push_back(scratch);
+      p.steps.push_back(
+          kernel_step(hk.phase1, hk.name + "_p1", outs * nb, kReduceBlock, bytes, slots, hk.code));
+      p.steps.push_back(kernel_step(hk.main, hk.name, outs, nb, bytes, slots, hk.code));
+    } else {
+      int64_t cost = k.rbody ? std::max<int64_t>(k.reduce_size(), 1) : 1;
+      p.steps.push_back(kernel_step(hk.main, hk.name, outs, cost, bytes * cost, k.slots, hk.code));
+    }
+  }
+
+  std::unordered_map<KernelSpec, CachedKernel, SpecHash> kernels_;
+  std::unordered_map<std::string, CachedKernel> by_name_;  // distinct specs may render alike
+  size_t kernel_inserts_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_host_backend() { return std::make_unique<HostBackend>(); }
+
+}  // namespace codegen

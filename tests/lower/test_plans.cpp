@@ -59,8 +59,9 @@ TEST(Plans, HostPlansGiveTheSameBits) {
 }
 
 TEST(Plans, GpuPlansGiveTheSameBits) {
-  const char* plans[] = {"gpu lanes:unrolled", "gpu lanes:threads/0 vec4", "gpu lanes:threads/4",
-                         "gpu lanes:unrolled vec4"};
+  // The fake driver's default is lanes as threads and vec4 where possible; each probe run
+  // compiles every kernel with the host compiler, so two other plans cover the other choices.
+  const char* plans[] = {"gpu lanes:unrolled", "gpu lanes:threads/4"};
   expect_plans_agree("RUNE_TEST_FAKE_CUDA=1 RUNE_DEFAULT_DEVICE=CUDA:0", plans,
                      sizeof plans / sizeof *plans);
 }

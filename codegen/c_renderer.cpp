@@ -186,7 +186,7 @@ class Printer {
   std::string entry(const lir::Entry& e) {
     out_.str("");
     indent_ = 1;
-    scopes_.assign(1, {});
+    printed_.reset();
     std::string params;
     for (size_t p = 0; p < k_.params.size(); ++p)
       params += std::string(p ? ", " : "") + (k_.params[p].written ? "" : "const ") +
@@ -209,15 +209,13 @@ class Printer {
   void block(const lir::Block& b) {
     for (const Stmt& s : b) {
       statement(s);
-      for (NodeRef n : register_reads_)
-        for (auto& scope : scopes_) scope.erase(n);
-      register_reads_.clear();
+      printed_.end_statement();
     }
   }
   void scoped(const lir::Block& b) {
-    scopes_.emplace_back();
+    printed_.open();
     block(b);
-    scopes_.pop_back();
+    printed_.close();
   }
 
   void statement(const Stmt& s) {
@@ -251,6 +249,7 @@ class Printer {
       case Stmt::Kind::VLoad: {
         std::string vt = vec_type(s.dtype), v = var_name(s.var);
         vectors_[s.var] = s.dtype;
+        printed_.immutable(s.var);
         std::string src =
             "((const " + vt + "*)(p" + std::to_string(s.param) + " + " + value(s.b) + "))";
         for (int h = 0; h < 4 / vec_width(s.dtype); ++h)
@@ -300,20 +299,12 @@ class Printer {
 
   // ---- expressions ----
   std::string value(NodeRef n) {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
-      if (auto f = it->find(n); f != it->end()) return f->second;
+    if (const std::string* v = printed_.find(n)) return *v;
     std::vector<std::string> a;
     for (NodeRef s : n->src) a.push_back(value(s));
     std::string v = print(n, a);
-    scopes_.back()[n] = v;
-    if (reads_register(n)) register_reads_.push_back(n);
+    printed_.add(n, v);
     return v;
-  }
-  bool reads_register(NodeRef n) {
-    if (auto it = volatile_.find(n); it != volatile_.end()) return it->second;
-    bool r = n->op == Op::RegAt && !vectors_.count(static_cast<lir::VarId>(arg_int(n)));
-    for (NodeRef s : n->src) r = r || reads_register(s);
-    return volatile_[n] = r;
   }
 
   std::string print(NodeRef n, const std::vector<std::string>& a) {
@@ -452,9 +443,7 @@ class Printer {
   int indent_ = 1, next_ = 0;
   std::unordered_map<lir::VarId, std::string> vars_;
   std::unordered_map<lir::VarId, DType> vectors_;
-  std::vector<std::unordered_map<NodeRef, std::string>> scopes_;
-  std::unordered_map<NodeRef, bool> volatile_;
-  std::vector<NodeRef> register_reads_;
+  lir::PrintedValues printed_;
 };
 
 }  // namespace

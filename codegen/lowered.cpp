@@ -82,6 +82,30 @@ void block(std::ostringstream& s, const Kernel& k, const Block& b, int depth) {
 
 }  // namespace
 
+const std::string* PrintedValues::find(ir::NodeRef n) const {
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
+    if (auto f = it->find(n); f != it->end()) return &f->second;
+  return nullptr;
+}
+
+void PrintedValues::add(ir::NodeRef n, std::string printed) {
+  scopes_.back()[n] = std::move(printed);
+  if (reads_register(n)) reads_.push_back(n);
+}
+
+void PrintedValues::end_statement() {
+  for (ir::NodeRef n : reads_)
+    for (auto& scope : scopes_) scope.erase(n);
+  reads_.clear();
+}
+
+bool PrintedValues::reads_register(ir::NodeRef n) {
+  if (auto it = reads_register_.find(n); it != reads_register_.end()) return it->second;
+  bool r = n->op == ir::Op::RegAt && !immutable_.count(static_cast<VarId>(ir::arg_int(n)));
+  for (ir::NodeRef s : n->src) r = r || reads_register(s);
+  return reads_register_[n] = r;
+}
+
 std::string to_string(const Kernel& k) {
   std::ostringstream s;
   s << "params:";

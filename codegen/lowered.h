@@ -13,6 +13,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/node.h"
@@ -87,6 +89,28 @@ struct Kernel {
 
 // Reserved vars of every kernel: the host entry's range.
 inline constexpr VarId kLo = 0, kHi = 1;
+
+// The values a renderer has named, by scope: a value printed in an enclosing scope dominates
+// the current point; a value that reads a register (RegAt of a var not marked immutable, such as
+// a vector a VLoad filled) is valid only in the statement that printed it.
+class PrintedValues {
+ public:
+  void reset() { scopes_.assign(1, {}), reads_.clear(); }
+  void open() { scopes_.emplace_back(); }
+  void close() { scopes_.pop_back(); }
+  void immutable(VarId v) { immutable_.insert(v); }
+  const std::string* find(ir::NodeRef n) const;
+  void add(ir::NodeRef n, std::string printed);
+  // Forgets the register reads of the statement just printed.
+  void end_statement();
+
+ private:
+  bool reads_register(ir::NodeRef n);
+  std::vector<std::unordered_map<ir::NodeRef, std::string>> scopes_{1};
+  std::unordered_map<ir::NodeRef, bool> reads_register_;
+  std::unordered_set<VarId> immutable_;
+  std::vector<ir::NodeRef> reads_;  // printed in this statement, reading a register
+};
 
 // Prints the statements as indented text (DEBUG=4, tests).
 std::string to_string(const Kernel& k);

@@ -124,7 +124,7 @@ class Printer {
     vars_[lir::kLo] = "%lo";
     vars_[lir::kHi] = "%hi";
     block_ = "entry";
-    scopes_.assign(1, {});
+    printed_.reset();
     block(e.body);
     std::string text = "define void @" + name_ + e.suffix + "(" + ptr(i8) +
                        " noalias %bufs, i64 %lo, i64 %hi) #1 {\nentry:\n" + allocas_.str() +
@@ -137,13 +137,13 @@ class Printer {
   void block(const lir::Block& b) {
     for (const Stmt& s : b) {
       statement(s);
-      forget_register_reads();
+      printed_.end_statement();
     }
   }
   void scoped(const lir::Block& b) {
-    scopes_.emplace_back();
+    printed_.open();
     block(b);
-    scopes_.pop_back();
+    printed_.close();
   }
   std::string L() { return "L" + std::to_string(next_++); }
 
@@ -241,28 +241,13 @@ class Printer {
   }
 
   // ---- expressions ----
-  // A value printed in an enclosing scope dominates this point; a register read is valid only
-  // in the statement that printed it.
   std::string value(NodeRef n) {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
-      if (auto f = it->find(n); f != it->end()) return f->second;
+    if (const std::string* v = printed_.find(n)) return *v;
     std::vector<std::string> a;
     for (NodeRef s : n->src) a.push_back(value(s));
     std::string v = print(n, a);
-    scopes_.back()[n] = v;
-    if (reads_register(n)) register_reads_.push_back(n);
+    printed_.add(n, v);
     return v;
-  }
-  bool reads_register(NodeRef n) {
-    if (auto it = volatile_.find(n); it != volatile_.end()) return it->second;
-    bool r = n->op == Op::RegAt;
-    for (NodeRef s : n->src) r = r || reads_register(s);
-    return volatile_[n] = r;
-  }
-  void forget_register_reads() {
-    for (NodeRef n : register_reads_)
-      for (auto& scope : scopes_) scope.erase(n);
-    register_reads_.clear();
   }
 
   std::string print(NodeRef n, const std::vector<std::string>& a) {
@@ -386,9 +371,7 @@ class Printer {
   std::string block_;
   std::vector<std::string> params_;
   std::unordered_map<lir::VarId, std::string> vars_, arrays_;
-  std::vector<std::unordered_map<NodeRef, std::string>> scopes_;
-  std::unordered_map<NodeRef, bool> volatile_;
-  std::vector<NodeRef> register_reads_;
+  lir::PrintedValues printed_;
   int next_ = 0, loops_ = 0;
 };
 

@@ -243,7 +243,17 @@ inline const codegen::CDialect& host_dialect() {
     codegen::CDialect c;
     c.name = "host-c (fake gpu)";
     c.prelude =
-        "#include <math.h>\n#include <string.h>\n"
+        // Declarations, not <math.h> / <string.h>: in C++ mode those headers cost ~0.23 s of
+        // the ~0.27 s each kernel's compile takes, and the fake device compiles every kernel the
+        // suite runs. These are the only library functions the C renderer prints; g++ knows
+        // each as a builtin, so the generated code is the same.
+        "extern \"C\" {\n"
+        "float sqrtf(float); double sqrt(double); float floorf(float); double floor(double);\n"
+        "float ceilf(float); double ceil(double); float rintf(float); double rint(double);\n"
+        "float fmodf(float, float); double fmod(double, double);\n"
+        "float fmaf(float, float, float); double fma(double, double, double);\n"
+        "void* memcpy(void*, const void*, unsigned long);\n"
+        "}\n"
         "static inline unsigned h_f32_u32(float x) { unsigned u; memcpy(&u, &x, 4); return u; }\n"
         "static inline float h_u32_f32(unsigned u) { float x; memcpy(&x, &u, 4); return x; }\n"
         "static inline long long h_f64_i64(double x) { long long u; memcpy(&u, &x, 8); return u; "

@@ -520,11 +520,19 @@ std::string print_c(const lir::Kernel& k, const std::string& name, const CDialec
   return Printer(k, name, d).functions();
 }
 
-std::string render_c_kernel(const KernelSpec& k, const std::string& name, const CDialect& d) {
+CKernel render_c_kernel_for_launch(const KernelSpec& k, const std::string& name,
+                                   const CDialect& d) {
   Plan plan = c_plan(k, d);
   lir::Kernel lowered = lower(k, plan);
   debug_print_lowered(k, plan, lowered, d.name);
-  return "// rune kernel " + name + " (plan: " + plan.str() + ")\n" + print_c(lowered, name, d);
+  CKernel r;
+  r.text = "// rune kernel " + name + " (plan: " + plan.str() + ")\n" + print_c(lowered, name, d);
+  for (const auto& e : lowered.entries) r.launches.push_back({e.suffix, e.items, e.threads});
+  return r;
+}
+
+std::string render_c_kernel(const KernelSpec& k, const std::string& name, const CDialect& d) {
+  return render_c_kernel_for_launch(k, name, d).text;
 }
 
 std::string render_c(const KernelSpec& k, const std::string& name, const CDialect& d) {

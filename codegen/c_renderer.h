@@ -69,6 +69,20 @@ bool c_vector_loads(const KernelSpec& k, const CDialect& d);
 // The param dtypes of the rendered entry points in order (scratch last when two-phase).
 std::vector<ir::DType> c_param_dtypes(const KernelSpec& k);
 
+// One entry point of a printed kernel as lower() made it: the name suffix, the extent of its
+// grid loop (the step's work items) and the threads to launch for it.
+struct CLaunch {
+  std::string suffix;
+  int64_t items = 0, threads = 0;
+};
+// A kernel printed for launching: its text and its entries in launch order.
+struct CKernel {
+  std::string text;
+  std::vector<CLaunch> launches;
+};
+// render_c_kernel, with the entries the launch geometry reads (lowered once).
+CKernel render_c_kernel_for_launch(const KernelSpec& k, const std::string& name, const CDialect& d);
+
 // Prints a lowered kernel's entry points (names: `name` + each entry's suffix).
 std::string print_c(const lir::Kernel& k, const std::string& name, const CDialect& d);
 

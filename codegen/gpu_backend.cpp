@@ -39,12 +39,12 @@ int64_t kernel_bytes(const KernelSpec& k) {
 }
 
 // A program's kernels rendered into one source: each kernel's entry name (named after its own
-// text: equal kernels share one name and one function), lane threads and vector loads.
+// text: equal kernels share one name and one function) and its entries' launches, as lower()
+// chose them (work items, threads).
 struct Rendered {
   std::string source;
   std::vector<std::string> names;
-  std::vector<int64_t> lanes;  // threads per reduction work item (c_lane_threads: 8)
-  std::vector<bool> vectors;   // 4 outputs per thread (c_vector_loads)
+  std::vector<std::vector<CLaunch>> launches;
 };
 
 // The one place the C renderer is called.
@@ -56,12 +56,12 @@ Rendered render(const Schedule& s, const CDialect& dialect) {
     KernelSpec k = spec;
     if (k.body) k.body = decompose(k.body);
     if (k.rbody) k.rbody = decompose(k.rbody);
-    std::string text = render_c_kernel(k, "RUNE_KERNEL_NAME", dialect);
+    CKernel ck = render_c_kernel_for_launch(k, "RUNE_KERNEL_NAME", dialect);
+    std::string text = std::move(ck.text);
     const std::string name = kernel_symbol(text);
     replace_all(text, "RUNE_KERNEL_NAME", name);
     r.names.push_back(name);
-    r.lanes.push_back(c_lane_threads(k, dialect) ? kReduceLanes : 1);
-    r.vectors.push_back(c_vector_loads(k, dialect));
+    r.launches.push_back(std::move(ck.launches));
     if (!seen.emplace(name, true).second) continue;
     r.source += text;
   }
@@ -149,24 +149,20 @@ class GpuBackend final : public Backend {
       int64_t outs = numel(k.shape);
       int64_t bytes = kernel_bytes(k);
       if (add_cub_sort(p, k, ctx)) continue;  // CUB's radix sort instead of the rank sort kernel
+      // A two-phase reduction (codegen/c_renderer.h) writes B partials per output into a
+      // scratch slot in its first entry (_p1) and combines them in the second.
+      auto slots = k.slots;
+      int64_t combine_bytes = 0;
       if (k.rbody && k.blocks() > 1) {
-        // Two-phase reduction (codegen/c_renderer.h): B partials per output in a scratch slot.
         int64_t nb = k.blocks();
-        int scratch = static_cast<int>(p.slot_bytes.size());
+        slots.push_back(static_cast<int>(p.slot_bytes.size()));
         p.slot_bytes.push_back(outs * nb * itemsize(k.rbody->dtype));
-        auto slots = k.slots;
-        slots.push_back(scratch);
-        int64_t items = outs * nb * r.lanes[j];
-        p.steps.push_back(launch_step(function(name + "_p1"), name + "_p1", items, bytes, slots,
-                                      geometry(items)));
-        int64_t combine_bytes = outs * (itemsize(k.out_dtype) + nb * itemsize(k.rbody->dtype));
-        p.steps.push_back(
-            launch_step(function(name), name, outs, combine_bytes, slots, geometry(outs)));
-      } else {
-        int64_t items = outs * r.lanes[j];
-        int64_t threads = r.vectors[j] ? (items + 3) / 4 : items;
-        p.steps.push_back(
-            launch_step(function(name), name, items, bytes, k.slots, geometry(threads)));
+        combine_bytes = outs * (itemsize(k.out_dtype) + nb * itemsize(k.rbody->dtype));
+      }
+      for (const CLaunch& l : r.launches[j]) {
+        const bool combine = combine_bytes && l.suffix.empty();
+        p.steps.push_back(launch_step(function(name + l.suffix), name + l.suffix, l.items,
+                                      combine ? combine_bytes : bytes, slots, geometry(l.threads)));
       }
     }
   }

@@ -5,6 +5,7 @@
 // also checks (DEBUG=3 prints every kernel's plan) that the forced plan was used.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -21,7 +22,9 @@ struct Run {
 };
 
 Run probe(const std::string& env) {
-  std::string err_file = std::string(::testing::TempDir()) + "plan_probe.err";
+  // One file per test process: ctest runs the host and GPU cases at once.
+  std::string err_file =
+      std::string(::testing::TempDir()) + "plan_probe." + std::to_string(getpid()) + ".err";
   std::string cmd =
       "env -u RUNE_PLAN -u DEBUG " + env + " DEBUG=3 '" RUNE_PLAN_PROBE "' 2>'" + err_file + "'";
   Run r;

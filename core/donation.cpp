@@ -1,5 +1,7 @@
 #include "core/donation.h"
 
+#include "core/earlier_failure.h"
+
 namespace nx {
 
 Tensor donate(const Tensor& x) {
@@ -93,6 +95,7 @@ int other_observers(const Tensor& t, int own_reads) {
 void check_alive(const Tensor& t, const char* api) {
   auto& im = t.impl();
   if (im.donation.load() != 2) return;
+  detail::raise_earlier_failure(t.device());
   std::lock_guard lock(im.mu);
   throw std::invalid_argument(std::string(api) + ": " + t.describe() + " was donated to " +
                               im.consumer);
@@ -114,8 +117,10 @@ std::vector<bool> consume_donations(const std::vector<Tensor>& srcs,
     if (srcs[i].impl().donation.load() == 1) {
       donated[i] = any = true;
       for (size_t j = 0; j < i; ++j)
-        if (srcs[j].impl_ptr() == srcs[i].impl_ptr())
+        if (srcs[j].impl_ptr() == srcs[i].impl_ptr()) {
+          detail::raise_earlier_failure(srcs[i].device());
           throw std::invalid_argument("nx::donate: " + consumer + " reads one donation twice");
+        }
     }
   }
   if (!any) return donated;
@@ -177,9 +182,11 @@ void OpScope::enter(const char* api) {
       check_alive(*args_[i], api);
       if (args_[i]->impl().donation.load() == 1)
         for (size_t j = 0; j < i; ++j)
-          if (args_[j]->impl_ptr() == args_[i]->impl_ptr())
+          if (args_[j]->impl_ptr() == args_[i]->impl_ptr()) {
+            detail::raise_earlier_failure(args_[i]->device());
             throw std::invalid_argument(std::string("nx::donate: ") + api +
                                         " reads one donation twice");
+          }
     }
   }
   if (outer_) exceptions_ = std::uncaught_exceptions();

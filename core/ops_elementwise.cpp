@@ -2,6 +2,7 @@
 #include <optional>
 
 #include "core/donation.h"
+#include "core/earlier_failure.h"
 #include "core/prim.h"
 
 namespace nx {
@@ -9,6 +10,7 @@ namespace nx {
 namespace detail {
 
 void fail(const std::string& api, const std::string& msg) {
+  raise_earlier_failure_of_current_op();
   throw std::invalid_argument(api + ": " + msg);
 }
 

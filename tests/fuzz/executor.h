@@ -214,8 +214,15 @@ inline Outcome run_eager(const Program& p, const std::string& dev, bool keep_slo
     o.outputs.clear();
     if (k < p.steps.size()) {
       o.failed_step = static_cast<int>(k);
-      // A failing op leaves its arguments as they were: alive and readable.
+      // A failing op leaves its arguments as they were: alive and readable, except those an
+      // earlier step consumed (a donated slot, or a generated alias of one): on an asynchronous
+      // device an earlier check's failure raises at this later op, whose operand is dead.
       for (int a : p.steps[k].args) {
+        bool consumed = false;
+        for (size_t j = 0; j < k; ++j)
+          consumed |= donated[j] && slots[j].defined() && slots[a].defined() &&
+                      slots[j].impl_ptr() == slots[a].impl_ptr();
+        if (consumed) continue;
         try {
           read_bits(slots[a]);
         } catch (...) {

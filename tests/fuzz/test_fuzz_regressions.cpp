@@ -239,4 +239,27 @@ TEST(FuzzRegression, ACheckSeesItsDataAsItWasWhenADonationFollows) {
   }
 }
 
+// Seeds 4935 + 4936 (and 923 + 928 of an earlier run): on CPU:1 a check failed, an alias of its
+// argument was donated, and a later op read the dead alias. That op raised the donation error
+// at dispatch without waiting, so the check's failure stayed recorded and the next program's
+// first read raised it. Now an op's dispatch error comes after the earlier failure (program
+// order, core/earlier_failure.h), and nothing is left for an unrelated later read.
+TEST(FuzzRegression, ACheckFailureIsNotLeftForTheNextProgram) {
+  for (const char* dev : {"CPU:1", "CUDA:0"}) {
+    Tensor x = from<uint8_t>(nx::bool_, {2}, {1, 0}, dev);
+    Tensor alias = x;
+    auto program = [&] {
+      nx::check(alias, x, [](const std::vector<int64_t>& i, const Tensor&) {
+        return std::invalid_argument("fuzz check: false at " + std::to_string(i[0]));
+      });
+      Tensor m = nx::max(nx::donate(alias), {0}, false);
+      (void)nx::logical_not(x);  // x is dead: consumed through its alias
+    };
+    EXPECT_EQ(rt::message_of(program), "fuzz check: false at 1") << dev;
+    // The next program on the device: its reads raise nothing of the first one's.
+    Tensor y = from<uint8_t>(nx::bool_, {1}, {1}, dev);
+    EXPECT_NO_THROW(read_bits(nx::logical_not(y))) << dev;
+  }
+}
+
 }  // namespace

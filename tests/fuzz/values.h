@@ -7,6 +7,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/donation.h"
 #include "fuzz/program.h"
 #include "ir/scalar.h"
 #include "test_util.h"
@@ -159,7 +160,13 @@ inline void PrintTo(const Bits& b, std::ostream* os) {
 inline Bits read_bits(const Tensor& x) {
   nx::wait(x);
   nx::check_alive(x, "fuzz::read_bits");
-  Tensor h = x.device() == nx::Device::cpu() ? x : nx::place(x, nx::Device::cpu());
+  // A read, not an op reading x: the copy runs under the reader's own scope (no arguments), so
+  // it does not consume a donation x is still marked with (one its failed consumer left).
+  Tensor h = x;
+  if (x.device() != nx::Device::cpu()) {
+    nx::OpScope reader("fuzz::read_bits", {});
+    h = nx::place(x, nx::Device::cpu());
+  }
   nx::wait(h);
   const auto& im = h.impl();
   Bits out{h.dtype(), h.shape(), {}};

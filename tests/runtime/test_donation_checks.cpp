@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 #include <thread>
 
@@ -149,6 +150,40 @@ TEST_P(OnDevice, CheckRaisesTheFirstFailingIndexWithItsData) {
   // An empty ok never raises; a passing check returns the results.
   nx::check(nx::greater(make({0, 2}, {}), make({}, {0})), make({0, 2}, {}), fail);
   EXPECT_EQ(nx::to_vector<double>(f(make({2, 1}, {1, 1}))), (std::vector<double>{0, 0}));
+}
+
+// Errors in program order (core/earlier_failure.h): after a check failed on an asynchronous
+// device, a later op that raises at dispatch (bad shapes, a dead operand, one donation read
+// twice) raises the check's failure, as the host raised it at the check itself; that wait
+// clears it, so the op then raises its own error, and its operands are as they were.
+TEST_P(OnDevice, AnEarlierFailedCheckRaisesBeforeALaterOpsError) {
+  Tensor x = make({2}, {1, 2});
+  auto check = [&] {
+    nx::check(nx::less(x, nx::scalar_like(x, 0)), x,
+              [](const std::vector<int64_t>& i, const Tensor&) {
+                return std::domain_error("negative expected at " + std::to_string(i[0]));
+              });
+  };
+  Tensor y = make({3}, {1, 2, 3});
+  Tensor dead = make({2}, {5, 6});
+  Tensor consumer = nx::neg(nx::donate(dead));
+  Tensor twice = nx::donate(make({2}, {7, 8}));
+  const std::vector<std::pair<std::function<void()>, std::string>> later = {
+      {[&] { (void)(x + y); }, "nx::add: cannot broadcast float64 [2] with float64 [3]"},
+      {[&] { (void)nx::neg(dead); }, "nx::neg: float64 [2] was donated to nx::neg"},
+      {[&] { (void)(twice * twice); }, "nx::donate: nx::mul reads one donation twice"}};
+  for (const auto& [op, own] : later) {
+    EXPECT_EQ(message_of([&] {
+                check();
+                op();
+              }),
+              "negative expected at 0")
+        << own;
+    EXPECT_EQ(message_of(op), own);
+    EXPECT_NO_THROW(nx::wait(dev()));
+    EXPECT_EQ(nx::to_vector<double>(x), (std::vector<double>{1, 2}));
+  }
+  EXPECT_EQ(nx::to_vector<double>(twice), (std::vector<double>{7, 8}));  // still donated, alive
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, testing::Values("CPU", "CPU:1"), [](const auto& info) {

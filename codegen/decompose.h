@@ -5,8 +5,14 @@
 //   16-bit operations left are loads, stores, selects, bitcasts and float32 <-> 16-bit casts.
 // - Casts from float64 (and integers) to 16-bit types round once, through float32 rounded to odd.
 #pragma once
+#include <vector>
+
 #include "ir/node.h"
 
 namespace codegen {
 ir::NodeRef decompose(ir::NodeRef root);
-}
+// The decomposition of one node of op `op` over sources `src` (already decomposed, float32 or
+// float64; any dtype for bool predicates): codegen::math::<nx> for the rows of ir/ops.def whose
+// lowering is Decomposed, nullptr for every other op.
+ir::NodeRef decompose_op(ir::Op op, const std::vector<ir::NodeRef>& src);
+}  // namespace codegen

@@ -54,25 +54,23 @@
 
 namespace codegen::math {
 
-ir::NodeRef exp(ir::NodeRef x);
-ir::NodeRef log(ir::NodeRef x);
-ir::NodeRef sin(ir::NodeRef x);
-ir::NodeRef cos(ir::NodeRef x);
-ir::NodeRef tan(ir::NodeRef x);
-ir::NodeRef tanh(ir::NodeRef x);
-ir::NodeRef atan(ir::NodeRef x);
-ir::NodeRef atan2(ir::NodeRef y, ir::NodeRef x);
-ir::NodeRef pow(ir::NodeRef x, ir::NodeRef y);
-ir::NodeRef expm1(ir::NodeRef x);
-ir::NodeRef log1p(ir::NodeRef x);
-ir::NodeRef exp2(ir::NodeRef x);
-ir::NodeRef log2(ir::NodeRef x);
-ir::NodeRef sinh(ir::NodeRef x);
-ir::NodeRef cosh(ir::NodeRef x);
-ir::NodeRef asin(ir::NodeRef x);
-ir::NodeRef acos(ir::NodeRef x);
-ir::NodeRef erf(ir::NodeRef x);
-ir::NodeRef erfc(ir::NodeRef x);
-ir::NodeRef rsqrt(ir::NodeRef x);
+// One function per row of ir/ops.def whose lowering is Decomposed, named after its nx column and
+// called by decompose (codegen/decompose.cpp): `ir::NodeRef <nx>(ir::NodeRef x)` for a unary
+// row, `<nx>(ir::NodeRef a, ir::NodeRef b)` for a binary one (atan2(y, x), pow(x, y)). The
+// numerical algorithms are defined in decompose_math.cpp; rules of a compare or two (isinf,
+// isfinite) in decompose.cpp. Bool predicates take every dtype (a constant for non-floats).
+#define X(name, arity, cat)
+#define RUNE_MATH_Core(nx, params)
+#define RUNE_MATH_Decomposed(nx, params) ir::NodeRef nx params;
+#define X_UNARY(name, nx, domain, result, lowering, derivative) \
+  RUNE_MATH_##lowering(nx, (ir::NodeRef x))
+#define X_BINARY(name, nx, domain, result, lowering) \
+  RUNE_MATH_##lowering(nx, (ir::NodeRef a, ir::NodeRef b))
+#include "ir/ops.def"
+#undef X
+#undef X_UNARY
+#undef X_BINARY
+#undef RUNE_MATH_Core
+#undef RUNE_MATH_Decomposed
 
 }  // namespace codegen::math

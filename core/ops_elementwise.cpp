@@ -70,6 +70,14 @@ Tensor compare(const std::string& api, ir::Op op, const Tensor& a, const Tensor&
   return prim(op, DType::Bool, x.shape(), {x, y});
 }
 
+Tensor elementwise(ir::Op op, const Tensor& x) {
+  return prim(op, ir::op_result(op) == ir::OpResult::Bool ? DType::Bool : x.dtype(), x.shape(),
+              {x});
+}
+Tensor elementwise(const std::string& api, ir::Op op, const Tensor& a, const Tensor& b) {
+  return ir::op_result(op) == ir::OpResult::Bool ? compare(api, op, a, b) : binary(api, op, a, b);
+}
+
 }  // namespace detail
 
 using namespace detail;
@@ -88,10 +96,6 @@ Tensor neg(const Tensor& x) {
   if (x.dtype() == DType::Bool) fail("nx::neg", "cannot negate " + x.describe());
   return unary(Op::Neg, x);
 }
-Tensor abs(const Tensor& x) {
-  OpScope scope_("nx::abs", {&x});
-  return unary(Op::Abs, x);
-}
 Tensor sign(const Tensor& x) {
   OpScope scope_("nx::sign", {&x});
   // 0, -0 and NaN give themselves, as x * 0: the same value with derivative 0 (sign is flat
@@ -100,45 +104,61 @@ Tensor sign(const Tensor& x) {
   return where(greater(x, z), scalar_like(x, 1), where(less(x, z), scalar_like(x, -1), mul(x, z)));
 }
 
-#define RUNE_FLOAT_UNARY(fn, OP)      \
+// The nx functions of ir/ops.def's elementwise rows (declared in core/ops.h), by domain: each opens
+// the op's scope (its errors and donations name nx::<nx>), checks the operands and applies the
+// primitive with the row's result dtype.
+#define RUNE_NX_UNARY_Float(fn, OP)   \
   Tensor fn(const Tensor& x) {        \
     OpScope scope_("nx::" #fn, {&x}); \
     require_float("nx::" #fn, x);     \
-    return unary(Op::OP, x);          \
+    return elementwise(Op::OP, x);    \
   }
-RUNE_FLOAT_UNARY(exp, Exp)
-RUNE_FLOAT_UNARY(log, Log)
-RUNE_FLOAT_UNARY(sin, Sin)
-RUNE_FLOAT_UNARY(cos, Cos)
-RUNE_FLOAT_UNARY(tan, Tan)
-RUNE_FLOAT_UNARY(tanh, Tanh)
-RUNE_FLOAT_UNARY(atan, Atan)
-RUNE_FLOAT_UNARY(expm1, Expm1)
-RUNE_FLOAT_UNARY(log1p, Log1p)
-RUNE_FLOAT_UNARY(exp2, Exp2)
-RUNE_FLOAT_UNARY(log2, Log2)
-RUNE_FLOAT_UNARY(sinh, Sinh)
-RUNE_FLOAT_UNARY(cosh, Cosh)
-RUNE_FLOAT_UNARY(asin, Asin)
-RUNE_FLOAT_UNARY(acos, Acos)
-RUNE_FLOAT_UNARY(erf, Erf)
-RUNE_FLOAT_UNARY(erfc, Erfc)
-RUNE_FLOAT_UNARY(sqrt, Sqrt)
-RUNE_FLOAT_UNARY(rsqrt, Rsqrt)
-#undef RUNE_FLOAT_UNARY
+#define RUNE_NX_UNARY_Any(fn, OP)     \
+  Tensor fn(const Tensor& x) {        \
+    OpScope scope_("nx::" #fn, {&x}); \
+    return elementwise(Op::OP, x);    \
+  }
+#define RUNE_NX_PREDICATE(fn, OP, other)          \
+  Tensor fn(const Tensor& x) {                    \
+    OpScope scope_("nx::" #fn, {&x});             \
+    if (!ir::is_float(x.dtype())) {               \
+      CreateOn on(x.device());                    \
+      return full(DType::Bool, x.shape(), other); \
+    }                                             \
+    return elementwise(Op::OP, x);                \
+  }
+#define RUNE_NX_UNARY_FloatOrFalse(fn, OP) RUNE_NX_PREDICATE(fn, OP, 0)
+#define RUNE_NX_UNARY_FloatOrTrue(fn, OP) RUNE_NX_PREDICATE(fn, OP, 1)
+#define RUNE_NX_UNARY_Hand(fn, OP)
+#define RUNE_NX_BINARY_Float(fn, OP)              \
+  Tensor fn(const Tensor& a, const Tensor& b) {   \
+    OpScope scope_("nx::" #fn, {&a, &b});         \
+    require_float("nx::" #fn, a);                 \
+    return elementwise("nx::" #fn, Op::OP, a, b); \
+  }
+#define RUNE_NX_BINARY_Any(fn, OP)                \
+  Tensor fn(const Tensor& a, const Tensor& b) {   \
+    OpScope scope_("nx::" #fn, {&a, &b});         \
+    return elementwise("nx::" #fn, Op::OP, a, b); \
+  }
+#define RUNE_NX_BINARY_Hand(fn, OP)
+#define X(name, arity, cat)
+#define X_UNARY(name, nx, domain, result, lowering, derivative) RUNE_NX_UNARY_##domain(nx, name)
+#define X_BINARY(name, nx, domain, result, lowering) RUNE_NX_BINARY_##domain(nx, name)
+#include "ir/ops.def"
+#undef X
+#undef X_UNARY
+#undef X_BINARY
+#undef RUNE_NX_UNARY_Float
+#undef RUNE_NX_UNARY_Any
+#undef RUNE_NX_PREDICATE
+#undef RUNE_NX_UNARY_FloatOrFalse
+#undef RUNE_NX_UNARY_FloatOrTrue
+#undef RUNE_NX_UNARY_Hand
+#undef RUNE_NX_BINARY_Float
+#undef RUNE_NX_BINARY_Any
+#undef RUNE_NX_BINARY_Hand
 
-Tensor floor(const Tensor& x) {
-  OpScope scope_("nx::floor", {&x});
-  return unary(Op::Floor, x);
-}
-Tensor ceil(const Tensor& x) {
-  OpScope scope_("nx::ceil", {&x});
-  return unary(Op::Ceil, x);
-}
-Tensor round(const Tensor& x) {
-  OpScope scope_("nx::round", {&x});
-  return unary(Op::Round, x);
-}
 Tensor square(const Tensor& x) {
   OpScope scope_("nx::square", {&x});
   return mul(x, x);
@@ -182,72 +202,10 @@ Tensor relu(const Tensor& x) {
   Tensor z = scalar_like(x, 0);
   return where(greater(x, z), x, where(isnan(x), mul(x, z), z));
 }
-Tensor isnan(const Tensor& x) {
-  OpScope scope_("nx::isnan", {&x});
-  if (!ir::is_float(x.dtype())) {
-    CreateOn on(x.device());
-    return full(DType::Bool, x.shape(), 0);
-  }
-  return prim(Op::IsNan, DType::Bool, x.shape(), {x});
-}
-Tensor isinf(const Tensor& x) {
-  OpScope scope_("nx::isinf", {&x});
-  if (!ir::is_float(x.dtype())) {
-    CreateOn on(x.device());
-    return full(DType::Bool, x.shape(), 0);
-  }
-  return prim(Op::IsInf, DType::Bool, x.shape(), {x});
-}
-Tensor isfinite(const Tensor& x) {
-  OpScope scope_("nx::isfinite", {&x});
-  if (!ir::is_float(x.dtype())) {
-    CreateOn on(x.device());
-    return full(DType::Bool, x.shape(), 1);
-  }
-  return prim(Op::IsFinite, DType::Bool, x.shape(), {x});
-}
 
-Tensor add(const Tensor& a, const Tensor& b) {
-  OpScope scope_("nx::add", {&a, &b});
-  return binary("nx::add", Op::Add, a, b);
-}
-Tensor sub(const Tensor& a, const Tensor& b) {
-  OpScope scope_("nx::sub", {&a, &b});
-  return binary("nx::sub", Op::Sub, a, b);
-}
-Tensor mul(const Tensor& a, const Tensor& b) {
-  OpScope scope_("nx::mul", {&a, &b});
-  return binary("nx::mul", Op::Mul, a, b);
-}
-Tensor div(const Tensor& a, const Tensor& b) {
-  OpScope scope_("nx::div", {&a, &b});
-  return binary("nx::div", Op::Div, a, b);
-}
-Tensor mod(const Tensor& a, const Tensor& b) {
-  OpScope scope_("nx::mod", {&a, &b});
-  return binary("nx::mod", Op::Mod, a, b);
-}
-Tensor pow(const Tensor& a, const Tensor& b) {
-  OpScope scope_("nx::pow", {&a, &b});
-  require_float("nx::pow", a);
-  return binary("nx::pow", Op::Pow, a, b);
-}
 Tensor pow(const Tensor& a, double b) {
   OpScope scope_("nx::pow", {&a});
   return pow(a, scalar_like(a, b));
-}
-Tensor atan2(const Tensor& a, const Tensor& b) {
-  OpScope scope_("nx::atan2", {&a, &b});
-  require_float("nx::atan2", a);
-  return binary("nx::atan2", Op::Atan2, a, b);
-}
-Tensor maximum(const Tensor& a, const Tensor& b) {
-  OpScope scope_("nx::maximum", {&a, &b});
-  return binary("nx::maximum", Op::Max, a, b);
-}
-Tensor minimum(const Tensor& a, const Tensor& b) {
-  OpScope scope_("nx::minimum", {&a, &b});
-  return binary("nx::minimum", Op::Min, a, b);
 }
 Tensor clip(const Tensor& x, double lo, double hi) {
   OpScope scope_("nx::clip", {&x});
@@ -269,14 +227,6 @@ Tensor clip(const Tensor& x, double lo, double hi) {
   return minimum(maximum(x, scalar_like(x, lo)), scalar_like(x, hi));
 }
 
-Tensor less(const Tensor& a, const Tensor& b) {
-  OpScope scope_("nx::less", {&a, &b});
-  return compare("nx::less", Op::CmpLt, a, b);
-}
-Tensor less_equal(const Tensor& a, const Tensor& b) {
-  OpScope scope_("nx::less_equal", {&a, &b});
-  return compare("nx::less_equal", Op::CmpLe, a, b);
-}
 Tensor greater(const Tensor& a, const Tensor& b) {
   OpScope scope_("nx::greater", {&a, &b});
   return compare("nx::greater", Op::CmpLt, b, a);
@@ -284,14 +234,6 @@ Tensor greater(const Tensor& a, const Tensor& b) {
 Tensor greater_equal(const Tensor& a, const Tensor& b) {
   OpScope scope_("nx::greater_equal", {&a, &b});
   return compare("nx::greater_equal", Op::CmpLe, b, a);
-}
-Tensor equal(const Tensor& a, const Tensor& b) {
-  OpScope scope_("nx::equal", {&a, &b});
-  return compare("nx::equal", Op::CmpEq, a, b);
-}
-Tensor not_equal(const Tensor& a, const Tensor& b) {
-  OpScope scope_("nx::not_equal", {&a, &b});
-  return compare("nx::not_equal", Op::CmpNe, a, b);
 }
 
 static Tensor to_bool(const Tensor& x) {

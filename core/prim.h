@@ -27,6 +27,9 @@ Tensor const_of(DType t, double v);    // 0-d constant (floats rounded, ints tru
 Tensor const_int(DType t, int64_t v);  // 0-d integer constant, exact
 Tensor binary(const std::string& api, ir::Op op, const Tensor& a, const Tensor& b);
 Tensor compare(const std::string& api, ir::Op op, const Tensor& a, const Tensor& b);
+// A primitive of ir/ops.def applied with its row's result dtype (binary: as binary or compare).
+Tensor elementwise(ir::Op op, const Tensor& x);
+Tensor elementwise(const std::string& api, ir::Op op, const Tensor& a, const Tensor& b);
 // The device a creation op called as `api` creates on: operandless_device() inside another op
 // or a CreateOn, else the default device. Raises (naming `api`) for a bad RUNE_DEFAULT_DEVICE
 // or a device that is unavailable here.

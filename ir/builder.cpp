@@ -31,17 +31,18 @@ NodeRef like(NodeRef x, double v) {
   return is_float(x->dtype) ? cf(x->dtype, v) : ci(x->dtype, static_cast<int64_t>(v));
 }
 
-NodeRef unary(Op op, NodeRef a) {
-  bool to_bool = op == Op::IsNan || op == Op::IsInf || op == Op::IsFinite;
-  DType out = to_bool ? DType::Bool : a->dtype;
-  return build(op, out, {a});
+// The result dtype: ir/ops.def's result column (Given: the operand's, as Cast and Bitcast are
+// built by cast() and bitcast()).
+static DType result_of(Op op, NodeRef a) {
+  return op_result(op) == OpResult::Bool ? DType::Bool : a->dtype;
 }
+
+NodeRef unary(Op op, NodeRef a) { return build(op, result_of(op, a), {a}); }
 NodeRef binary(Op op, NodeRef a, NodeRef b) {
   if (a->dtype != b->dtype)
     throw std::logic_error("ir::b::binary: " + std::string(op_name(op)) + " of " +
                            std::string(name(a->dtype)) + " and " + std::string(name(b->dtype)));
-  bool cmp = op == Op::CmpLt || op == Op::CmpLe || op == Op::CmpEq || op == Op::CmpNe;
-  return build(op, cmp ? DType::Bool : a->dtype, {a, b});
+  return build(op, result_of(op, a), {a, b});
 }
 NodeRef where(NodeRef c, NodeRef a, NodeRef b) {
   if (c->op == Op::Const) return arg_int(c) ? a : b;

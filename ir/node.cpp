@@ -20,11 +20,20 @@ struct OpInfo {
   std::string_view name;
   int arity;
   OpCategory cat;
+  OpResult result = OpResult::Given;
+  bool decomposed = false;
 };
+enum Lowering { Core, Decomposed };
 constexpr OpInfo kOps[] = {
 #define X(name, arity, cat) {#name, arity, OpCategory::cat},
+#define X_UNARY(name, nx, domain, result, lowering, derivative) \
+  {#name, 1, OpCategory::Unary, OpResult::result, lowering == Decomposed},
+#define X_BINARY(name, nx, domain, result, lowering) \
+  {#name, 2, OpCategory::Binary, OpResult::result, lowering == Decomposed},
 #include "ir/ops.def"
 #undef X
+#undef X_UNARY
+#undef X_BINARY
 };
 
 size_t mix(size_t h, size_t v) { return (h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2))); }
@@ -83,6 +92,8 @@ Table& table() {
 std::string_view op_name(Op op) { return kOps[static_cast<int>(op)].name; }
 int op_arity(Op op) { return kOps[static_cast<int>(op)].arity; }
 OpCategory op_category(Op op) { return kOps[static_cast<int>(op)].cat; }
+OpResult op_result(Op op) { return kOps[static_cast<int>(op)].result; }
+bool op_decomposed(Op op) { return kOps[static_cast<int>(op)].decomposed; }
 
 NodeRef make(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Arg arg) {
   size_t h = mix(static_cast<size_t>(op) * 131 + static_cast<size_t>(dtype), hash_arg(arg));

@@ -30,9 +30,17 @@ enum class OpCategory : uint8_t {
   Kernel
 };
 
+// The result dtype rule of ir/ops.def's elementwise rows: Same as the (first) operand, Bool, or
+// Given (the node's dtype, chosen by its maker: Cast, Bitcast, and every non-elementwise op).
+enum class OpResult : uint8_t { Same, Bool, Given };
+
 std::string_view op_name(Op op);
 int op_arity(Op op);
 OpCategory op_category(Op op);
+OpResult op_result(Op op);
+// Whether decompose rewrites the op into others (ir/ops.def's lowering column Decomposed), so no
+// renderer sees it.
+bool op_decomposed(Op op);
 inline bool is_elementwise(Op op) {
   auto c = op_category(op);
   return c == OpCategory::Unary || c == OpCategory::Binary || c == OpCategory::Ternary;

@@ -177,8 +177,16 @@ NodeRef winner_weight(NodeRef a, NodeRef b, bool is_max) {
   return where(wins, like(a, 1), where(tie, like(a, 0.5), like(a, 0)));
 }
 
-// Cotangents of n's sources given n's cotangent g (nullptr: no gradient flows there).
+// -1, 0 or 1 as x is negative, zero (either sign) or positive: abs's derivative, 0 at the kink.
+NodeRef sign(NodeRef x) {
+  return where(cmp(Op::CmpLt, like(x, 0), x), like(x, 1),
+               where(cmp(Op::CmpLt, x, like(x, 0)), like(x, -1), like(x, 0)));
+}
+
+// Cotangents of n's sources given n's cotangent g (nullptr: no gradient flows there). The unary
+// rules are ir/ops.def's derivative column (x the operand, y the result), `none` giving none.
 std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
+  const NodeRef none = nullptr;
   const auto& s = n->src;
   auto A = [&](int i) { return s[i]; };
   switch (n->op) {
@@ -190,52 +198,18 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
       return {mul(g, A(1)), mul(g, A(0))};
     case Op::Div:
       return {div(g, A(1)), neg(div(mul(g, n), A(1)))};
-    case Op::Neg:
-      return {neg(g)};
-    case Op::Abs: {
-      NodeRef x = A(0);
-      NodeRef sign = where(cmp(Op::CmpLt, like(x, 0), x), like(x, 1),
-                           where(cmp(Op::CmpLt, x, like(x, 0)), like(x, -1), like(x, 0)));
-      return {mul(g, sign)};
-    }
-    case Op::Sqrt:
-      return {div(g, mul(n, like(n, 2)))};
-    case Op::Rsqrt:  // -x^(-3/2) / 2 read as -0.5 rsqrt(x) / x, as JAX: -inf at +0, -0 at +inf
-      return {mul(g, mul(like(n, -0.5), div(n, A(0))))};
-    case Op::Exp:
-      return {mul(g, n)};
-    case Op::Log:
-      return {div(g, A(0))};
-    case Op::Sin:
-      return {mul(g, un(Op::Cos, A(0)))};
-    case Op::Cos:
-      return {neg(mul(g, un(Op::Sin, A(0))))};
-    case Op::Tan:
-      return {mul(g, add(like(n, 1), mul(n, n)))};
-    case Op::Tanh:
-      return {mul(g, sub(like(n, 1), mul(n, n)))};
-    case Op::Atan:
-      return {div(g, add(like(n, 1), mul(A(0), A(0))))};
-    case Op::Expm1:
-      return {mul(g, add(n, like(n, 1)))};
-    case Op::Log1p:
-      return {div(g, add(A(0), like(n, 1)))};
-    case Op::Exp2:
-      return {mul(g, mul(n, like(n, 0.6931471805599453)))};
-    case Op::Log2:
-      return {div(g, mul(A(0), like(n, 0.6931471805599453)))};
-    case Op::Sinh:
-      return {mul(g, un(Op::Cosh, A(0)))};
-    case Op::Cosh:
-      return {mul(g, un(Op::Sinh, A(0)))};
-    case Op::Asin:  // 1 / sqrt((1 - x)(1 + x)): no cancellation near |x| = 1, as 1 - x*x has
-      return {div(g, un(Op::Sqrt, one_minus_square(A(0))))};
-    case Op::Acos:
-      return {neg(div(g, un(Op::Sqrt, one_minus_square(A(0)))))};
-    case Op::Erf:
-      return {mul(g, mul(like(n, 1.1283791670955126), un(Op::Exp, neg(mul(A(0), A(0))))))};
-    case Op::Erfc:  // -2/sqrt(pi) e^(-x^2)
-      return {mul(g, mul(like(n, -1.1283791670955126), un(Op::Exp, neg(mul(A(0), A(0))))))};
+#define X(name, arity, cat)
+#define X_BINARY(name, nx, domain, result, lowering)
+#define X_UNARY(name, nx, domain, result, lowering, derivative) \
+  case Op::name: {                                              \
+    NodeRef x = A(0), y = n;                                    \
+    (void)x, (void)y;                                           \
+    return {derivative};                                        \
+  }
+#include "ir/ops.def"
+#undef X
+#undef X_UNARY
+#undef X_BINARY
     case Op::Pow: {
       // d/da = b a^(b-1), read as b a^(b'-1) with b' = 1 where b = 0: exactly 0 there (a^0 is
       // constant), with no 0 * 0^-1 = NaN in it or in its own derivatives (so x^0 and x^1 have
@@ -263,8 +237,6 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
       return {mul(g, winner_weight(A(0), A(1), false)), mul(g, winner_weight(A(1), A(0), false))};
     case Op::Where:
       return {nullptr, where(A(0), g, like(g, 0)), where(A(0), like(g, 0), g)};
-    case Op::Cast:
-      return {ir::is_float(A(0)->dtype) ? cast(g, A(0)->dtype) : nullptr};
     case Op::Copy:  // a materialisation point forward is one backward too (cumprod_last's
                     // levels then stay linear in both directions)
       return {ir::make(Op::Copy, g->dtype, g->shape, {g})};

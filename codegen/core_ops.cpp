@@ -17,8 +17,16 @@ int bits_of(DType t) { return t == DType::Bool ? 1 : static_cast<int>(itemsize(t
 bool is_unsigned(DType t) { return t == DType::UInt8 || t == DType::Bool; }
 DType int_of(DType f) { return f == DType::Float64 ? DType::Int64 : DType::Int32; }
 
+// The arg legalize gives the Cast and shifts it guards: their operands are already in range, so
+// a second legalize keeps them (legalize is idempotent; lower legalizes expressions built from
+// legalized parts, such as a reduction's combine of its element).
+constexpr int64_t kGuarded = 1;
+bool guarded(NodeRef n) {
+  return std::holds_alternative<int64_t>(n->arg) && std::get<int64_t>(n->arg) == kGuarded;
+}
+
 // A core node; folded when every source is a constant (ir::apply is the meaning).
-NodeRef core(Op op, DType t, std::vector<NodeRef> src) {
+NodeRef core(Op op, DType t, std::vector<NodeRef> src, ir::Arg arg = {}) {
   bool all_const = true;
   for (auto s : src) all_const &= s->op == Op::Const;
   if (all_const) {
@@ -29,7 +37,7 @@ NodeRef core(Op op, DType t, std::vector<NodeRef> src) {
     Value r = apply(op, t, v);
     return is_float(t) ? b::cf(t, r.f) : b::ci(t, r.i);
   }
-  return make(op, t, {}, std::move(src));
+  return make(op, t, {}, std::move(src), std::move(arg));
 }
 
 NodeRef K(DType t, int64_t v) { return b::ci(t, v); }
@@ -92,7 +100,7 @@ NodeRef shift(bool left, NodeRef a, NodeRef c) {
   if (t == DType::Bool) return left ? a : b::where(c, K(t, 0), a);
   NodeRef big = b::le(K(t, bits_of(t)), c);
   if (!is_unsigned(t)) big = b::bor(big, b::lt(c, K(t, 0)));
-  NodeRef s = core(left ? Op::Shl : Op::Shr, t, {a, b::where(big, K(t, 0), c)});
+  NodeRef s = core(left ? Op::Shl : Op::Shr, t, {a, b::where(big, K(t, 0), c)}, kGuarded);
   return b::where(big, K(t, 0), s);
 }
 
@@ -105,7 +113,7 @@ NodeRef float_to_int(NodeRef x, DType to) {
   double lo = uns ? 0.0 : -std::ldexp(1.0, bits - 1), hi = uns ? 256.0 : std::ldexp(1.0, bits - 1);
   NodeRef below = b::lt(x, b::cf(from, lo)), above = b::le(b::cf(from, hi), x), nan = isnan(x);
   NodeRef safe = b::where(b::bor(b::bor(below, above), nan), b::cf(from, 0), x);
-  NodeRef r = core(Op::Cast, to, {safe});
+  NodeRef r = core(Op::Cast, to, {safe}, kGuarded);
   int64_t mn = uns ? 0 : bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1));
   int64_t mx = uns ? 255 : bits == 64 ? INT64_MAX : (int64_t{1} << (bits - 1)) - 1;
   r = b::where(below, K(to, mn), r);
@@ -154,7 +162,7 @@ NodeRef legalize_node(NodeRef n, const std::vector<NodeRef>& s) {
     case Op::IsNan:
       return fl ? isnan(s[0]) : K(DType::Bool, 0);
     case Op::Cast:
-      return cast(s[0], t);
+      return guarded(n) ? core(Op::Cast, t, s, kGuarded) : cast(s[0], t);
     case Op::Add:
       return bl ? b::bor(s[0], s[1]) : b::add(s[0], s[1]);
     case Op::Sub:
@@ -170,6 +178,7 @@ NodeRef legalize_node(NodeRef n, const std::vector<NodeRef>& s) {
       return minmax(n->op == Op::Max, s[0], s[1]);
     case Op::Shl:
     case Op::Shr:
+      if (guarded(n)) return core(n->op, t, s, kGuarded);
       return shift(n->op == Op::Shl, s[0], s[1]);
     case Op::Sqrt:
     case Op::Floor:

@@ -46,7 +46,12 @@ void save_safetensors(const char* api, const std::string& path, const TensorMap&
                     {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception&) {
+    bad(api, path, "a tensor name is not valid UTF-8, which safetensors' JSON header requires");
+  }
   // Spaces pad the header so the data starts 8-aligned, as the reference writer does.
   while (text.size() % 8) text += ' ';
   uint64_t len = text.size();

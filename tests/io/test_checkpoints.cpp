@@ -256,6 +256,11 @@ TEST(Checkpoints, ExtensionsAndArguments) {
             }),
             "nx::save: '" + (dir / "x.safetensors") +
                 "': the name '__metadata__' is reserved by safetensors");
+  EXPECT_EQ(msg([&] {
+              nx::save(dir / "x.safetensors", nx::TensorMap{{"\xff", x}});
+            }),
+            "nx::save: '" + (dir / "x.safetensors") +
+                "': a tensor name is not valid UTF-8, which safetensors' JSON header requires");
   EXPECT_TRUE(dir.files().empty());
 }
 

@@ -26,20 +26,51 @@ static void note(size_t n) {
   while (n > cur && !largest.compare_exchange_weak(cur, n)) {
   }
 }
-void* operator new(size_t n) {
+// Every form of operator new and delete is replaced (malloc and free underneath), so no
+// allocation is made by one family and released by the other (ASan checks that).
+static void* allocate(size_t n, size_t align = 0) {
   note(n);
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  void* p = align > alignof(std::max_align_t)
+                ? std::aligned_alloc(align, (n + align - 1) / align * align)
+                : std::malloc(n ? n : 1);
+  return p;
+}
+void* operator new(size_t n) {
+  if (void* p = allocate(n)) return p;
   throw std::bad_alloc();
 }
 void* operator new[](size_t n) {
-  note(n);
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  if (void* p = allocate(n)) return p;
   throw std::bad_alloc();
+}
+void* operator new(size_t n, const std::nothrow_t&) noexcept { return allocate(n); }
+void* operator new[](size_t n, const std::nothrow_t&) noexcept { return allocate(n); }
+void* operator new(size_t n, std::align_val_t a) {
+  if (void* p = allocate(n, static_cast<size_t>(a))) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t n, std::align_val_t a) {
+  if (void* p = allocate(n, static_cast<size_t>(a))) return p;
+  throw std::bad_alloc();
+}
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocate(n, static_cast<size_t>(a));
+}
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocate(n, static_cast<size_t>(a));
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
 void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 
 struct Params {
   nx::Tensor w, b;

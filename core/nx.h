@@ -2,5 +2,6 @@
 #pragma once
 #include "core/check.h"
 #include "core/donation.h"
+#include "core/io.h"
 #include "core/ops.h"
 #include "core/tensor.h"

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "core/donation.h"
+#include "core/io_internal.h"
 #include "core/prim.h"
 
 namespace nx {
@@ -50,6 +51,46 @@ void for_each_value(const Tensor& x, const char* api, F&& fn) {
     }
   }
 }
+
+}  // namespace
+
+// Raw bits in C order: the same checks and waits as every read, then a copy of the view.
+std::vector<uint8_t> io::read_bytes(const Tensor& x, const char* api) {
+  if (x.is_traced()) current_interpreter().check_readable(x, api);
+  StorageReads reading;
+  reading.add(x);
+  eager_interpreter().check_readable(x, api);
+  if (x.device().kind != runtime::DeviceKind::CPU) {
+    OpScope reader(api, {});
+    Tensor host = place(x, Device::cpu());
+    return read_bytes(host, api);
+  }
+  const auto& im = x.impl();
+  const size_t isz = static_cast<size_t>(ir::itemsize(im.dtype));
+  const int64_t n = x.size();
+  std::vector<uint8_t> out(static_cast<size_t>(n) * isz);
+  if (n == 0) return out;
+  const uint8_t* base = static_cast<const uint8_t*>(im.buffer->data);
+  const int nd = x.ndim();
+  // Copy runs along the last axis when it is contiguous; otherwise element by element.
+  const bool inner = nd == 0 || im.view.strides[nd - 1] == 1 || im.shape[nd - 1] == 1;
+  const int64_t run = inner && nd > 0 ? im.shape[nd - 1] : 1;
+  const int outer_nd = inner && nd > 0 ? nd - 1 : nd;
+  std::vector<int64_t> idx(nd, 0);
+  for (int64_t k = 0; k < n; k += run) {
+    int64_t off = im.view.offset;
+    for (int d = 0; d < outer_nd; ++d) off += idx[d] * im.view.strides[d];
+    std::memcpy(out.data() + static_cast<size_t>(k) * isz, base + off * static_cast<int64_t>(isz),
+                static_cast<size_t>(run) * isz);
+    for (int d = outer_nd - 1; d >= 0; --d) {
+      if (++idx[d] < im.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+namespace {
 
 template <class T>
 T convert(const ir::Value& v) {

@@ -1,0 +1,263 @@
+// .npz: a zip archive of .npy members named "<key>.npy". Written with stored (uncompressed)
+// members, as np.savez does; read with stored and deflated (np.savez_compressed) members through
+// zlib, and zip64 records, as numpy writes them. Every offset, size and count of the archive is
+// checked against the file before it is used; each member's CRC-32 is checked.
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/io_internal.h"
+
+namespace nx::io {
+
+namespace {
+
+void put16(std::string& s, uint32_t v) {
+  s += static_cast<char>(v & 0xff);
+  s += static_cast<char>((v >> 8) & 0xff);
+}
+void put32(std::string& s, uint32_t v) {
+  put16(s, v & 0xffff);
+  put16(s, v >> 16);
+}
+uint32_t get16(const uint8_t* p) { return p[0] | (p[1] << 8); }
+uint32_t get32(const uint8_t* p) { return get16(p) | (get16(p + 2) << 16); }
+uint64_t get64(const uint8_t* p) { return get32(p) | (uint64_t{get32(p + 4)} << 32); }
+
+// Deflate expands at most 1032:1: a larger claimed size is a lie, refused before allocating.
+constexpr uint64_t kMaxRatio = 1032;
+
+}  // namespace
+
+void save_npz(const char* api, const std::string& path, const TensorMap& tensors) {
+  if (tensors.size() > 0xfffe) bad(api, path, "more than 65534 tensors (rune writes no zip64)");
+  // Headers first: a bfloat16 tensor raises before anything is written.
+  std::vector<std::string> headers;
+  for (const auto& [name, t] : tensors)
+    headers.push_back(npy_header(api, path, "tensor '" + name + "'", t.dtype(), t.shape()));
+  AtomicFile f(api, path);
+  std::string central;
+  size_t i = 0;
+  for (const auto& [name, t] : tensors) {
+    const std::string member = name + ".npy";
+    if (member.size() > 0xffff) bad(api, path, "tensor name longer than 65530 bytes");
+    std::vector<uint8_t> bytes = read_bytes(t, api);
+    const std::string& h = headers[i++];
+    uint64_t size = h.size() + bytes.size();
+    uint64_t offset = f.written();
+    if (size >= 0xffffffffu || offset >= 0xffffffffu)
+      bad(api, path,
+          "tensor '" + name +
+              "' ends past 4 GiB, which needs zip64 (rune writes none): "
+              "save to .safetensors");
+    uLong crc = crc32(0L, Z_NULL, 0);
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(h.data()), static_cast<uInt>(h.size()));
+    if (!bytes.empty()) crc = crc32(crc, bytes.data(), static_cast<uInt>(bytes.size()));
+    std::string local;
+    put32(local, 0x04034b50);
+    put16(local, 20);    // version needed
+    put16(local, 0);     // flags
+    put16(local, 0);     // stored
+    put16(local, 0);     // time
+    put16(local, 0x21);  // date: 1980-01-01
+    put32(local, static_cast<uint32_t>(crc));
+    put32(local, static_cast<uint32_t>(size));
+    put32(local, static_cast<uint32_t>(size));
+    put16(local, static_cast<uint32_t>(member.size()));
+    put16(local, 0);
+    local += member;
+    f.write(local.data(), local.size());
+    f.write(h.data(), h.size());
+    f.write(bytes.data(), bytes.size());
+    put32(central, 0x02014b50);
+    put16(central, 20);  // made by
+    put16(central, 20);  // needed
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0x21);
+    put32(central, static_cast<uint32_t>(crc));
+    put32(central, static_cast<uint32_t>(size));
+    put32(central, static_cast<uint32_t>(size));
+    put16(central, static_cast<uint32_t>(member.size()));
+    put16(central, 0);  // extra
+    put16(central, 0);  // comment
+    put16(central, 0);  // disk
+    put16(central, 0);  // internal attributes
+    put32(central, 0);  // external attributes
+    put32(central, static_cast<uint32_t>(offset));
+    central += member;
+  }
+  uint64_t cd_offset = f.written();
+  if (cd_offset + central.size() >= 0xffffffffu)
+    bad(api, path,
+        "the archive passes 4 GiB, which needs zip64 (rune writes none): save to .safetensors");
+  std::string end;
+  put32(end, 0x06054b50);
+  put16(end, 0);
+  put16(end, 0);
+  put16(end, static_cast<uint32_t>(tensors.size()));
+  put16(end, static_cast<uint32_t>(tensors.size()));
+  put32(end, static_cast<uint32_t>(central.size()));
+  put32(end, static_cast<uint32_t>(cd_offset));
+  put16(end, 0);
+  f.write(central.data(), central.size());
+  f.write(end.data(), end.size());
+  f.commit();
+}
+
+TensorMap load_npz(const char* api, const std::string& path, std::optional<Device> device) {
+  MappedFile m(api, path);
+  const uint8_t* p = m.data();
+  const uint64_t size = m.size();
+  // The end of central directory record: 22 bytes and a comment of up to 65535 bytes.
+  if (size < 22)
+    bad(api, path, "has " + std::to_string(size) + " bytes, too few for a zip archive");
+  uint64_t eocd = UINT64_MAX;
+  for (uint64_t at = size - 22 + 1; at-- > 0 && size - at <= 22 + 0xffff;) {
+    if (get32(p + at) == 0x06054b50 && at + 22 + get16(p + at + 20) == size) {
+      eocd = at;
+      break;
+    }
+  }
+  if (eocd == UINT64_MAX)
+    bad(api, path, "is not a zip archive (no end of central directory record)");
+  uint64_t count = get16(p + eocd + 10);
+  uint64_t cd_size = get32(p + eocd + 12);
+  uint64_t cd_offset = get32(p + eocd + 16);
+  if (get16(p + eocd + 4) != 0 || get16(p + eocd + 6) != 0)
+    bad(api, path, "is a multi-disk zip archive");
+  if (count == 0xffff || cd_size == 0xffffffffu || cd_offset == 0xffffffffu) {
+    // zip64: the locator just before the record points at the zip64 end record.
+    if (eocd < 20 || get32(p + eocd - 20) != 0x07064b50)
+      bad(api, path, "zip64 archive without a zip64 end of central directory locator");
+    uint64_t z = get64(p + eocd - 20 + 8);
+    if (z > eocd - 20 || eocd - 20 - z < 56 || get32(p + z) != 0x06064b50)
+      bad(api, path,
+          "zip64 end of central directory record at " + size_text(z) +
+              " is outside the archive or malformed");
+    count = get64(p + z + 32);
+    cd_size = get64(p + z + 40);
+    cd_offset = get64(p + z + 48);
+  }
+  if (cd_offset > eocd || cd_size > eocd - cd_offset)
+    bad(api, path,
+        "central directory [" + size_text(cd_offset) + ", +" + size_text(cd_size) +
+            ") is outside the archive (" + std::to_string(size) + " bytes)");
+  if (count > cd_size / 46)
+    bad(api, path,
+        "central directory claims " + size_text(count) + " entries in " + std::to_string(cd_size) +
+            " bytes");
+  TensorMap out;
+  uint64_t at = cd_offset;
+  const uint64_t cd_end = cd_offset + cd_size;
+  for (uint64_t e = 0; e < count; ++e) {
+    if (cd_end - at < 46 || get32(p + at) != 0x02014b50)
+      bad(api, path,
+          "central directory entry " + std::to_string(e) + " at byte " + std::to_string(at) +
+              " is malformed");
+    const uint8_t* c = p + at;
+    uint32_t flags = get16(c + 8), method = get16(c + 10), crc = get32(c + 16);
+    uint64_t csize = get32(c + 20), usize = get32(c + 24), local = get32(c + 42);
+    uint64_t nlen = get16(c + 28), xlen = get16(c + 30), klen = get16(c + 32);
+    if (cd_end - at - 46 < nlen + xlen + klen)
+      bad(api, path, "central directory entry " + std::to_string(e) + " runs past the directory");
+    std::string name(reinterpret_cast<const char*>(c + 46), nlen);
+    const std::string what = "member '" + name + "'";
+    // zip64 extra field: the sizes and offset that did not fit, in this order.
+    for (uint64_t x = 0; x + 4 <= xlen;) {
+      const uint8_t* f = c + 46 + nlen + x;
+      uint32_t id = get16(f), len = get16(f + 2);
+      if (x + 4 + len > xlen) bad(api, path, what + " has a malformed extra field");
+      if (id == 0x0001) {
+        uint32_t k = 0;
+        auto next = [&](uint64_t& v) {
+          if (v != 0xffffffffu) return;
+          if (k + 8 > len) bad(api, path, what + " has a short zip64 extra field");
+          v = get64(f + 4 + k);
+          k += 8;
+        };
+        next(usize);
+        next(csize);
+        next(local);
+      }
+      x += 4 + len;
+    }
+    at += 46 + nlen + xlen + klen;
+    if (flags & 1) bad(api, path, what + " is encrypted");
+    if (method != 0 && method != 8)
+      bad(api, path,
+          what + " uses compression method " + std::to_string(method) +
+              " (rune reads stored and deflated members)");
+    if (name.size() < 4 || name.compare(name.size() - 4, 4, ".npy") != 0)
+      bad(api, path, what + " is not a .npy file");
+    if (local > size || size - local < 30 || get32(p + local) != 0x04034b50)
+      bad(api, path,
+          what + " has its local header at " + size_text(local) +
+              ", outside the archive or malformed");
+    uint64_t start = local + 30 + get16(p + local + 26) + get16(p + local + 28);
+    if (start > size || csize > size - start)
+      bad(api, path,
+          what + " claims " + size_text(csize) + " bytes at " + std::to_string(start) +
+              ", file has " + std::to_string(size));
+    const uint8_t* data = p + start;
+    std::vector<uint8_t> inflated;
+    if (method == 0) {
+      if (usize != csize)
+        bad(api, path,
+            what + " is stored but claims " + size_text(usize) + " bytes uncompressed and " +
+                size_text(csize) + " stored");
+    } else {
+      if (usize > csize * kMaxRatio + 1024)
+        bad(api, path,
+            what + " claims " + size_text(usize) + " bytes inflated from " + std::to_string(csize) +
+                ", more than deflate can produce");
+      // The buffer grows with what zlib actually produces, never to the claim up front.
+      // One byte more than claimed: room to see a stream that goes on past its claim.
+      const uint64_t cap = usize + 1;
+      inflated.resize(static_cast<size_t>(std::min<uint64_t>(cap, csize * 4 + 4096)));
+      z_stream zs{};
+      if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) bad(api, path, "zlib inflateInit2 failed");
+      uint64_t in_done = 0, out_done = 0;
+      int rc = Z_OK;
+      while (rc == Z_OK) {
+        if (out_done == inflated.size()) {
+          if (inflated.size() == cap) {
+            rc = Z_BUF_ERROR;  // more output than claimed
+            break;
+          }
+          inflated.resize(static_cast<size_t>(std::min<uint64_t>(cap, inflated.size() * 2)));
+        }
+        uInt in_chunk = static_cast<uInt>(std::min<uint64_t>(csize - in_done, 1u << 30));
+        uInt out_chunk =
+            static_cast<uInt>(std::min<uint64_t>(inflated.size() - out_done, 1u << 30));
+        zs.next_in = const_cast<Bytef*>(data + in_done);
+        zs.avail_in = in_chunk;
+        zs.next_out = inflated.data() + out_done;
+        zs.avail_out = out_chunk;
+        rc = inflate(&zs, Z_NO_FLUSH);
+        in_done += in_chunk - zs.avail_in;
+        out_done += out_chunk - zs.avail_out;
+        if (rc == Z_OK && zs.avail_in == in_chunk && zs.avail_out == out_chunk) rc = Z_BUF_ERROR;
+      }
+      std::string zmsg = zs.msg ? zs.msg : "error " + std::to_string(rc);
+      inflateEnd(&zs);
+      if (rc != Z_STREAM_END || out_done != usize)
+        bad(api, path,
+            what + " does not inflate to its claimed " + std::to_string(usize) + " bytes (zlib: " +
+                (rc == Z_STREAM_END ? "stream ended at " + std::to_string(out_done) : zmsg) + ")");
+      data = inflated.data();
+    }
+    uLong got = crc32(0L, Z_NULL, 0);
+    for (uint64_t k = 0; k < usize; k += 1u << 30)
+      got = crc32(got, data + k, static_cast<uInt>(std::min<uint64_t>(usize - k, 1u << 30)));
+    if (got != crc) bad(api, path, what + " fails its CRC-32 check (the archive is corrupt)");
+    std::string key = name.substr(0, name.size() - 4);
+    if (out.count(key)) bad(api, path, "holds two members named '" + name + "'");
+    out.emplace(key, npy_parse(api, path, what, data, usize, device));
+  }
+  return out;
+}
+
+}  // namespace nx::io

@@ -81,7 +81,12 @@ class Generator {
     int rank = w < 1 ? 0 : w < 4 ? 1 : w < 8 ? 2 : 3;
     Shape s;
     for (int d = 0; d < rank; ++d) s.push_back(extent());
-    while (numel(s) > 2048) s.back() = std::max<int64_t>(1, s.back() / 4);
+    // The last extent shrinks first (the seed -> program map of earlier runs); once it is 1 the
+    // largest does ([65, 33, 1] hung the generator at seed 6xxx: the loop never ended).
+    while (numel(s) > 2048) {
+      int64_t& d = s.back() > 1 ? s.back() : *std::max_element(s.begin(), s.end());
+      d = std::max<int64_t>(1, d / 4);
+    }
     return s;
   }
   // A shape that broadcasts with s (to s itself): some extents 1, maybe fewer leading axes.

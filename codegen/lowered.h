@@ -46,6 +46,7 @@ struct Stmt {
     VLoad,   // GPU: var = the `count` elements param[b ..] as one vector (read with RegAt)
     VStore,  // GPU: param[b ..] = values, as one vector
   } kind;
+  explicit Stmt(Kind k) : kind(k) {}
   VarId var = -1;
   int param = -1;
   int64_t count = 1;

@@ -2,7 +2,8 @@
 // last batch of an epoch): compiled calls and eager ops over many distinct shapes. Prints the
 // process RSS, the host allocator's bytes in use and cached, and the compile caches' sizes at
 // regular points, so growth is visible; the reference is the RSS after the first round of
-// shapes (ratio = RSS now / RSS then). Usage: bench_memory [calls] [distinct shapes]
+// shapes of the first phase run (ratio = RSS now / RSS then).
+// Usage: bench_memory [calls] [distinct shapes] [jit|eager|both (default)]
 #include <unistd.h>
 
 #include <cstdio>
@@ -38,10 +39,15 @@ void report(const char* phase, long i, double ref) {
 int main(int argc, char** argv) {
   long calls = argc > 1 ? std::atol(argv[1]) : 100000;
   long shapes = argc > 2 ? std::atol(argv[2]) : 10000;
+  std::string phases = argc > 3 ? argv[3] : "both";
+  if (phases != "jit" && phases != "eager" && phases != "both") {
+    std::fprintf(stderr, "bench_memory: phase must be jit, eager or both, not '%s'\n", argv[3]);
+    return 2;
+  }
   long every = calls / 10 > 0 ? calls / 10 : 1;
   auto step = rune::jit([](const nx::Tensor& x) { return nx::tanh(x * 0.5 + 1.0); });
   double ref = 0;
-  for (long i = 0; i < calls; ++i) {
+  for (long i = 0; phases != "eager" && i < calls; ++i) {
     long n = 1 + (i % shapes);
     nx::Tensor x = nx::full(nx::float32, {n}, 0.25);
     nx::Tensor y = step(x);
@@ -49,10 +55,11 @@ int main(int argc, char** argv) {
     if (i + 1 == shapes) ref = rss_mib();
     if ((i + 1) % every == 0) report("jit", i + 1, ref);
   }
-  for (long i = 0; i < calls; ++i) {
+  for (long i = 0; phases != "jit" && i < calls; ++i) {
     long n = 1 + (i % shapes);
     nx::Tensor x = nx::full(nx::float32, {n}, 0.25);
     nx::Tensor y = nx::exp(x) + 1.0;
+    if (phases == "eager" && i + 1 == shapes) ref = rss_mib();
     if ((i + 1) % every == 0) report("eager", i + 1, ref);
   }
   return 0;

@@ -57,6 +57,7 @@ NodeRef rewrite_node(NodeRef n, const std::vector<NodeRef>& src) {
     if (is_half(from)) return b::cast(b::cast(src[0], DType::Float32), to);
     return b::cast(src[0], to);
   }
+  if (op == Op::StopGradient) return src[0];  // only autodiff sees it
   if (op == Op::Bitcast || op == Op::Where) return make(op, n->dtype, {}, src, n->arg);
   if (op == Op::Rsqrt && is_half(src[0]->dtype)) return rsqrt_half(src[0], n->dtype);
   bool decomposed = op_decomposed(op);
@@ -81,6 +82,8 @@ NodeRef rewrite_node(NodeRef n, const std::vector<NodeRef>& src) {
 }
 
 }  // namespace
+
+NodeRef math::stop_gradient(NodeRef x) { return x; }
 
 // IsInf and IsFinite as ops every renderer prints: |x| == inf, and !(|x| == inf or isnan(x)).
 // Exact for every float dtype (a 16-bit value is compared after its exact widening), constant

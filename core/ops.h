@@ -78,6 +78,8 @@ Tensor randint(Key k, int64_t lo, int64_t hi, const Shape& shape);  // int64 in 
 // Written by hand (compositions, or primitives with more to check):
 Tensor cast(const Tensor& x, DType t);
 Tensor neg(const Tensor& x);  // raises for bool
+// x, through which no gradient flows (jax.lax.stop_gradient): rune::grad treats it as a constant.
+Tensor stop_gradient(const Tensor& x);
 Tensor sign(const Tensor& x);
 Tensor softplus(const Tensor& x);
 Tensor gelu(const Tensor& x);  // tanh approximation, as jax.nn.gelu

@@ -91,6 +91,13 @@ Tensor cast(const Tensor& x, DType t) {
   return prim(Op::Cast, t, x.shape(), {x});
 }
 
+Tensor stop_gradient(const Tensor& x) {
+  OpScope scope_("nx::stop_gradient", {&x});
+  // Outside a trace there is no gradient to stop: the value itself, no kernel.
+  if (!x.is_traced()) return identity_result(x);
+  return unary(Op::StopGradient, x);
+}
+
 Tensor neg(const Tensor& x) {
   OpScope scope_("nx::neg", {&x});
   if (x.dtype() == DType::Bool) fail("nx::neg", "cannot negate " + x.describe());

@@ -212,6 +212,8 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
       return F(std::erf(a[0].f));
     case Op::Erfc:
       return F(std::erfc(a[0].f));
+    case Op::StopGradient:
+      return a[0];
     case Op::Floor:
       return fl ? F(std::floor(a[0].f)) : a[0];
     case Op::Ceil:

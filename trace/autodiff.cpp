@@ -55,7 +55,7 @@ Traced trace(const char* api, const std::vector<nx::Tensor>& params, const FlatF
 
 std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
     const char* api, const std::vector<nx::Tensor>& params, const std::vector<std::string>& paths,
-    const FlatFn& f, const std::vector<nx::Tensor>* cotangents) {
+    const FlatFn& f, const std::vector<nx::Tensor>* cotangents, bool has_aux) {
   for (size_t i = 0; i < params.size(); ++i)
     if (!ir::is_float(params[i].dtype()))
       throw std::invalid_argument(
@@ -66,8 +66,10 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
   ir::NodeUse use;  // the traced graph and its derivatives stay until they ran
   Traced t = trace(api, params, f, n_cot);
   std::vector<ir::NodeRef> cots;
+  // With has_aux the outputs after the first are carried out undifferentiated.
+  size_t n_diff = has_aux ? 1 : t.outputs.size();
   if (!cotangents) {
-    if (t.outputs.size() != 1)
+    if (has_aux ? t.outputs.empty() : t.outputs.size() != 1)
       throw std::invalid_argument(std::string(api) + ": f must return one scalar");
     ir::NodeRef o = t.outputs[0];
     if (!o->shape.empty() || !ir::is_float(o->dtype))
@@ -93,7 +95,9 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
       t.bindings[static_cast<size_t>(index)] = c;
     }
   }
-  auto grads = vjp_nodes(t.outputs, cots, t.params);
+  std::vector<ir::NodeRef> differentiated(t.outputs.begin(),
+                                          t.outputs.begin() + static_cast<long>(n_diff));
+  auto grads = vjp_nodes(differentiated, cots, t.params);
   std::vector<ir::NodeRef> roots = t.outputs;
   roots.insert(roots.end(), grads.begin(), grads.end());
   auto vals = evaluate(roots, t.bindings, t.device);

@@ -19,6 +19,8 @@ std::vector<nx::Tensor> evaluate(const std::vector<ir::NodeRef>& roots,
       ir::Value v = ir::is_float(n->dtype) ? ir::Value::of_float(n->dtype, ir::arg_float(n))
                                            : ir::Value::of_int(n->dtype, ir::arg_int(n));
       t = nx::current_interpreter().constant(v);
+    } else if (n->op == ir::Op::StopGradient) {
+      t = val.at(n->src[0]);  // the identity; autodiff already saw it
     } else {
       std::vector<nx::Tensor> src;
       for (auto s : n->src) src.push_back(val.at(s));

@@ -1,5 +1,8 @@
-// The public header of rune: nx plus the transformations (jit, grad, value_and_grad, vjp, jvp).
+// The public header of rune: nx plus the transformations (jit, grad, value_and_grad, vjp, jvp),
+// the tree utilities and the optimizers (rune::optim).
 #pragma once
 #include "core/nx.h"
 #include "trace/autodiff.h"
 #include "trace/jit.h"
+#include "trace/optim.h"
+#include "trace/tree_util.h"

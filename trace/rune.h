@@ -4,5 +4,6 @@
 #include "core/nx.h"
 #include "trace/autodiff.h"
 #include "trace/jit.h"
+#include "trace/loss_scale.h"
 #include "trace/optim.h"
 #include "trace/tree_util.h"

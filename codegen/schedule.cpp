@@ -399,9 +399,9 @@ class Scheduler {
         if (!at.ok()) return at.realize_first();
         auto i64 = [](int64_t v) { return make(Op::Const, DType::Int64, {}, {}, v); };
         NodeRef base = make(Op::Index, DType::Int64, {}, {}, at.value());
-        NodeRef i = make(Op::Min, DType::Int64, {},
-                         {make(Op::Max, DType::Int64, {}, {idx.value(), i64(0)}),
-                          i64(vx.shape[axis] - 1)});
+        NodeRef i =
+            make(Op::Min, DType::Int64, {},
+                 {make(Op::Max, DType::Int64, {}, {idx.value(), i64(0)}), i64(vx.shape[axis] - 1)});
         NodeRef off = make(Op::Add, DType::Int64, {},
                            {base, make(Op::Mul, DType::Int64, {}, {i, i64(vx.strides[axis])})});
         // Under a pad of the result, masked-off positions read element 0 (the pad's where()

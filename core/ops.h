@@ -117,7 +117,6 @@ Tensor argsort(const Tensor& x, int axis = -1);  // int64 positions along `axis`
 // sum in int64, float16/bfloat16 in float32 rounded once per output, float32/float64 as they are.
 Tensor cumsum(const Tensor& x, int axis = -1);
 
-
 // ---- indexing (issue 18 "Indexing"; docs/indexing.md) ----
 // Index tensors have an integer dtype. One out-of-range rule, JAX's: reads (take,
 // take_along_axis, gather, dynamic_slice) map a negative i to i + n, then clamp to [0, n - 1];

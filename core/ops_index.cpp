@@ -88,8 +88,8 @@ Tensor window_start(const Tensor& s, int64_t n, int64_t size) {
 
 void check_starts(const std::string& api, const Tensor& x, const std::vector<Tensor>& starts) {
   if (static_cast<int>(starts.size()) != x.ndim())
-    fail(api, std::to_string(starts.size()) + " start indices for the " +
-                  std::to_string(x.ndim()) + "-d " + x.describe());
+    fail(api, std::to_string(starts.size()) + " start indices for the " + std::to_string(x.ndim()) +
+                  "-d " + x.describe());
   for (size_t d = 0; d < starts.size(); ++d) {
     require_index(api, starts[d], ("start index " + std::to_string(d)).c_str());
     if (starts[d].ndim() != 0)
@@ -150,29 +150,21 @@ Tensor scatter_add(const Tensor& x, const Tensor& idx, const Tensor& updates, in
   require_same_dtype(api, x, updates);
   Shape want = around(x.shape(), a, idx.shape());
   if (updates.shape() != want)
-    fail(api, "updates must have shape " + shape_text(want) + " (x " + x.describe() +
-                  ", index " + idx.describe() + ", axis " + std::to_string(a) + "), got " +
-                  updates.describe());
+    fail(api, "updates must have shape " + shape_text(want) + " (x " + x.describe() + ", index " +
+                  idx.describe() + ", axis " + std::to_string(a) + "), got " + updates.describe());
   int64_t n = x.shape()[a], m = idx.size();
   if (m == 0 || x.size() == 0) return add(x, zeros_like(x));
-  // Over the grid x.shape ++ [m]: where(idx[t] == j[axis], updates[.., t, ..], 0), summed over
-  // t (a reduction in the order fixed by the shape: the same bits on every backend, no atomics).
-  // An index outside [0, n) matches no j, so its update is dropped.
-  Shape grid = x.shape(), col = x.shape();
-  grid.push_back(m);
-  col[a] = 1, col.push_back(m);
-  Axes perm;
-  for (int d = 0; d < x.ndim(); ++d)
-    if (d != a) perm.push_back(d);
-  perm.push_back(a);
-  Shape flat_upd = x.shape();
-  flat_upd[a] = m;
-  Tensor u = broadcast_to(reshape(permute(reshape(updates, flat_upd), perm), col), grid);
-  Shape idx_col(x.ndim() + 1, 1);
-  idx_col.back() = m;
-  Tensor i = broadcast_to(reshape(from_end(idx, n), idx_col), grid);
+  // Over the grid x.shape[:axis+1] ++ [m] ++ x.shape[axis+1:]: where(idx[t] == j[axis],
+  // updates[.., t, ..], 0), summed over t (a reduction in the order fixed by the shape: the same
+  // bits on every backend, no atomics). An index outside [0, n) matches no j: dropped.
+  Shape grid = x.shape();
+  grid.insert(grid.begin() + a + 1, m);
+  Shape ucol = grid, icol(grid.size(), 1);
+  ucol[a] = 1, icol[a + 1] = m;
+  Tensor u = broadcast_to(reshape(updates, ucol), grid);
+  Tensor i = broadcast_to(reshape(from_end(idx, n), icol), grid);
   Tensor j = iota(grid, a);
-  Tensor s = sum(where(equal(i, j), u, zeros_like(u)), {x.ndim()});
+  Tensor s = reshape(sum(where(equal(i, j), u, zeros_like(u)), {a + 1}), x.shape());
   return add(x, cast(s, x.dtype()));
 }
 
@@ -194,7 +186,7 @@ Tensor one_hot(const Tensor& labels, int64_t n, DType t) {
 Tensor dynamic_slice(const Tensor& x, const std::vector<Tensor>& starts, const Shape& sizes) {
   const std::string api = "nx::dynamic_slice";
   const std::vector<Tensor> args = args_of({x}, starts);  // outlives the scope, which keeps
-  OpScope scope_("nx::dynamic_slice", args);                // pointers to its elements
+  OpScope scope_("nx::dynamic_slice", args);              // pointers to its elements
   check_starts(api, x, starts);
   if (static_cast<int>(sizes.size()) != x.ndim())
     fail(api, "sizes " + shape_text(sizes) + " do not match the rank of " + x.describe());

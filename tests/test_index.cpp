@@ -69,30 +69,49 @@ TEST_P(Index, Take) {
       Tensor x = nx::create(t, {2, 3}, {1, 2, 3, 4, 5, 6});
       // Axis 1, a [2, 2] index with a negative (-1 -> 2) and out-of-range values clamped.
       Tensor i = nx::create(it, {2, 2}, {0, -1, 7, -9});
-      check(
-          "take axis 1 " + tn, [](const Tensor& a, const Tensor& b, const Tensor&) { return nx::take(a, b, 1); },
-          x, i, {2, 2, 2}, {1, 3, 3, 1, 4, 6, 6, 4});
-      check(
-          "take axis 0 " + tn, [](const Tensor& a, const Tensor& b, const Tensor&) { return nx::take(a, b, 0); },
-          x, nx::create(it, {3}, {1, 0, 1}), {3, 3}, {4, 5, 6, 1, 2, 3, 4, 5, 6});
-      check(
-          "gather " + tn, [](const Tensor& a, const Tensor& b, const Tensor&) { return nx::gather(a, b); }, x,
-          nx::create(it, {}, {-1}), {3}, {4, 5, 6});
-      check(
-          "take_along_axis " + tn,
-          [](const Tensor& a, const Tensor& b, const Tensor&) { return nx::take_along_axis(a, b, -1); }, x,
-          nx::create(it, {2, 2}, {2, 0, -1, 5}), {2, 2}, {3, 1, 6, 6});
-      check(
-          "take_along_axis broadcast " + tn,
-          [](const Tensor& a, const Tensor& b, const Tensor&) { return nx::take_along_axis(a, b, 0); }, x,
-          nx::create(it, {1, 3}, {1, 0, 1}), {1, 3}, {4, 2, 6});
+      check("take axis 1 " + tn,
+            [](const Tensor& a, const Tensor& b, const Tensor&) { return nx::take(a, b, 1); }, x, i,
+            {2, 2, 2}, {1, 3, 3, 1, 4, 6, 6, 4});
+      check("take axis 0 " + tn,
+            [](const Tensor& a, const Tensor& b, const Tensor&) { return nx::take(a, b, 0); }, x,
+            nx::create(it, {3}, {1, 0, 1}), {3, 3}, {4, 5, 6, 1, 2, 3, 4, 5, 6});
+      check("gather " + tn,
+            [](const Tensor& a, const Tensor& b, const Tensor&) { return nx::gather(a, b); }, x,
+            nx::create(it, {}, {-1}), {3}, {4, 5, 6});
+      check("take_along_axis " + tn,
+            [](const Tensor& a, const Tensor& b, const Tensor&) {
+              return nx::take_along_axis(a, b, -1);
+            },
+            x, nx::create(it, {2, 2}, {2, 0, -1, 5}), {2, 2}, {3, 1, 6, 6});
+      check("take_along_axis broadcast " + tn,
+            [](const Tensor& a, const Tensor& b, const Tensor&) {
+              return nx::take_along_axis(a, b, 0);
+            },
+            x, nx::create(it, {1, 3}, {1, 0, 1}), {1, 3}, {4, 2, 6});
     }
   // A strided (transposed) operand and a fused consumer.
   Tensor x = nx::create(nx::float32, {3, 2}, {1, 4, 2, 5, 3, 6});
-  check(
-      "take of a transposed view, fused",
-      [](const Tensor& a, const Tensor& b, const Tensor&) { return nx::take(nx::transpose(a), b, 1) * 2.0f; }, x,
-      nx::create(nx::int64, {2}, {2, 0}), {2, 2}, {6, 2, 12, 8});
+  check("take of a transposed view, fused",
+        [](const Tensor& a, const Tensor& b, const Tensor&) {
+          return nx::take(nx::transpose(a), b, 1) * 2.0f;
+        },
+        x, nx::create(nx::int64, {2}, {2, 0}), {2, 2}, {6, 2, 12, 8});
+}
+
+// A gather under a pad (masked positions read nothing) and inside a fused reduction.
+TEST_P(Index, TakeUnderPadAndReduction) {
+  Tensor x = nx::create(nx::float32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor i = nx::create(nx::int32, {2}, {2, 0});
+  check("pad of take",
+        [](const Tensor& a, const Tensor& b, const Tensor&) {
+          return nx::pad(nx::take(a, b, 1), {{1, 0}, {0, 1}});
+        },
+        x, i, {3, 3}, {0, 0, 0, 3, 1, 0, 6, 4, 0});
+  check("sum of take",
+        [](const Tensor& a, const Tensor& b, const Tensor&) {
+          return nx::sum(nx::take(a, b, 1) * 3.0f, {1});
+        },
+        x, i, {2}, {12, 30});
 }
 
 TEST_P(Index, ScatterAdd) {
@@ -120,11 +139,10 @@ TEST_P(Index, ScatterAdd) {
 
 TEST_P(Index, OneHot) {
   for (auto it : kIndexTypes)
-    check(
-        std::string("one_hot ") + std::string(ir::name(it)),
-        [](const Tensor& a, const Tensor&, const Tensor&) { return nx::one_hot(a, 3); },
-        nx::create(it, {4}, {0, 2, -1, 3}), nx::zeros(nx::float32, {1}), {4, 3},
-        {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0});
+    check(std::string("one_hot ") + std::string(ir::name(it)),
+          [](const Tensor& a, const Tensor&, const Tensor&) { return nx::one_hot(a, 3); },
+          nx::create(it, {4}, {0, 2, -1, 3}), nx::zeros(nx::float32, {1}), {4, 3},
+          {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0});
   Tensor oh = nx::one_hot(nx::create(nx::int32, {1}, {1}), 2, nx::int64);
   EXPECT_EQ(oh.dtype(), nx::int64);
 }
@@ -150,9 +168,9 @@ TEST_P(Index, DynamicSliceClampsTheStart) {
 
 TEST_P(Index, TopK) {
   Tensor x = nx::create(nx::float32, {2, 4}, {1, 3, 3, 2, -1, 7, 0, 5});
-  check(
-      "topk values", [](const Tensor& a, const Tensor&, const Tensor&) { return nx::topk(a, 3).first; }, x,
-      nx::zeros(nx::float32, {1}), {2, 3}, {3, 3, 2, 7, 5, 0});
+  check("topk values",
+        [](const Tensor& a, const Tensor&, const Tensor&) { return nx::topk(a, 3).first; }, x,
+        nx::zeros(nx::float32, {1}), {2, 3}, {3, 3, 2, 7, 5, 0});
   auto idx = nx::to_vector<int64_t>(nx::topk(on(x), 3).second);
   EXPECT_EQ(idx, (std::vector<int64_t>{1, 2, 3, 1, 3, 2}));  // ties by lower index
   auto [v0, i0] = nx::topk(on(nx::create(nx::int32, {3, 2}, {5, 1, 2, 9, 5, 0})), 2, 0);
@@ -177,6 +195,13 @@ TEST(IndexValues, TopKZerosAndNaN) {
   auto [vn, in] = nx::topk(nx::create(nx::float32, {3}, {1, NAN, 2}), 2);
   EXPECT_EQ(nx::to_vector<int64_t>(in), (std::vector<int64_t>{1, 2}));
   EXPECT_TRUE(std::isnan(nx::to_vector<float>(vn)[0]));
+}
+
+// Integer sums accumulate in int64 and wrap back to x's dtype (numpy's np.add.at wraps too).
+TEST(IndexValues, ScatterAddIntegersWrap) {
+  Tensor r = nx::scatter_add(nx::full(nx::int32, {2}, 2147483647),
+                             nx::create(nx::int64, {2}, {0, 0}), nx::full(nx::int32, {2}, 1), 0);
+  EXPECT_EQ(nx::to_vector<int32_t>(r), (std::vector<int32_t>{-2147483647, 2147483647}));
 }
 
 // A new start value is a new value, not a new key: one trace.
@@ -221,8 +246,10 @@ void check_grad(const std::string& name, const Fn& f, const Tensor& x) {
 TEST(IndexGrad, MatchesFiniteDifferences) {
   Tensor x = nx::rand(nx::key(3), nx::float64, {3, 4}) * 4.0 - 2.0;
   Tensor i = nx::create(nx::int64, {5}, {0, 2, 2, -1, 9});  // duplicates, a negative, clamped
-  check_grad("take", [&](const Tensor& t) { return nx::take(t, i, 1); }, x);
-  check_grad("gather", [&](const Tensor& t) { return nx::gather(t, i); }, x);
+  check_grad(
+      "take", [&](const Tensor& t) { return nx::take(t, i, 1); }, x);
+  check_grad(
+      "gather", [&](const Tensor& t) { return nx::gather(t, i); }, x);
   check_grad(
       "take_along_axis",
       [&](const Tensor& t) {
@@ -230,13 +257,21 @@ TEST(IndexGrad, MatchesFiniteDifferences) {
       },
       x);
   Tensor u = nx::rand(nx::key(4), nx::float64, {3, 5});
-  check_grad("scatter_add x", [&](const Tensor& t) { return nx::scatter_add(t, i, u, 1); }, x);
+  check_grad(
+      "scatter_add x", [&](const Tensor& t) { return nx::scatter_add(t, i, u, 1); }, x);
   check_grad(
       "scatter_add updates",
-      [&](const Tensor& t) { return nx::scatter_add(nx::zeros(nx::float64, {3, 4}), i, t, 1); }, u);
+      [&](const Tensor& t) {
+        return nx::scatter_add(nx::zeros(nx::float64, {3, 4}), i, t, 1);
+      },
+      u);
   Tensor s = nx::create(nx::int64, {}, {1});
   check_grad(
-      "dynamic_slice", [&](const Tensor& t) { return nx::dynamic_slice(t, {s, s}, {2, 2}); }, x);
+      "dynamic_slice",
+      [&](const Tensor& t) {
+        return nx::dynamic_slice(t, {s, s}, {2, 2});
+      },
+      x);
   check_grad(
       "dynamic_update_slice",
       [&](const Tensor& t) {
@@ -244,7 +279,8 @@ TEST(IndexGrad, MatchesFiniteDifferences) {
                                         {s, s});
       },
       x);
-  check_grad("topk", [&](const Tensor& t) { return nx::topk(t, 2).first; }, x);
+  check_grad(
+      "topk", [&](const Tensor& t) { return nx::topk(t, 2).first; }, x);
 }
 
 // ---- errors: the API, the offending values; nothing changes ----
@@ -266,8 +302,9 @@ TEST(IndexErrors, Messages) {
             "nx::take: cannot index the empty axis 0 of float32 [0]");
   EXPECT_EQ(msg([&] { nx::gather(x, nx::zeros(nx::bool_, {1})); }),
             "nx::gather: index tensor must be an integer dtype, got bool");
-  EXPECT_EQ(msg([&] { nx::take_along_axis(x, nx::zeros(nx::int32, {2}), 0); }),
-            "nx::take_along_axis: index tensor must have the rank of x: int32 [2] for float32 [2, 3]");
+  EXPECT_EQ(
+      msg([&] { nx::take_along_axis(x, nx::zeros(nx::int32, {2}), 0); }),
+      "nx::take_along_axis: index tensor must have the rank of x: int32 [2] for float32 [2, 3]");
   EXPECT_EQ(msg([&] {
               nx::scatter_add(x, nx::zeros(nx::int32, {2}), nx::zeros(nx::float32, {2, 3}), 1);
             }),
@@ -275,7 +312,9 @@ TEST(IndexErrors, Messages) {
             "axis 1), got float32 [2, 3]");
   EXPECT_EQ(msg([&] { nx::one_hot(nx::zeros(nx::float32, {2}), 3); }),
             "nx::one_hot: labels must be an integer dtype, got float32");
-  EXPECT_EQ(msg([&] { nx::dynamic_slice(x, {nx::zeros(nx::int32, {})}, {1, 1}); }),
+  EXPECT_EQ(msg([&] {
+              nx::dynamic_slice(x, {nx::zeros(nx::int32, {})}, {1, 1});
+            }),
             "nx::dynamic_slice: 1 start indices for the 2-d float32 [2, 3]");
   EXPECT_EQ(msg([&] {
               nx::dynamic_slice(x, {nx::zeros(nx::int32, {1}), nx::zeros(nx::int32, {})}, {1, 1});

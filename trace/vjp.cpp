@@ -95,27 +95,21 @@ NodeRef unsort(NodeRef x, NodeRef g) {
 // ---- issue 18 "Indexing": the cotangent of Gather ----
 // out = Gather(x, idx) along `axis` reads x at i with i[axis] := clamp(idx[i], 0, n - 1); each
 // g[i] goes back to that element: dx[j] = sum over t of where(clamp(idx)[.., t, ..] == j[axis],
-// g[.., t, ..], 0), a one-hot comparison over x.shape ++ [m] (m = idx.shape[axis]) reduced over
-// its last axis, as unsort above. The clamp is the primitive's own, so a clamped read sends its
-// gradient to the clamped element. Deterministic: a reduction's fixed order, no atomics.
+// g[.., t, ..], 0), a one-hot comparison over x.shape[:axis+1] ++ [m] ++ x.shape[axis+1:]
+// (m = idx.shape[axis]) reduced over the m axis, as nx::scatter_add (core/ops_index.cpp). The
+// clamp is the primitive's own, so a clamped read sends its gradient to the clamped element.
+// Deterministic: a reduction's fixed order, no atomics.
 NodeRef ungather(NodeRef x, NodeRef idx, NodeRef g, int64_t axis) {
-  const auto nd = static_cast<int64_t>(x->shape.size());
   const int64_t m = idx->shape[axis];
-  std::vector<int64_t> perm;
-  Shape moved, col = x->shape, grid = x->shape;
-  for (int64_t d = 0; d < nd; ++d)
-    if (d != axis) perm.push_back(d), moved.push_back(x->shape[d]);
-  perm.push_back(axis), moved.push_back(m);
-  col[axis] = 1, col.push_back(m), grid.push_back(m);
-  auto last = [&](NodeRef v) {
-    return expand(reshape(ir::make(Op::Permute, v->dtype, moved, {v}, perm), col), grid);
-  };
+  Shape grid = x->shape, col = idx->shape;
+  grid.insert(grid.begin() + axis + 1, m);
+  col.insert(col.begin() + axis, 1);
   NodeRef hi = constant(ir::DType::Int64, static_cast<double>(x->shape[axis] - 1), idx->shape);
   NodeRef clamped = bin(Op::Min, bin(Op::Max, idx, constant(ir::DType::Int64, 0, idx->shape)), hi);
   NodeRef j = ir::make(Op::Iota, ir::DType::Int64, grid, {}, axis);
-  NodeRef gi = last(g);
-  NodeRef picked = where(cmp(Op::CmpEq, last(clamped), j), gi, like(gi, 0));
-  return reshape(reduce_sum(picked, {nd}), x->shape);
+  NodeRef gi = expand(reshape(g, col), grid);
+  NodeRef picked = where(cmp(Op::CmpEq, expand(reshape(clamped, col), grid), j), gi, like(gi, 0));
+  return reshape(reduce_sum(picked, {axis + 1}), x->shape);
 }
 
 // (1 - x)(1 + x): 1 - x^2 without the cancellation of 1 - x*x near |x| = 1.

@@ -45,6 +45,9 @@ std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
           NodeRef root = part == 0 ? k.body : k.rbody;
           if (!root) continue;
           for (NodeRef n : toposort({root})) {
+            // A Gather's read (LoadAt) is at a data-dependent index: never the output's own.
+            if (n->op == Op::LoadAt && k.slots[arg_int(n)] == in && static_cast<int>(j) >= writer)
+              ok = false;
             if (n->op != Op::Load || k.slots[arg_load(n).param] != in) continue;
             bool own_index = static_cast<int>(j) == writer && part == 0 &&
                              reads_own_index(arg_load(n).view, w.shape);

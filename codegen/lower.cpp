@@ -83,12 +83,13 @@ class Lowerer {
     if (k.library) out_.params.at(1).dtype = k.library->in_dtype;
     for (NodeRef root : {k.body, k.rbody})
       if (root)
-        for (NodeRef x : toposort({root}))
-          if (x->op == Op::Load) {
-            size_t q = static_cast<size_t>(arg_load(x).param);
-            if (q >= out_.params.size()) out_.params.resize(q + 1, {DType::Float32, false});
-            out_.params[q].dtype = x->dtype;
-          }
+        for (NodeRef x : toposort({root})) {
+          // Loads, and a Gather's reads (LoadAt, codegen/schedule.cpp), give their param's dtype.
+          if (x->op != Op::Load && x->op != Op::LoadAt) continue;
+          size_t q = static_cast<size_t>(x->op == Op::Load ? arg_load(x).param : arg_int(x));
+          if (q >= out_.params.size()) out_.params.resize(q + 1, {DType::Float32, false});
+          out_.params[q].dtype = x->dtype;
+        }
   }
 
   lir::Kernel run() {

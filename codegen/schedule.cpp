@@ -380,6 +380,37 @@ class Scheduler {
       }
       case OpCategory::Library:
         return Realize{n};  // a sort or a scan is a kernel of its own
+      case OpCategory::Gather: {
+        // out[i] = x[i with i[axis] := clamp(idx[i], 0, extent - 1)] (issue 18 "Indexing"). x
+        // is read from a buffer (an input or a materialised node; its movement ops fold into a
+        // strided view, anything else is materialised first) at an element index the kernel
+        // computes from idx, which fuses like any operand. The index is in range for every idx
+        // value, so no load leaves x's storage.
+        OrRealize<std::pair<int, View>> xv = operand_view(n->src[0]);
+        if (!xv.ok()) return xv.realize_first();
+        OrRealize<NodeRef> idx = lower(n->src[1], mops, space);
+        if (!idx.ok()) return idx;
+        auto [sx, vx] = xv.value();
+        const auto axis = static_cast<size_t>(arg_int(n));
+        // The offset of every other axis: x's view over the result's shape, axis stride 0.
+        View rest{n->shape, vx.strides, vx.offset, {}};
+        rest.strides[axis] = 0;
+        OrRealize<View> at = leaf_view(rest, mops, space);
+        if (!at.ok()) return at.realize_first();
+        auto i64 = [](int64_t v) { return make(Op::Const, DType::Int64, {}, {}, v); };
+        NodeRef base = make(Op::Index, DType::Int64, {}, {}, at.value());
+        NodeRef i =
+            make(Op::Min, DType::Int64, {},
+                 {make(Op::Max, DType::Int64, {}, {idx.value(), i64(0)}), i64(vx.shape[axis] - 1)});
+        NodeRef off = make(Op::Add, DType::Int64, {},
+                           {base, make(Op::Mul, DType::Int64, {}, {i, i64(vx.strides[axis])})});
+        // Under a pad of the result, masked-off positions read element 0 (the pad's where()
+        // gives 0 there), as masked loads do.
+        if (!at.value().mask.empty())
+          off = make(Op::Where, DType::Int64, {},
+                     {make(Op::Valid, DType::Bool, {}, {}, at.value()), off, i64(0)});
+        return make(Op::LoadAt, n->dtype, {}, {off}, int64_t{param_for_slot(sx)});
+      }
       case OpCategory::Kernel:
         break;
     }

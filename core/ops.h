@@ -119,6 +119,29 @@ Tensor argsort(const Tensor& x, int axis = -1);  // int64 positions along `axis`
 // sum in int64, float16/bfloat16 in float32 rounded once per output, float32/float64 as they are.
 Tensor cumsum(const Tensor& x, int axis = -1);
 
+// ---- indexing (issue 18 "Indexing"; docs/indexing.md) ----
+// Index tensors have an integer dtype. One out-of-range rule, JAX's: reads (take,
+// take_along_axis, gather, dynamic_slice) map a negative i to i + n, then clamp to [0, n - 1];
+// dynamic_slice / dynamic_update_slice clamp each start so the window fits; scatter_add maps
+// negatives the same way and drops updates whose index is still outside [0, n).
+Tensor take(const Tensor& x, const Tensor& idx, int axis);  // x.shape[:axis] ++ idx.shape ++ ...
+Tensor take_along_axis(const Tensor& x, const Tensor& idx, int axis);  // numpy's
+Tensor gather(const Tensor& table, const Tensor& idx);  // an embedding lookup: take along axis 0
+// x plus, for each position of idx, the matching slice of updates (shape x.shape[:axis] ++
+// idx.shape ++ x.shape[axis+1:]) added at x's index idx[...] along axis; duplicates accumulate.
+Tensor scatter_add(const Tensor& x, const Tensor& idx, const Tensor& updates, int axis);
+Tensor index_add(const Tensor& x, int axis, const Tensor& idx, const Tensor& updates);  // torch
+// labels.shape ++ [n]: 1 where the last index equals the label (out-of-range labels: all 0).
+Tensor one_hot(const Tensor& labels, int64_t n, DType t = DType::Float32);
+// Start indices are 0-d integer tensors (traced under rune::jit: new values do not retrace);
+// sizes are static.
+Tensor dynamic_slice(const Tensor& x, const std::vector<Tensor>& starts, const Shape& sizes);
+Tensor dynamic_update_slice(const Tensor& x, const Tensor& update,
+                            const std::vector<Tensor>& starts);
+// The k largest along axis, largest first, ties by lower index (NaN counts as the largest):
+// (values, int64 indices). Differentiable in the values.
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int axis = -1);
+
 // ---- movement ----
 Tensor reshape(const Tensor& x, const Shape& shape);  // one -1 allowed
 Tensor transpose(const Tensor& x);                    // reverses the axes

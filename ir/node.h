@@ -27,6 +27,7 @@ enum class OpCategory : uint8_t {
   Contract,
   Library,
   Movement,
+  Gather,  // data-dependent reads (ir/ops.def's Gather)
   Kernel
 };
 

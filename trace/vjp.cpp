@@ -92,6 +92,26 @@ NodeRef unsort(NodeRef x, NodeRef g) {
   return reshape(reduce_sum(picked, {static_cast<int64_t>(nd) - 1}), x->shape);
 }
 
+// ---- issue 18 "Indexing": the cotangent of Gather ----
+// out = Gather(x, idx) along `axis` reads x at i with i[axis] := clamp(idx[i], 0, n - 1); each
+// g[i] goes back to that element: dx[j] = sum over t of where(clamp(idx)[.., t, ..] == j[axis],
+// g[.., t, ..], 0), a one-hot comparison over x.shape[:axis+1] ++ [m] ++ x.shape[axis+1:]
+// (m = idx.shape[axis]) reduced over the m axis, as nx::scatter_add (core/ops_index.cpp). The
+// clamp is the primitive's own, so a clamped read sends its gradient to the clamped element.
+// Deterministic: a reduction's fixed order, no atomics.
+NodeRef ungather(NodeRef x, NodeRef idx, NodeRef g, int64_t axis) {
+  const int64_t m = idx->shape[axis];
+  Shape grid = x->shape, col = idx->shape;
+  grid.insert(grid.begin() + axis + 1, m);
+  col.insert(col.begin() + axis, 1);
+  NodeRef hi = constant(ir::DType::Int64, static_cast<double>(x->shape[axis] - 1), idx->shape);
+  NodeRef clamped = bin(Op::Min, bin(Op::Max, idx, constant(ir::DType::Int64, 0, idx->shape)), hi);
+  NodeRef j = ir::make(Op::Iota, ir::DType::Int64, grid, {}, axis);
+  NodeRef gi = expand(reshape(g, col), grid);
+  NodeRef picked = where(cmp(Op::CmpEq, expand(reshape(clamped, col), grid), j), gi, like(gi, 0));
+  return reshape(reduce_sum(picked, {axis + 1}), x->shape);
+}
+
 // (1 - x)(1 + x): 1 - x^2 without the cancellation of 1 - x*x near |x| = 1.
 NodeRef one_minus_square(NodeRef x) { return mul(sub(like(x, 1), x), add(like(x, 1), x)); }
 
@@ -246,6 +266,8 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
       return {flip_last(ir::make(Op::Cumsum, g->dtype, g->shape, {flip_last(g)}))};
     case Op::Sort:
       return {unsort(A(0), g)};
+    case Op::Gather:  // issue 18 "Indexing": the indices get no gradient
+      return {ungather(A(0), A(1), g, ir::arg_int(n)), none};
     case Op::ReduceSum:
       return {expand(g, A(0)->shape)};
     case Op::ReduceProd:

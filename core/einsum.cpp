@@ -55,14 +55,14 @@ Spec parse(const std::string& subscripts, size_t operands) {
     for (char c = 'A'; c <= 'z'; ++c) {
       if (!is_letter(c)) continue;
       int count = 0;
-      for (const auto& in : spec.inputs) count += static_cast<int>(std::count(in.begin(), in.end(), c));
+      for (const auto& in : spec.inputs)
+        count += static_cast<int>(std::count(in.begin(), in.end(), c));
       if (count == 1) spec.output += c;
     }
     return spec;
   }
   for (char c : s.substr(arrow + 2)) {
-    if (!is_letter(c))
-      bad(subscripts, std::string("'") + c + "' in the output is not a letter");
+    if (!is_letter(c)) bad(subscripts, std::string("'") + c + "' in the output is not a letter");
     if (std::count(spec.output.begin(), spec.output.end(), c))
       bad(subscripts, std::string("output letter '") + c + "' appears twice");
     bool found = false;
@@ -175,8 +175,7 @@ Tensor einsum(const std::string& subscripts, const Tensor& a, const Tensor& b) {
   }
   for (char c : y.letters)
     if (!has(x.letters, c)) n += c;
-  const int64_t nb = product(x, batch), nm = product(x, m), nk = product(x, k),
-                nn = product(y, n);
+  const int64_t nb = product(x, batch), nm = product(x, m), nk = product(x, k), nn = product(y, n);
   Tensor lhs = reshape(arrange(x, batch + m + k), {nb, nm, nk});
   Tensor rhs = reshape(arrange(y, batch + k + n), {nb, nk, nn});
   Shape full;

@@ -110,9 +110,9 @@ Tensor norm(const Tensor& x, double ord, Axes axes, bool keepdims) {
     fail(api, std::string("ord must be 1, 2 or inf, got ") + buf);
   }
   if (ord != 2 && a.size() != 1)
-    fail(api, "ord " + std::string(inf ? "inf" : "1") + " is a vector norm and needs one axis; got " +
-                  std::to_string(a.size()) + " axes of " + x.describe() +
-                  " (numpy's matrix norms are not provided)");
+    fail(api, "ord " + std::string(inf ? "inf" : "1") +
+                  " is a vector norm and needs one axis; got " + std::to_string(a.size()) +
+                  " axes of " + x.describe() + " (numpy's matrix norms are not provided)");
   Tensor xf = cast(x, compute_dtype(x.dtype()));
   Tensor r;
   if (ord == 1) {

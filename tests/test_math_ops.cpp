@@ -93,8 +93,9 @@ TEST_P(MathOps, ReductionsMatchNumpy) {
                 {4.0697051490249265, 4.589389937671455, 4.130677910464576});
   expect_values("norm 1", nx::norm(x, 1, {1}), {7.25, 7.25, 7.25});
   expect_values("norm inf", nx::norm(x, INFINITY, {0}), {4.0, 2.25, 3.0, 3.0});
-  expect_values("cumprod axis 1", nx::cumprod(x, 1),
-                {1.5, -3.375, -10.125, -5.0625, 4.0, 1.0, -1.0, -2.0, -0.5, -0.625, -1.5625, 4.6875});
+  expect_values(
+      "cumprod axis 1", nx::cumprod(x, 1),
+      {1.5, -3.375, -10.125, -5.0625, 4.0, 1.0, -1.0, -2.0, -0.5, -0.625, -1.5625, 4.6875});
   expect_values("cumprod axis 0", nx::cumprod(x, 0),
                 {1.5, -2.25, 3.0, 0.5, 6.0, -0.5625, -3.0, 1.0, -3.0, -0.703125, -7.5, -3.0});
   // Integers: var, std and norm give float64; cumprod int64 (numpy: int64 on Linux).
@@ -212,14 +213,13 @@ TEST_P(MathOps, ModelMathMatchesNumpy) {
   Tensor gamma = on(f64({4}, {1.0, 0.5, -2.0, 1.5})), beta = on(f64({4}, {0.0, 0.25, 1.0, -0.5}));
   expect_values("layer_norm", nx::nn::layer_norm(x, gamma, beta),
                 {0.4242383882560083, -0.5168924710781688, -1.4148954408418932, -0.646851749780926,
-                 1.4277895504067986, -0.032237469266460206, 3.4571262030256533,
-                 0.04787273445842266, -0.2724768592101487, 0.5376144624996014,
-                 -1.3614661131546222, -2.725227683549548});
-  expect_values("rms_norm", nx::nn::rms_norm(x, gamma),
-                {0.7371540511859179, -0.5528655383894384, -2.9486162047436717,
-                 0.36857702559295896, 1.7431509087273582, 0.054473465897729945,
-                 0.8715754543636791, 1.3073631815455187, -0.24209098469055737, 0.3026137308631967,
-                 -2.4209098469055736, -2.1788188622150164});
+                 1.4277895504067986, -0.032237469266460206, 3.4571262030256533, 0.04787273445842266,
+                 -0.2724768592101487, 0.5376144624996014, -1.3614661131546222, -2.725227683549548});
+  expect_values(
+      "rms_norm", nx::nn::rms_norm(x, gamma),
+      {0.7371540511859179, -0.5528655383894384, -2.9486162047436717, 0.36857702559295896,
+       1.7431509087273582, 0.054473465897729945, 0.8715754543636791, 1.3073631815455187,
+       -0.24209098469055737, 0.3026137308631967, -2.4209098469055736, -2.1788188622150164});
   Tensor t = on(f64({3, 4}, {1.0, -2.0, 2.5, 0.0, 3.5, 0.5, -1.5, 2.0, 0.0, 1.0, 2.0, -2.5}));
   expect_values("mse", nx::nn::mse(x, t), {0.18229166666666666});
   Tensor labels = on(host(nx::create(nx::int32, {3}, {2, 0, 3})));
@@ -273,34 +273,46 @@ TEST_P(MathOps, CrossEntropyLabelOutOfRange) {
 TEST_P(MathOps, SameBitsEagerCompiledAndOnEveryDevice) {
   Tensor x = host(nx::rand(nx::key(11), nx::float32, {3, 5}) * 4.0 - 2.0);
   Tensor z = host(nx::where(nx::abs(x) < 0.5, nx::zeros_like(x), x));  // some zeros
-  same_bits("var", [](const Tensor& t) { return nx::var(t, {1}); }, x);
-  same_bits("std", [](const Tensor& t) { return nx::std(t, {0}, 1); }, x);
-  same_bits("all", [](const Tensor& t) { return nx::all(t, {1}); }, z);
-  same_bits("any", [](const Tensor& t) { return nx::any(t); }, z);
-  same_bits("norm", [](const Tensor& t) { return nx::norm(t); }, x);
-  same_bits("norm 1", [](const Tensor& t) { return nx::norm(t, 1, {1}); }, x);
-  same_bits("norm inf", [](const Tensor& t) { return nx::norm(t, INFINITY, {0}); }, x);
-  same_bits("tril", [](const Tensor& t) { return nx::tril(t, 1); }, x);
-  same_bits("triu", [](const Tensor& t) { return nx::triu(t); }, x);
-  same_bits("cumprod", [](const Tensor& t) { return nx::cumprod(t, 1); }, z);
-  same_bits("cumprod axis 0", [](const Tensor& t) { return nx::cumprod(t, 0); }, x);
+  same_bits(
+      "var", [](const Tensor& t) { return nx::var(t, {1}); }, x);
+  same_bits(
+      "std", [](const Tensor& t) { return nx::std(t, {0}, 1); }, x);
+  same_bits(
+      "all", [](const Tensor& t) { return nx::all(t, {1}); }, z);
+  same_bits(
+      "any", [](const Tensor& t) { return nx::any(t); }, z);
+  same_bits(
+      "norm", [](const Tensor& t) { return nx::norm(t); }, x);
+  same_bits(
+      "norm 1", [](const Tensor& t) { return nx::norm(t, 1, {1}); }, x);
+  same_bits(
+      "norm inf", [](const Tensor& t) { return nx::norm(t, INFINITY, {0}); }, x);
+  same_bits(
+      "tril", [](const Tensor& t) { return nx::tril(t, 1); }, x);
+  same_bits(
+      "triu", [](const Tensor& t) { return nx::triu(t); }, x);
+  same_bits(
+      "cumprod", [](const Tensor& t) { return nx::cumprod(t, 1); }, z);
+  same_bits(
+      "cumprod axis 0", [](const Tensor& t) { return nx::cumprod(t, 0); }, x);
   Tensor y = host(nx::rand(nx::key(12), nx::float32, {5, 4}));
   same_bits(
       "einsum", [](const Tensor& a, const Tensor& b) { return nx::einsum("ij,jk->ik", a, b); }, x,
       y);
-  same_bits("einsum sum", [](const Tensor& t) { return nx::einsum("ij->j", t); }, x);
+  same_bits(
+      "einsum sum", [](const Tensor& t) { return nx::einsum("ij->j", t); }, x);
   Tensor g = host(nx::rand(nx::key(13), nx::float32, {5}));
   same_bits(
       "layer_norm", [](const Tensor& t, const Tensor& p) { return nx::nn::layer_norm(t, p, p); }, x,
       g);
   same_bits(
       "rms_norm", [](const Tensor& t, const Tensor& p) { return nx::nn::rms_norm(t, p); }, x, g);
-  same_bits("mse", [](const Tensor& a, const Tensor& b) { return nx::nn::mse(a, b); }, x, z);
+  same_bits(
+      "mse", [](const Tensor& a, const Tensor& b) { return nx::nn::mse(a, b); }, x, z);
   Tensor labels = host(nx::create(nx::int32, {3}, {4, 0, 2}));
   same_bits(
       "cross_entropy",
-      [](const Tensor& l, const Tensor& y) { return nx::nn::cross_entropy(l, y, 0.1); }, x,
-      labels);
+      [](const Tensor& l, const Tensor& y) { return nx::nn::cross_entropy(l, y, 0.1); }, x, labels);
   // Gradients (vjp graphs) of the compositions.
   same_bits(
       "grad cumprod",
@@ -366,15 +378,24 @@ void check_grad(const std::string& name, const Fn& f, const Tensor& x) {
 
 TEST(MathGrad, ReductionsAndTriangles) {
   Tensor x = x34();
-  check_grad("var", [](const Tensor& t) { return nx::var(t); }, x);
-  check_grad("var axis 1 ddof 1", [](const Tensor& t) { return nx::var(t, {1}, 1); }, x);
-  check_grad("std axis 0", [](const Tensor& t) { return nx::std(t, {0}); }, x);
-  check_grad("norm", [](const Tensor& t) { return nx::norm(t); }, x);
-  check_grad("norm axis 1", [](const Tensor& t) { return nx::norm(t, 2, {1}, true); }, x);
-  check_grad("norm 1", [](const Tensor& t) { return nx::norm(t, 1, {1}); }, x);
-  check_grad("norm inf", [](const Tensor& t) { return nx::norm(t, INFINITY, {1}); }, x);
-  check_grad("tril", [](const Tensor& t) { return nx::tril(t); }, x);
-  check_grad("triu", [](const Tensor& t) { return nx::triu(t, 1); }, x);
+  check_grad(
+      "var", [](const Tensor& t) { return nx::var(t); }, x);
+  check_grad(
+      "var axis 1 ddof 1", [](const Tensor& t) { return nx::var(t, {1}, 1); }, x);
+  check_grad(
+      "std axis 0", [](const Tensor& t) { return nx::std(t, {0}); }, x);
+  check_grad(
+      "norm", [](const Tensor& t) { return nx::norm(t); }, x);
+  check_grad(
+      "norm axis 1", [](const Tensor& t) { return nx::norm(t, 2, {1}, true); }, x);
+  check_grad(
+      "norm 1", [](const Tensor& t) { return nx::norm(t, 1, {1}); }, x);
+  check_grad(
+      "norm inf", [](const Tensor& t) { return nx::norm(t, INFINITY, {1}); }, x);
+  check_grad(
+      "tril", [](const Tensor& t) { return nx::tril(t); }, x);
+  check_grad(
+      "triu", [](const Tensor& t) { return nx::triu(t, 1); }, x);
 }
 
 TEST(MathGrad, NormAtZeroIsZero) {
@@ -398,38 +419,45 @@ TEST(MathGrad, NormAtZeroIsZero) {
 TEST(MathGrad, CumprodWithZeros) {
   // Rows with no zero, one zero and two zeros: a formula dividing by x gives NaN or wrong values
   // at the zeros; the running products' own rules give the exact derivative.
-  Tensor x = f64({3, 5}, {1.5, -2.0, 0.5, 3.0, -1.25, 2.0, 0.0, 1.5, -3.0, 0.75, 0.0, 1.0, 0.0, 2.0,
-                          -0.5});
-  check_grad("cumprod axis 1", [](const Tensor& t) { return nx::cumprod(t, 1); }, x);
-  check_grad("cumprod axis 0", [](const Tensor& t) { return nx::cumprod(t, 0); }, x);
+  Tensor x = f64({3, 5},
+                 {1.5, -2.0, 0.5, 3.0, -1.25, 2.0, 0.0, 1.5, -3.0, 0.75, 0.0, 1.0, 0.0, 2.0, -0.5});
+  check_grad(
+      "cumprod axis 1", [](const Tensor& t) { return nx::cumprod(t, 1); }, x);
+  check_grad(
+      "cumprod axis 0", [](const Tensor& t) { return nx::cumprod(t, 0); }, x);
   // By hand: y = cumprod([2, 0, 3]) = [2, 0, 0]; d sum(y) / dx = [1 + 0 + 0, 2 + 2*3, 0].
-  auto g = nx::to_vector<double>(rune::grad(
-      [](const Tensor& t) { return nx::sum(nx::cumprod(t)); }, f64({3}, {2, 0, 3})));
+  auto g = nx::to_vector<double>(
+      rune::grad([](const Tensor& t) { return nx::sum(nx::cumprod(t)); }, f64({3}, {2, 0, 3})));
   EXPECT_EQ(g, (std::vector<double>{1, 8, 0}));
   // Eight elements: three levels of the scan.
   Tensor long_x = f64({8}, {1.5, 0.0, -2.0, 0.5, 0.0, 1.25, 3.0, -1.0});
-  check_grad("cumprod 8", [](const Tensor& t) { return nx::cumprod(t); }, long_x);
+  check_grad(
+      "cumprod 8", [](const Tensor& t) { return nx::cumprod(t); }, long_x);
 }
 
 TEST(MathGrad, Einsum) {
   Tensor a = host(nx::rand(nx::key(21), nx::float64, {3, 4}) - 0.5);
   Tensor b = host(nx::rand(nx::key(22), nx::float64, {4, 2}) - 0.5);
-  check_grad("ij,jk->ik a", [&](const Tensor& t) { return nx::einsum("ij,jk->ik", t, b); }, a);
-  check_grad("ij,jk->ik b", [&](const Tensor& t) { return nx::einsum("ij,jk->ik", a, t); }, b);
-  check_grad("ij->ji", [](const Tensor& t) { return nx::einsum("ij->ji", t); }, a);
-  check_grad("ij->", [](const Tensor& t) { return nx::einsum("ij->", t); }, a);
+  check_grad(
+      "ij,jk->ik a", [&](const Tensor& t) { return nx::einsum("ij,jk->ik", t, b); }, a);
+  check_grad(
+      "ij,jk->ik b", [&](const Tensor& t) { return nx::einsum("ij,jk->ik", a, t); }, b);
+  check_grad(
+      "ij->ji", [](const Tensor& t) { return nx::einsum("ij->ji", t); }, a);
+  check_grad(
+      "ij->", [](const Tensor& t) { return nx::einsum("ij->", t); }, a);
   Tensor sq = host(nx::rand(nx::key(23), nx::float64, {3, 3}));
-  check_grad("ii->i", [](const Tensor& t) { return nx::einsum("ii->i", t); }, sq);
+  check_grad(
+      "ii->i", [](const Tensor& t) { return nx::einsum("ii->i", t); }, sq);
   Tensor v = host(nx::rand(nx::key(24), nx::float64, {4}));
-  check_grad("i,i->", [&](const Tensor& t) { return nx::einsum("i,i->", t, v); }, v * 2.0);
+  check_grad(
+      "i,i->", [&](const Tensor& t) { return nx::einsum("i,i->", t, v); }, v * 2.0);
   Tensor q = host(nx::rand(nx::key(25), nx::float64, {2, 2, 3, 4}));
   Tensor k = host(nx::rand(nx::key(26), nx::float64, {2, 2, 5, 4}));
   check_grad(
-      "bhqd,bhkd->bhqk q", [&](const Tensor& t) { return nx::einsum("bhqd,bhkd->bhqk", t, k); },
-      q);
+      "bhqd,bhkd->bhqk q", [&](const Tensor& t) { return nx::einsum("bhqd,bhkd->bhqk", t, k); }, q);
   check_grad(
-      "bhqd,bhkd->bhqk k", [&](const Tensor& t) { return nx::einsum("bhqd,bhkd->bhqk", q, t); },
-      k);
+      "bhqd,bhkd->bhqk k", [&](const Tensor& t) { return nx::einsum("bhqd,bhkd->bhqk", q, t); }, k);
   Tensor p = host(nx::rand(nx::key(27), nx::float64, {2, 2, 3, 5}));
   check_grad(
       "bhqk,bhkd->bhqd", [&](const Tensor& t) { return nx::einsum("bhqk,bhkd->bhqd", p, t); }, k);
@@ -442,24 +470,29 @@ TEST(MathGrad, Einsum) {
 TEST(MathGrad, ModelMath) {
   Tensor x = x34();
   Tensor gamma = f64({4}, {1.0, 0.5, -2.0, 1.5}), beta = f64({4}, {0.0, 0.25, 1.0, -0.5});
-  check_grad("layer_norm x", [&](const Tensor& t) { return nx::nn::layer_norm(t, gamma, beta); },
-             x);
-  check_grad("layer_norm gamma",
-             [&](const Tensor& t) { return nx::nn::layer_norm(x, t, beta); }, gamma);
-  check_grad("layer_norm beta",
-             [&](const Tensor& t) { return nx::nn::layer_norm(x, gamma, t); }, beta);
+  check_grad(
+      "layer_norm x", [&](const Tensor& t) { return nx::nn::layer_norm(t, gamma, beta); }, x);
+  check_grad(
+      "layer_norm gamma", [&](const Tensor& t) { return nx::nn::layer_norm(x, t, beta); }, gamma);
+  check_grad(
+      "layer_norm beta", [&](const Tensor& t) { return nx::nn::layer_norm(x, gamma, t); }, beta);
   Tensor g3 = f64({3}, {1.0, 2.0, 0.5});
-  check_grad("layer_norm axis 0",
-             [&](const Tensor& t) { return nx::nn::layer_norm(t, g3, g3, 1e-5, 0); }, x);
-  check_grad("rms_norm x", [&](const Tensor& t) { return nx::nn::rms_norm(t, gamma); }, x);
-  check_grad("rms_norm gamma", [&](const Tensor& t) { return nx::nn::rms_norm(x, t); }, gamma);
+  check_grad(
+      "layer_norm axis 0", [&](const Tensor& t) { return nx::nn::layer_norm(t, g3, g3, 1e-5, 0); },
+      x);
+  check_grad(
+      "rms_norm x", [&](const Tensor& t) { return nx::nn::rms_norm(t, gamma); }, x);
+  check_grad(
+      "rms_norm gamma", [&](const Tensor& t) { return nx::nn::rms_norm(x, t); }, gamma);
   Tensor target = f64({3, 4}, {1.0, -2.0, 2.5, 0.0, 3.5, 0.5, -1.5, 2.0, 0.0, 1.0, 2.0, -2.5});
-  check_grad("mse", [&](const Tensor& t) { return nx::nn::mse(t, target); }, x);
+  check_grad(
+      "mse", [&](const Tensor& t) { return nx::nn::mse(t, target); }, x);
   Tensor labels = nx::place(nx::create(nx::int64, {3}, {2, 0, 3}), "CPU");
-  check_grad("cross_entropy", [&](const Tensor& t) { return nx::nn::cross_entropy(t, labels); },
-             x);
-  check_grad("cross_entropy smoothed",
-             [&](const Tensor& t) { return nx::nn::cross_entropy(t, labels, 0.1); }, x);
+  check_grad(
+      "cross_entropy", [&](const Tensor& t) { return nx::nn::cross_entropy(t, labels); }, x);
+  check_grad(
+      "cross_entropy smoothed",
+      [&](const Tensor& t) { return nx::nn::cross_entropy(t, labels, 0.1); }, x);
   // By hand: d mean CE / d logits = (softmax - target_dist) / batch.
   auto g = nx::to_array(
       rune::grad([&](const Tensor& t) { return nx::nn::cross_entropy(t, labels, 0.1); }, x));
@@ -518,9 +551,9 @@ TEST(MathErrors, EinsumNamesTheSubscripts) {
             "nx::einsum: subscripts \"ij,jk->ik\": 2 operand subscripts for 1 operands");
   EXPECT_EQ(error_of([&] { nx::einsum("ii->i", a); }),
             "nx::einsum: subscripts \"ii->i\": letter 'i' has extents 3 and 4 in float64 [3, 4]");
-  EXPECT_NE(error_of([&] { nx::einsum("ij,jk->ik", a, nx::cast(b, nx::float32)); })
-                .find("nx::einsum"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { nx::einsum("ij,jk->ik", a, nx::cast(b, nx::float32)); }).find("nx::einsum"),
+      std::string::npos);
 }
 
 TEST(MathErrors, ModelMath) {
@@ -539,7 +572,9 @@ TEST(MathErrors, ModelMath) {
   Tensor labels = nx::place(nx::create(nx::int64, {3}, {0, 1, 2}), "CPU");
   EXPECT_EQ(error_of([&] { nx::nn::cross_entropy(x, nx::cast(labels, nx::float32)); }),
             "nx::nn::cross_entropy: labels must be an integer dtype, got float32 [3]");
-  EXPECT_EQ(error_of([&] { nx::nn::cross_entropy(x, nx::reshape(labels, {3, 1})); }),
+  EXPECT_EQ(error_of([&] {
+              nx::nn::cross_entropy(x, nx::reshape(labels, {3, 1}));
+            }),
             "nx::nn::cross_entropy: labels int64 [3, 1] must have the shape of logits float64 "
             "[3, 4] without its last axis, [3]");
   EXPECT_EQ(error_of([&] { nx::nn::cross_entropy(x, labels, 1.5); }),

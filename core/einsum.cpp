@@ -73,6 +73,37 @@ Spec parse(const std::string& subscripts, size_t operands) {
   return spec;
 }
 
+// Every check before any op runs: each operand has one letter per axis, and a letter has one
+// extent wherever it appears (within an operand: a diagonal; across operands: a contraction or
+// batch axis).
+void validate(const std::string& subscripts, const Spec& spec, const std::vector<Tensor>& xs) {
+  for (size_t o = 0; o < xs.size(); ++o) {
+    const std::string& letters = spec.inputs[o];
+    const Tensor& x = xs[o];
+    if (static_cast<int>(letters.size()) != x.ndim())
+      bad(subscripts, "operand subscript \"" + letters + "\" has " +
+                          std::to_string(letters.size()) + " letters for " + x.describe());
+    for (size_t p = 0; p < letters.size(); ++p) {
+      size_t q = letters.find(letters[p]);
+      if (q < p && x.shape()[q] != x.shape()[p])
+        bad(subscripts, std::string("letter '") + letters[p] + "' has extents " +
+                            std::to_string(x.shape()[q]) + " and " + std::to_string(x.shape()[p]) +
+                            " in " + x.describe());
+    }
+  }
+  if (xs.size() < 2) return;
+  for (size_t p = 0; p < spec.inputs[0].size(); ++p) {
+    const char c = spec.inputs[0][p];
+    size_t q = spec.inputs[1].find(c);
+    if (q == std::string::npos) continue;
+    int64_t ea = xs[0].shape()[p], eb = xs[1].shape()[q];
+    if (ea != eb)
+      bad(subscripts, std::string("letter '") + c + "' has extent " + std::to_string(ea) + " in " +
+                          xs[0].describe() + " and " + std::to_string(eb) + " in " +
+                          xs[1].describe());
+  }
+}
+
 // An operand with one letter per axis, each letter once.
 struct Labeled {
   Tensor t;
@@ -82,18 +113,12 @@ struct Labeled {
 
 // Takes the diagonal of each repeated letter: its two axes move last, flatten, and every
 // (n + 1)-th element is kept.
-Labeled diagonals(const std::string& subscripts, const Tensor& x, std::string letters) {
-  if (static_cast<int>(letters.size()) != x.ndim())
-    bad(subscripts, "operand subscript \"" + letters + "\" has " + std::to_string(letters.size()) +
-                        " letters for " + x.describe());
+Labeled diagonals(const Tensor& x, std::string letters) {
   Tensor t = x;
   for (size_t p = 0; p < letters.size(); ++p) {
     size_t q = letters.find(letters[p], p + 1);
     if (q == std::string::npos) continue;
-    const int64_t n = t.shape()[p];
-    if (t.shape()[q] != n)
-      bad(subscripts, std::string("letter '") + letters[p] + "' has extents " + std::to_string(n) +
-                          " and " + std::to_string(t.shape()[q]) + " in " + x.describe());
+    const int64_t n = t.shape()[p];  // = t.shape()[q] (validate)
     Axes perm;
     for (int d = 0; d < t.ndim(); ++d)
       if (d != static_cast<int>(p) && d != static_cast<int>(q)) perm.push_back(d);
@@ -147,7 +172,8 @@ int64_t product(const Labeled& x, const std::string& letters) {
 Tensor einsum(const std::string& subscripts, const Tensor& a) {
   OpScope scope_(kApi, {&a});
   Spec spec = parse(subscripts, 1);
-  Labeled x = sum_unused(diagonals(subscripts, a, spec.inputs[0]), spec.output);
+  validate(subscripts, spec, {a});
+  Labeled x = sum_unused(diagonals(a, spec.inputs[0]), spec.output);
   return identity_result(arrange(x, spec.output));
 }
 
@@ -155,19 +181,16 @@ Tensor einsum(const std::string& subscripts, const Tensor& a, const Tensor& b) {
   OpScope scope_(kApi, {&a, &b});
   Spec spec = parse(subscripts, 2);
   require_same_dtype(kApi, a, b);
-  Labeled x = diagonals(subscripts, a, spec.inputs[0]);
-  Labeled y = diagonals(subscripts, b, spec.inputs[1]);
+  validate(subscripts, spec, {a, b});
+  Labeled x = diagonals(a, spec.inputs[0]);
+  Labeled y = diagonals(b, spec.inputs[1]);
   auto has = [](const std::string& s, char c) { return s.find(c) != std::string::npos; };
   // Letters each operand must keep: those of the output and of the other operand.
   x = sum_unused(x, spec.output + y.letters);
   y = sum_unused(y, spec.output + x.letters);
   std::string batch, m, k, n;  // batch: both and output; k: both, not output
   for (char c : x.letters) {
-    if (has(y.letters, c)) {
-      if (x.extent(c) != y.extent(c))
-        bad(subscripts, std::string("letter '") + c + "' has extent " +
-                            std::to_string(x.extent(c)) + " in " + a.describe() + " and " +
-                            std::to_string(y.extent(c)) + " in " + b.describe());
+    if (has(y.letters, c)) {  // one extent in both (validate)
       (has(spec.output, c) ? batch : k) += c;
     } else {
       m += c;

@@ -17,16 +17,19 @@ namespace {
 
 DType compute_dtype(DType t) { return ir::is_half(t) ? DType::Float32 : t; }
 
-// gamma (or beta) as a 1-D tensor of x's dtype and extent `n`, reshaped to broadcast along
-// axis `a` of x.
-Tensor along(const std::string& api, const char* what, const Tensor& p, const Tensor& x, int a) {
+// gamma (or beta) must be 1-D of x's dtype and extent along axis `a`.
+void check_param(const std::string& api, const char* what, const Tensor& p, const Tensor& x,
+                 int a) {
   const int64_t n = x.shape()[a];
   if (p.dtype() != x.dtype() || p.shape() != Shape{n})
     fail(api, std::string(what) + " must be " + std::string(ir::name(x.dtype())) + " [" +
                   std::to_string(n) + "] for " + x.describe() + " (axis " + std::to_string(a) +
                   "); got " + p.describe());
+}
+// A checked parameter at the compute dtype, shaped to broadcast along axis `a` of x.
+Tensor along(const Tensor& p, const Tensor& x, int a) {
   Shape s(x.ndim(), 1);
-  s[a] = n;
+  s[a] = x.shape()[a];
   return reshape(cast(p, compute_dtype(x.dtype())), s);
 }
 
@@ -49,7 +52,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
   require_eps(api, eps);
   if (x.ndim() == 0) fail(api, "needs at least one axis; got the 0-d " + x.describe());
   const int a = norm_axis(api, axis, x.ndim(), x);
-  Tensor g = along(api, "gamma", gamma, x, a), b = along(api, "beta", beta, x, a);
+  check_param(api, "gamma", gamma, x, a);
+  check_param(api, "beta", beta, x, a);
+  Tensor g = along(gamma, x, a), b = along(beta, x, a);
   Tensor xf = cast(x, compute_dtype(x.dtype()));
   const double n = static_cast<double>(x.shape()[a]);
   Tensor d = sub(xf, div(sum(xf, {a}, true), scalar_like(xf, n)));
@@ -65,7 +70,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& gamma, double eps) {
   require_eps(api, eps);
   if (x.ndim() == 0) fail(api, "needs at least one axis; got the 0-d " + x.describe());
   const int a = x.ndim() - 1;
-  Tensor g = along(api, "gamma", gamma, x, a);
+  check_param(api, "gamma", gamma, x, a);
+  Tensor g = along(gamma, x, a);
   Tensor xf = cast(x, compute_dtype(x.dtype()));
   const double n = static_cast<double>(x.shape()[a]);
   Tensor ms = div(sum(mul(xf, xf), {a}, true), scalar_like(xf, n));

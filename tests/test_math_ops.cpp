@@ -176,6 +176,14 @@ TEST_P(MathOps, EinsumMatchesNumpy) {
   EXPECT_EQ(nx::to_array(nx::einsum("ii->i", sq)), (std::vector<double>{-4.0, 0.0, 4.0}));
   EXPECT_EQ(nx::to_array(nx::einsum("ii->", sq)), (std::vector<double>{0.0}));
   EXPECT_EQ(nx::to_array(nx::einsum("ii", sq)), (std::vector<double>{0.0}));  // implicit: trace
+  // Mixed cases (numpy 2.4 again): a diagonal contracted, an elementwise product, a whole
+  // operand summed away, a matrix-vector product, an implicit output.
+  EXPECT_EQ(nx::to_array(nx::einsum("ii,i->i", sq, v)), (std::vector<double>{-6.0, 0.0, 1.0}));
+  EXPECT_EQ(nx::to_array(nx::einsum("ij,ij->ij", a, a)),
+            (std::vector<double>{1.0, 0.25, 0.0, 0.25, 1.0, 2.25}));
+  EXPECT_EQ(nx::to_array(nx::einsum("ij,k->k", a, w)), (std::vector<double>{6.0, 0.75, -12.0}));
+  EXPECT_EQ(nx::to_array(nx::einsum("ij,j->i", a, v)), (std::vector<double>{-0.5, -0.875}));
+  EXPECT_EQ(nx::to_array(nx::einsum("ji,j", sq, w)), (std::vector<double>{-32.5, -36.0, -39.5}));
   // A diagonal is a strided view: -0 stays -0 (a masked sum would give +0).
   Tensor nz = on(f64({2, 2}, {-0.0, 1, 2, 3}));
   EXPECT_TRUE(std::signbit(nx::to_array(nx::einsum("ii->i", nz))[0]));
@@ -416,6 +424,13 @@ TEST(MathGrad, NormAtZeroIsZero) {
   EXPECT_EQ(all, std::vector<double>(6, 0.0));
 }
 
+TEST(MathGrad, StdOfAConstantIsNaN) {
+  // sqrt's infinite slope at a zero variance times zero deviations: NaN, as jnp.std's.
+  auto g = nx::to_vector<double>(
+      rune::grad([](const Tensor& t) { return nx::std(t); }, f64({3}, {2, 2, 2})));
+  for (double v : g) EXPECT_TRUE(std::isnan(v));
+}
+
 TEST(MathGrad, CumprodWithZeros) {
   // Rows with no zero, one zero and two zeros: a formula dividing by x gives NaN or wrong values
   // at the zeros; the running products' own rules give the exact derivative.
@@ -554,6 +569,24 @@ TEST(MathErrors, EinsumNamesTheSubscripts) {
   EXPECT_NE(
       error_of([&] { nx::einsum("ij,jk->ik", a, nx::cast(b, nx::float32)); }).find("nx::einsum"),
       std::string::npos);
+}
+
+// A failed call changes nothing: its donated operands stay alive and readable (every check runs
+// before any op does).
+TEST(MathErrors, FailedCallsLeaveDonatedOperands) {
+  Tensor a = x34(), b = f64({3, 2}, {1, 2, 3, 4, 5, 6});
+  EXPECT_THROW(nx::einsum("ij,jk->ik", nx::donate(a), nx::donate(b)), std::invalid_argument);
+  EXPECT_EQ(nx::to_array(a), nx::to_array(x34()));
+  EXPECT_EQ(nx::to_array(b).size(), 6u);
+  Tensor g4 = f64({4}, {1, 1, 1, 1});
+  EXPECT_THROW(nx::nn::layer_norm(nx::donate(a), nx::donate(g4), b), std::invalid_argument);
+  EXPECT_EQ(nx::to_array(a), nx::to_array(x34()));
+  EXPECT_EQ(nx::to_array(g4), (std::vector<double>{1, 1, 1, 1}));
+  EXPECT_THROW(nx::norm(nx::donate(a), 1), std::invalid_argument);
+  EXPECT_EQ(nx::to_array(a), nx::to_array(x34()));
+  // And a successful one consumes them.
+  nx::einsum("ij->ji", nx::donate(a));
+  EXPECT_THROW(nx::to_array(a), std::invalid_argument);
 }
 
 TEST(MathErrors, ModelMath) {

@@ -1,7 +1,9 @@
 // var, std, all, any, norm, tril, triu, cumprod (core/ops.h, docs/model-math.md): compositions of
 // the primitives, so each runs eagerly, under rune::jit and on every device with the same bits,
 // and each differentiates through its parts' rules.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "core/donation.h"
 #include "core/prim.h"

@@ -111,6 +111,9 @@ TEST_P(MathOps, ReductionsMatchNumpy) {
   Tensor h = on(nx::create(nx::float16, {2}, {65504, -65504}));
   EXPECT_EQ(nx::std(h).dtype(), nx::float16);
   EXPECT_EQ(nx::item<double>(nx::std(h)), 65504.0);
+  Tensor ch = nx::cumprod(on(host(nx::create(nx::bfloat16, {3}, {2, 0.5, -3}))));
+  EXPECT_EQ(ch.dtype(), nx::bfloat16);
+  EXPECT_EQ(nx::to_array(ch), (std::vector<double>{2, 1, -3}));
   // int64 products wrap as numpy's: 2^62 * 4 = 0.
   Tensor w = on(nx::create(nx::int64, {3}, {4611686018427387904.0, 4, 3}));
   EXPECT_EQ(nx::to_vector<int64_t>(nx::cumprod(w)),

@@ -3,5 +3,6 @@
 #include "core/check.h"
 #include "core/donation.h"
 #include "core/io.h"
+#include "core/nn.h"  // issue 18, part "math"
 #include "core/ops.h"
 #include "core/tensor.h"

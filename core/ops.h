@@ -142,6 +142,33 @@ Tensor dynamic_update_slice(const Tensor& x, const Tensor& update,
 // (values, int64 indices). Differentiable in the values.
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int axis = -1);
 
+// ---- math a model needs (issue 18, part "math"; core/ops_math.cpp, core/einsum.cpp,
+// docs/model-math.md) ----
+// Variance and standard deviation over `axes` (all when empty), numpy's two passes: the mean
+// first, then the mean of squared deviations divided by n - ddof. Integers and bool give
+// float64; 16-bit floats compute at float32 and round once.
+Tensor var(const Tensor& x, Axes axes = {}, int ddof = 0, bool keepdims = false);
+Tensor std(const Tensor& x, Axes axes = {}, int ddof = 0, bool keepdims = false);
+// Bool results for any dtype: an element is true when it is nonzero (NaN is true, -0 false).
+// Over no elements all is true and any false.
+Tensor all(const Tensor& x, Axes axes = {}, bool keepdims = false);
+Tensor any(const Tensor& x, Axes axes = {}, bool keepdims = false);
+// numpy.linalg.norm's vector norms: ord 2 is sqrt(sum(x^2)) over `axes` (all when empty: the
+// Frobenius norm of a matrix), its gradient 0 at x = 0; ord 1 (sum |x|) and ord inf (max |x|)
+// need a single axis (or a 1-D x). Integers and bool give float64.
+Tensor norm(const Tensor& x, double ord = 2, Axes axes = {}, bool keepdims = false);
+// The lower (tril: j <= i + k) and upper (triu: j >= i + k) triangles of the last two axes,
+// zeros elsewhere; any batch axes in front.
+Tensor tril(const Tensor& x, int64_t k = 0);
+Tensor triu(const Tensor& x, int64_t k = 0);
+// Inclusive running products along `axis`, dtypes as nx::cumsum (bool and integers in int64,
+// 16-bit floats at float32 rounded once per output).
+Tensor cumprod(const Tensor& x, int axis = -1);
+// numpy.einsum for one or two operands, explicit ("ij,jk->ik") or implicit ("ij,jk") output;
+// repeated letters in one operand take a diagonal. Two-operand contractions are one nx::matmul.
+Tensor einsum(const std::string& subscripts, const Tensor& a);
+Tensor einsum(const std::string& subscripts, const Tensor& a, const Tensor& b);
+
 // ---- movement ----
 Tensor reshape(const Tensor& x, const Shape& shape);  // one -1 allowed
 Tensor transpose(const Tensor& x);                    // reverses the axes

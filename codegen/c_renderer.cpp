@@ -148,30 +148,28 @@ std::string const_text(NodeRef n) {
   return "?";
 }
 
-// Vectors of 4 elements (8-byte types: two of 2), CUDA's types with members x, y, z, w.
+// Vectors of 4 elements (8-byte types: two of 2), CUDA's types with members x, y, z, w. The
+// integer dtypes of issue 18 use the type of their width that every dialect already declares
+// (int8 in uchar4, uint32 in int4, ...): a member converts to and from the dtype modulo 2^bits.
 std::string vec_type(DType t) {
   switch (t) {
     case DType::Bool:
     case DType::UInt8:
-      return "uchar4";
     case DType::Int8:
-      return "char4";
+      return "uchar4";
     case DType::Int16:
-      return "short4";
     case DType::UInt16:
     case DType::Float16:
     case DType::BFloat16:
       return "ushort4";
     case DType::Int32:
-      return "int4";
     case DType::UInt32:
-      return "uint4";
+      return "int4";
     case DType::Float32:
       return "float4";
     case DType::Int64:
-      return "longlong2";
     case DType::UInt64:
-      return "ulonglong2";
+      return "longlong2";
     case DType::Float64:
       return "double2";
   }

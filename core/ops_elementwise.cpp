@@ -51,8 +51,11 @@ std::pair<Tensor, Tensor> broadcast_pair(const std::string& api, const Tensor& a
 }
 
 Tensor const_of(DType t, double v) {
-  ir::Value val =
-      ir::is_float(t) ? ir::Value::of_float(t, v) : ir::Value::of_int(t, static_cast<int64_t>(v));
+  // uint64 values at or above 2^63 are kept as their bit pattern (ir::Value).
+  const int64_t i = t == DType::UInt64 && v >= 0x1p63
+                        ? static_cast<int64_t>(static_cast<uint64_t>(v))
+                        : static_cast<int64_t>(v);
+  ir::Value val = ir::is_float(t) ? ir::Value::of_float(t, v) : ir::Value::of_int(t, i);
   return current_interpreter().constant(val);
 }
 Tensor const_int(DType t, int64_t v) {

@@ -60,7 +60,7 @@ ir::Value creation_value(const char* api, DType t, double v) {
     const std::string top =
         t == DType::UInt64 ? std::to_string(UINT64_MAX) : std::to_string(ir::int_max(t));
     fail(api, "value " + num_str(v) + " is out of range for " + std::string(ir::name(t)) + " [" +
-                  std::to_string(ir::int_min(t)) + ", " + top + "]");
+                  num_str(lo) + ", " + top + "]");
   }
   if (t == DType::UInt64)  // kept as its bit pattern (ir::Value)
     return ir::Value::of_int(t, static_cast<int64_t>(static_cast<uint64_t>(tv)));

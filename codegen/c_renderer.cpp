@@ -67,10 +67,20 @@ const char* reg_type(DType t) {
       return "bool";
     case DType::UInt8:
       return "unsigned char";
+    case DType::Int8:
+      return "signed char";
+    case DType::Int16:
+      return "short";
+    case DType::UInt16:
+      return "unsigned short";
     case DType::Int32:
       return "int";
+    case DType::UInt32:
+      return "unsigned";
     case DType::Int64:
       return "long long";
+    case DType::UInt64:
+      return "unsigned long long";
     case DType::Float16:
     case DType::BFloat16:
       return "unsigned short";
@@ -82,8 +92,9 @@ const char* reg_type(DType t) {
   return "?";
 }
 const char* mem_type(DType t) { return t == DType::Bool ? "unsigned char" : reg_type(t); }
-// The unsigned type integer arithmetic wraps in (C signed overflow is undefined).
-const char* wrap_type(DType t) { return t == DType::Int64 ? "unsigned long long" : "unsigned"; }
+// The unsigned type integer arithmetic wraps in (C signed overflow is undefined; narrower types
+// promote to int, whose overflow is undefined too, so they compute in unsigned).
+const char* wrap_type(DType t) { return itemsize(t) == 8 ? "unsigned long long" : "unsigned"; }
 bool fp(DType t) { return t == DType::Float32 || t == DType::Float64; }
 std::string paren(const std::string& s) { return "(" + s + ")"; }
 
@@ -115,6 +126,18 @@ std::string const_text(NodeRef n) {
       return arg_int(n) ? "true" : "false";
     case DType::UInt8:
       return "((unsigned char)" + std::to_string(arg_int(n) & 0xff) + ")";
+    case DType::Int8:
+    case DType::Int16:
+    case DType::UInt16:
+    case DType::UInt32:
+    case DType::UInt64: {
+      // The value in its dtype (uint64: unsigned), cast so the expression has the dtype's type
+      // (-128 is an int expression in C, in range, then converted).
+      const Value v = Value::of_int(t, arg_int(n));
+      if (t == DType::UInt64) return std::to_string(static_cast<unsigned long long>(v.i)) + "ull";
+      if (t == DType::UInt32) return std::to_string(v.i) + "u";
+      return "((" + std::string(reg_type(t)) + ")" + paren(std::to_string(v.i)) + ")";
+    }
     case DType::Int32:
       if (arg_int(n) == INT32_MIN) return "(-2147483647 - 1)";
       return arg_int(n) < 0 ? paren(std::to_string(arg_int(n))) : std::to_string(arg_int(n));
@@ -125,20 +148,27 @@ std::string const_text(NodeRef n) {
   return "?";
 }
 
-// Vectors of 4 elements (8-byte types: two of 2), CUDA's types with members x, y, z, w.
+// Vectors of 4 elements (8-byte types: two of 2), CUDA's types with members x, y, z, w. The
+// integer dtypes of issue 18 use the type of their width that every dialect already declares
+// (int8 in uchar4, uint32 in int4, ...): a member converts to and from the dtype modulo 2^bits.
 std::string vec_type(DType t) {
   switch (t) {
     case DType::Bool:
     case DType::UInt8:
+    case DType::Int8:
       return "uchar4";
+    case DType::Int16:
+    case DType::UInt16:
     case DType::Float16:
     case DType::BFloat16:
       return "ushort4";
     case DType::Int32:
+    case DType::UInt32:
       return "int4";
     case DType::Float32:
       return "float4";
     case DType::Int64:
+    case DType::UInt64:
       return "longlong2";
     case DType::Float64:
       return "double2";
@@ -386,7 +416,11 @@ class Printer {
       case Op::Shl:
       case Op::Shr: {
         std::string u = wrap_type(t);
-        return let(t, "((" + T + ")(((" + u + ")" + a[0] + ") " + (n->op == Op::Shl ? "<<" : ">>") +
+        // int8 / int16 zero-extend first: Shr is logical on the dtype's own bits.
+        std::string x = t == DType::Int8    ? "(unsigned char)" + a[0]
+                        : t == DType::Int16 ? "(unsigned short)" + a[0]
+                                            : a[0];
+        return let(t, "((" + T + ")(((" + u + ")" + x + ") " + (n->op == Op::Shl ? "<<" : ">>") +
                           " ((" + u + ")" + a[1] + ")))");
       }
       case Op::Where:
@@ -412,6 +446,17 @@ class Printer {
     if (from == DType::Int64 && to == DType::Float64)
       return "rune_u64_f64((unsigned long long)" + x + ")";
     if (is_half(from) && is_half(to)) return x;
+    // Integers and 16-bit floats (kept as their bits): a conversion between the same-width C
+    // integer types keeps the bits (modulo 2^bits); floats go through their unsigned pattern.
+    const bool fi = !fp(from), ti = !fp(to);
+    if (itemsize(from) == itemsize(to) && from != DType::Bool && to != DType::Bool) {
+      const std::string T = reg_type(to);
+      if (fi && ti) return "((" + T + ")" + x + ")";
+      if (from == DType::Float32) return "((" + T + ")rune_f32_u32(" + x + "))";
+      if (from == DType::Float64) return "((" + T + ")rune_f64_u64(" + x + "))";
+      if (to == DType::Float32) return "rune_u32_f32((unsigned)" + x + ")";
+      if (to == DType::Float64) return "rune_u64_f64((unsigned long long)" + x + ")";
+    }
     throw std::logic_error("render_c: bitcast from " + std::string(name(from)) + " to " +
                            std::string(name(to)));
   }
@@ -428,7 +473,9 @@ class Printer {
       case DType::Float64:
         return "rune_u64_f64(" + s64 + "(rune_f64_u64(" + v + "), " + ks + "))";
       case DType::Int64:
-        return "(long long)" + s64 + "((unsigned long long)" + v + ", " + ks + ")";
+      case DType::UInt64:
+        return "(" + std::string(reg_type(t)) + ")" + s64 + "((unsigned long long)" + v + ", " +
+               ks + ")";
       case DType::Bool:
         return "(" + s32 + "((unsigned)" + v + ", " + ks + ") != 0u)";
       default:

@@ -13,8 +13,8 @@ using namespace ir;
 
 namespace {
 
-int bits_of(DType t) { return t == DType::Bool ? 1 : static_cast<int>(itemsize(t) * 8); }
-bool is_unsigned(DType t) { return t == DType::UInt8 || t == DType::Bool; }
+int bits_of(DType t) { return int_bits(t); }
+bool is_unsigned(DType t) { return is_unsigned_int(t) || t == DType::Bool; }
 DType int_of(DType f) { return f == DType::Float64 ? DType::Int64 : DType::Int32; }
 
 // The arg legalize gives the Cast and shifts it guards: their operands are already in range, so
@@ -65,7 +65,7 @@ NodeRef int_divmod(bool div, NodeRef a, NodeRef c) {
   DType t = a->dtype;
   if (t == DType::Bool) return div ? b::band(a, c) : K(t, 0);
   NodeRef bz = b::eq(c, K(t, 0));
-  if (t == DType::UInt8) {
+  if (is_unsigned(t)) {  // plain division: no sign to floor towards, no MIN / -1
     NodeRef q = core(div ? Op::DivT : Op::RemT, t, {a, b::where(bz, K(t, 1), c)});
     return b::where(bz, K(t, 0), q);
   }
@@ -108,16 +108,16 @@ NodeRef shift(bool left, NodeRef a, NodeRef c) {
 // itself only ever sees in-range values.
 NodeRef float_to_int(NodeRef x, DType to) {
   DType from = x->dtype;
-  bool uns = to == DType::UInt8;
+  bool uns = is_unsigned(to);
   int bits = bits_of(to);
-  double lo = uns ? 0.0 : -std::ldexp(1.0, bits - 1), hi = uns ? 256.0 : std::ldexp(1.0, bits - 1);
+  // In range: [lo, hi), both exact in every float dtype that reaches here (float32 / float64).
+  double lo = uns ? 0.0 : -std::ldexp(1.0, bits - 1);
+  double hi = std::ldexp(1.0, uns ? bits : bits - 1);
   NodeRef below = b::lt(x, b::cf(from, lo)), above = b::le(b::cf(from, hi), x), nan = isnan(x);
   NodeRef safe = b::where(b::bor(b::bor(below, above), nan), b::cf(from, 0), x);
   NodeRef r = core(Op::Cast, to, {safe}, kGuarded);
-  int64_t mn = uns ? 0 : bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1));
-  int64_t mx = uns ? 255 : bits == 64 ? INT64_MAX : (int64_t{1} << (bits - 1)) - 1;
-  r = b::where(below, K(to, mn), r);
-  r = b::where(above, K(to, mx), r);
+  r = b::where(below, K(to, int_min(to)), r);
+  r = b::where(above, K(to, int_max(to)), r);
   return b::where(nan, K(to, 0), r);
 }
 

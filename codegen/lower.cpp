@@ -518,6 +518,9 @@ class Lowerer {
   // through float32, exactly) as +-magnitude with both zeros on 0 and every NaN above +inf.
   NodeRef sort_key(NodeRef v) const {
     DType t = v->dtype;
+    // uint64 (ints, issue 18): its bits with the top one flipped order like its values.
+    if (t == DType::UInt64)
+      return legalize(b::bxor(b::cast(v, DType::Int64), b::ci(DType::Int64, INT64_MIN)));
     if (!is_float(t)) return legalize(b::cast(v, DType::Int64));
     if (is_half(t)) v = legalize(b::cast(v, DType::Float32)), t = DType::Float32;
     const bool f64 = t == DType::Float64;

@@ -51,15 +51,19 @@ ir::Value creation_value(const char* api, DType t, double v) {
   if (ir::is_float(t)) return ir::Value::of_float(t, v);
   if (std::isnan(v)) fail(api, "value nan cannot be " + std::string(ir::name(t)));
   if (t == DType::Bool) return ir::Value::of_int(t, std::trunc(v) != 0);
-  double lo = t == DType::UInt8 ? 0 : t == DType::Int32 ? -2147483648.0 : -0x1p63;
-  double hi = t == DType::UInt8 ? 255 : t == DType::Int32 ? 2147483647.0 : 0x1p63;
+  // The dtype's range as [lo, hi) in doubles: both ends are powers of two, so exact.
+  const int w = ir::int_bits(t);
+  const bool sig = ir::is_signed_int(t);
+  const double lo = sig ? -std::ldexp(1.0, w - 1) : 0.0, hi = std::ldexp(1.0, sig ? w - 1 : w);
   double tv = std::trunc(v);
-  // int64's upper bound 2^63 is exclusive (2^63 - 1 is not a double); the others are exact.
-  bool ok = tv >= lo && (t == DType::Int64 ? tv < hi : tv <= hi);
-  if (!ok)
+  if (!(tv >= lo && tv < hi)) {
+    const std::string top =
+        t == DType::UInt64 ? std::to_string(UINT64_MAX) : std::to_string(ir::int_max(t));
     fail(api, "value " + num_str(v) + " is out of range for " + std::string(ir::name(t)) + " [" +
-                  num_str(lo) + ", " + (t == DType::Int64 ? "9223372036854775807" : num_str(hi)) +
-                  "]");
+                  num_str(lo) + ", " + top + "]");
+  }
+  if (t == DType::UInt64)  // kept as its bit pattern (ir::Value)
+    return ir::Value::of_int(t, static_cast<int64_t>(static_cast<uint64_t>(tv)));
   return ir::Value::of_int(t, static_cast<int64_t>(tv));
 }
 

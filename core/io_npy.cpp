@@ -16,8 +16,17 @@ struct Descr {
   const char* le;  // the little-endian (or byte-order-free) descr numpy writes
 };
 constexpr Descr kDescrs[] = {
-    {DType::Bool, "|b1"},    {DType::UInt8, "|u1"},   {DType::Int32, "<i4"},  {DType::Int64, "<i8"},
+    {DType::Bool, "|b1"},    {DType::UInt8, "|u1"},   {DType::UInt16, "<u2"},
+    {DType::UInt32, "<u4"},  {DType::UInt64, "<u8"},  {DType::Int8, "|i1"},
+    {DType::Int16, "<i2"},   {DType::Int32, "<i4"},   {DType::Int64, "<i8"},
     {DType::Float16, "<f2"}, {DType::Float32, "<f4"}, {DType::Float64, "<f8"}};
+
+// "|b1, |u1, ...": the descrs of kDescrs, for the error naming a dtype rune lacks.
+std::string known_descrs() {
+  std::string r;
+  for (const auto& d : kDescrs) r += std::string(r.empty() ? "" : ", ") + d.le;
+  return r;
+}
 
 // A dict literal's tokens.
 class Lexer {
@@ -194,9 +203,8 @@ Tensor npy_parse(const char* api, const std::string& file, const std::string& wh
     if (d == e.le) found = &e;
   if (!found)
     bad(api, file,
-        what + " has numpy dtype '" + *descr +
-            "', which rune lacks (it reads |b1, |u1, <i4, <i8, <f2, <f4, <f8 and their "
-            "big-endian forms)");
+        what + " has numpy dtype '" + *descr + "', which rune lacks (it reads " + known_descrs() +
+            " and their big-endian forms)");
   uint64_t nbytes = checked_bytes(api, file, what, found->dtype, *shape);
   uint64_t have = n - pre - hlen;
   if (nbytes != have)

@@ -16,10 +16,19 @@ struct Name {
   DType dtype;
   const char* name;
 };
-constexpr Name kNames[] = {{DType::Bool, "BOOL"},   {DType::UInt8, "U8"},
-                           {DType::Int32, "I32"},   {DType::Int64, "I64"},
-                           {DType::Float16, "F16"}, {DType::BFloat16, "BF16"},
-                           {DType::Float32, "F32"}, {DType::Float64, "F64"}};
+constexpr Name kNames[] = {
+    {DType::Bool, "BOOL"},   {DType::UInt8, "U8"},      {DType::UInt16, "U16"},
+    {DType::UInt32, "U32"},  {DType::UInt64, "U64"},    {DType::Int8, "I8"},
+    {DType::Int16, "I16"},   {DType::Int32, "I32"},     {DType::Int64, "I64"},
+    {DType::Float16, "F16"}, {DType::BFloat16, "BF16"}, {DType::Float32, "F32"},
+    {DType::Float64, "F64"}};
+
+// "BOOL, U8, ...": the codes of kNames, for the error naming a dtype rune lacks.
+std::string known_names() {
+  std::string r;
+  for (const auto& n : kNames) r += std::string(r.empty() ? "" : ", ") + n.name;
+  return r;
+}
 
 const char* name_of(DType t) {
   for (const auto& n : kNames)
@@ -123,8 +132,7 @@ TensorMap load_safetensors(const char* api, const std::string& path, std::option
       if (dname == n.name) found = &n;
     if (!found)
       bad(api, path,
-          what + " has dtype " + dname +
-              ", which rune lacks (it has BOOL, U8, I32, I64, F16, BF16, F32, F64)");
+          what + " has dtype " + dname + ", which rune lacks (it has " + known_names() + ")");
     if (!sh->is_array()) bad(api, path, what + " has a shape that is not an array");
     Shape shape;
     for (const auto& d : *sh) {

@@ -51,8 +51,11 @@ std::pair<Tensor, Tensor> broadcast_pair(const std::string& api, const Tensor& a
 }
 
 Tensor const_of(DType t, double v) {
-  ir::Value val =
-      ir::is_float(t) ? ir::Value::of_float(t, v) : ir::Value::of_int(t, static_cast<int64_t>(v));
+  // uint64 values at or above 2^63 are kept as their bit pattern (ir::Value).
+  const int64_t i = t == DType::UInt64 && v >= 0x1p63
+                        ? static_cast<int64_t>(static_cast<uint64_t>(v))
+                        : static_cast<int64_t>(v);
+  ir::Value val = ir::is_float(t) ? ir::Value::of_float(t, v) : ir::Value::of_int(t, i);
   return current_interpreter().constant(val);
 }
 Tensor const_int(DType t, int64_t v) {
@@ -220,14 +223,13 @@ Tensor clip(const Tensor& x, double lo, double hi) {
     fail("nx::clip",
          "lower bound " + std::to_string(lo) + " exceeds upper bound " + std::to_string(hi));
   if (ir::is_int(x.dtype()) || x.dtype() == DType::Bool) {
-    // Bounds outside an integer dtype's range clamp to it instead of wrapping.
-    double dmin = x.dtype() == DType::Int32   ? -2147483648.0
-                  : x.dtype() == DType::Int64 ? -9.2233720368547758e18
-                                              : 0;
-    double dmax = x.dtype() == DType::Int32   ? 2147483647.0
-                  : x.dtype() == DType::Int64 ? 9.2233720368547748e18
-                  : x.dtype() == DType::UInt8 ? 255
-                                              : 1;
+    // Bounds outside an integer dtype's range clamp to it instead of wrapping (int64 and uint64
+    // to the largest doubles below 2^63 and 2^64, which convert without overflow).
+    const DType t = x.dtype();
+    const double dmin = static_cast<double>(ir::int_min(t));
+    const double dmax = t == DType::Int64    ? 9.2233720368547748e18
+                        : t == DType::UInt64 ? 1.8446744073709550e19
+                                             : static_cast<double>(ir::int_max(t));
     lo = std::clamp(lo, dmin, dmax);
     hi = std::clamp(hi, dmin, dmax);
   }
@@ -345,16 +347,9 @@ Tensor float_scalar_op(ScalarOp op, const Tensor& x, double v, bool scalar_first
   return scalar_apply(op, cast(x, t), const_of(t, v), scalar_first);
 }
 
-// The integers dtype t holds: [lo, hi].
+// The integers dtype t holds: [lo, hi] (uint64: up to INT64_MAX here; above_int64 adds the rest).
 std::pair<int64_t, int64_t> int_range(DType t) {
-  switch (t) {
-    case DType::UInt8:
-      return {0, 255};
-    case DType::Int32:
-      return {INT32_MIN, INT32_MAX};
-    default:
-      return {INT64_MIN, INT64_MAX};
-  }
+  return {ir::int_min(t), t == DType::UInt64 ? INT64_MAX : ir::int_max(t)};
 }
 
 }  // namespace
@@ -371,7 +366,9 @@ Tensor detail::int_scalar_op(ScalarOp op, const Tensor& x, int64_t v, bool scala
   // A bool tensor with an integer scalar counts in int32 (JAX: bool + 1 is int32).
   Tensor xi = x.dtype() == DType::Bool ? cast(x, DType::Int32) : x;
   auto [lo, hi] = int_range(xi.dtype());
-  if (above_int64 || v < lo || v > hi) {
+  // A scalar above INT64_MAX is in range for uint64 (passed as its bit pattern).
+  const bool fits = above_int64 ? xi.dtype() == DType::UInt64 : v >= lo && v <= hi;
+  if (!fits) {
     std::string shown = above_int64 ? std::to_string(static_cast<uint64_t>(v)) : std::to_string(v);
     // Comparisons stay meaningful (numpy 2): at float64, where the scalar is ordered correctly.
     if (is_comparison(op)) {

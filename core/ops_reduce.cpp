@@ -35,12 +35,14 @@ Tensor reduce(const std::string& api, Op op, const Tensor& x, const Axes& axes, 
   return keepdims ? r : reshape(r, dropped_shape(x, a));
 }
 
-// Sums and products of small integers and bools accumulate in int64 (as numpy does);
-// 16-bit floats accumulate in float32 and round once at the end.
+// Sums and products of bools and integers accumulate in int64 (as numpy does for signed ones;
+// numpy's uint64 for small unsigned ones holds the same values, and rune keeps int64 there, as
+// it always has for uint8); uint64 accumulates in uint64 (docs/dtypes.md). 16-bit floats
+// accumulate in float32 and round once at the end.
 Tensor accumulate(const std::string& api, Op op, const Tensor& x, const Axes& axes, bool keepdims) {
   norm_axes(api, axes, x);  // validate against the caller's tensor, before any cast
   DType t = x.dtype();
-  if (t == DType::Bool || t == DType::UInt8 || t == DType::Int32)
+  if (t == DType::Bool || (ir::is_int(t) && ir::itemsize(t) < 8))
     return reduce(api, op, cast(x, DType::Int64), axes, keepdims);
   if (ir::is_half(t)) return cast(reduce(api, op, cast(x, DType::Float32), axes, keepdims), t);
   return reduce(api, op, x, axes, keepdims);

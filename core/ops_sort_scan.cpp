@@ -41,6 +41,7 @@ Tensor cumsum(const Tensor& x, int axis) {
   if (x.ndim() == 0) fail(api, "needs at least one axis; got the 0-d " + x.describe());
   norm_axis(api, axis, x.ndim(), x);  // validate against the caller's tensor, before any cast
   DType t = x.dtype();
+  if (t == DType::UInt64) return along_axis(api, Op::Cumsum, t, x, axis);  // as nx::sum
   if (!ir::is_float(t))
     return along_axis(api, Op::Cumsum, DType::Int64, cast(x, DType::Int64), axis);
   if (ir::is_half(t))

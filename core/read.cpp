@@ -133,6 +133,7 @@ std::string format_float(DType t, double v) {
 std::string format_value(const ir::Value& v) {
   if (ir::is_float(v.dtype)) return format_float(v.dtype, v.f);
   if (v.dtype == DType::Bool) return v.i ? "true" : "false";
+  if (v.dtype == DType::UInt64) return std::to_string(static_cast<uint64_t>(v.i));
   return std::to_string(v.i);
 }
 
@@ -151,6 +152,11 @@ template std::vector<int32_t> to_vector<int32_t>(const Tensor&);
 template std::vector<int64_t> to_vector<int64_t>(const Tensor&);
 template std::vector<uint8_t> to_vector<uint8_t>(const Tensor&);
 template std::vector<bool> to_vector<bool>(const Tensor&);
+template std::vector<int8_t> to_vector<int8_t>(const Tensor&);
+template std::vector<int16_t> to_vector<int16_t>(const Tensor&);
+template std::vector<uint16_t> to_vector<uint16_t>(const Tensor&);
+template std::vector<uint32_t> to_vector<uint32_t>(const Tensor&);
+template std::vector<uint64_t> to_vector<uint64_t>(const Tensor&);
 
 std::vector<double> to_array(const Tensor& x) {
   std::vector<double> out;
@@ -172,6 +178,11 @@ template int32_t item<int32_t>(const Tensor&);
 template int64_t item<int64_t>(const Tensor&);
 template uint8_t item<uint8_t>(const Tensor&);
 template bool item<bool>(const Tensor&);
+template int8_t item<int8_t>(const Tensor&);
+template int16_t item<int16_t>(const Tensor&);
+template uint16_t item<uint16_t>(const Tensor&);
+template uint32_t item<uint32_t>(const Tensor&);
+template uint64_t item<uint64_t>(const Tensor&);
 
 namespace {
 // x printed, read under the name of the entry point the user called (a dead or traced value

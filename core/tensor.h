@@ -39,6 +39,11 @@ inline constexpr DType float16 = DType::Float16;
 inline constexpr DType bfloat16 = DType::BFloat16;
 inline constexpr DType float32 = DType::Float32;
 inline constexpr DType float64 = DType::Float64;
+inline constexpr DType int8 = DType::Int8;
+inline constexpr DType int16 = DType::Int16;
+inline constexpr DType uint16 = DType::UInt16;
+inline constexpr DType uint32 = DType::UInt32;
+inline constexpr DType uint64 = DType::UInt64;
 
 class Interpreter;
 

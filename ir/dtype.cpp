@@ -6,56 +6,59 @@
 namespace ir {
 
 std::string_view name(DType t) {
-  switch (t) {
-    case DType::Bool:
-      return "bool";
-    case DType::UInt8:
-      return "uint8";
-    case DType::Int32:
-      return "int32";
-    case DType::Int64:
-      return "int64";
-    case DType::Float16:
-      return "float16";
-    case DType::BFloat16:
-      return "bfloat16";
-    case DType::Float32:
-      return "float32";
-    case DType::Float64:
-      return "float64";
-  }
-  return "?";
+  static constexpr std::string_view kNames[kNumDTypes] = {
+      "bool",    "uint8", "int32", "int64",  "float16", "bfloat16", "float32",
+      "float64", "int8",  "int16", "uint16", "uint32",  "uint64"};
+  const int i = static_cast<int>(t);
+  return i >= 0 && i < kNumDTypes ? kNames[i] : "?";
 }
 
-static int rank(DType t) {
-  switch (t) {
-    case DType::Bool:
-      return 0;
-    case DType::UInt8:
-      return 1;
-    case DType::Int32:
-      return 2;
-    case DType::Int64:
-      return 3;
-    case DType::BFloat16:
-      return 4;
-    case DType::Float16:
-      return 5;
-    case DType::Float32:
-      return 6;
-    case DType::Float64:
-      return 7;
+static DType int_of(Kind k, int bits) {
+  const bool s = k == Kind::Signed;
+  switch (bits) {
+    case 8:
+      return s ? DType::Int8 : DType::UInt8;
+    case 16:
+      return s ? DType::Int16 : DType::UInt16;
+    case 32:
+      return s ? DType::Int32 : DType::UInt32;
+    default:
+      return s ? DType::Int64 : DType::UInt64;
   }
-  return 0;
+}
+
+DType flip_sign(DType t) {
+  if (!is_int(t)) return t;
+  return int_of(is_signed_int(t) ? Kind::Unsigned : Kind::Signed, int_bits(t));
+}
+
+// Floats order by range then precision as rune always has: bfloat16 < float16 < float32 <
+// float64 (float16 with bfloat16 is special-cased to float32 below).
+static int float_rank(DType t) {
+  return t == DType::BFloat16 ? 0 : t == DType::Float16 ? 1 : t == DType::Float32 ? 2 : 3;
 }
 
 DType promote(DType a, DType b) {
   if (a == b) return a;
-  // float16 with bfloat16 has no exact common 16-bit type: float32, as torch does.
-  if ((a == DType::Float16 && b == DType::BFloat16) ||
-      (a == DType::BFloat16 && b == DType::Float16))
-    return DType::Float32;
-  return rank(a) >= rank(b) ? a : b;
+  if (a == DType::Bool) return b;
+  if (b == DType::Bool) return a;
+  if (is_float(a) || is_float(b)) {
+    // A float with an integer keeps the float's dtype (rune's rule since the first release, and
+    // JAX's; numpy would widen int32 + float32 to float64).
+    if (!is_float(a)) return b;
+    if (!is_float(b)) return a;
+    // float16 with bfloat16 has no exact common 16-bit type: float32, as torch does.
+    if (is_half(a) && is_half(b)) return DType::Float32;
+    return float_rank(a) >= float_rank(b) ? a : b;
+  }
+  // Two integers (numpy): the same signedness gives the wider; a signed and an unsigned give the
+  // narrowest signed type holding both ranges, and uint64 with any signed type has none: float64.
+  const int ba = int_bits(a), bb = int_bits(b);
+  if (is_signed_int(a) == is_signed_int(b)) return ba >= bb ? a : b;
+  const int bs = is_signed_int(a) ? ba : bb, bu = is_signed_int(a) ? bb : ba;
+  if (bs > bu) return is_signed_int(a) ? a : b;
+  if (bu == 64) return DType::Float64;
+  return int_of(Kind::Signed, 2 * bu);
 }
 
 // Rounds the float32 bit pattern `x` to a format with `mbits` mantissa bits and an exponent

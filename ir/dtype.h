@@ -8,37 +8,68 @@
 
 namespace ir {
 
-enum class DType : uint8_t { Bool, UInt8, Int32, Int64, Float16, BFloat16, Float32, Float64 };
-inline constexpr int kNumDTypes = 8;
+// The enum's values are persisted (the compile cache keys, checkpoints' dtype codes are looked
+// up by value): the eight original dtypes keep their numbers and new ones are appended.
+enum class DType : uint8_t {
+  Bool,
+  UInt8,
+  Int32,
+  Int64,
+  Float16,
+  BFloat16,
+  Float32,
+  Float64,
+  Int8,
+  Int16,
+  UInt16,
+  UInt32,
+  UInt64,
+};
+inline constexpr int kNumDTypes = 13;
 
-constexpr int64_t itemsize(DType t) {
-  switch (t) {
-    case DType::Bool:
-    case DType::UInt8:
-      return 1;
-    case DType::Float16:
-    case DType::BFloat16:
-      return 2;
-    case DType::Int32:
-    case DType::Float32:
-      return 4;
-    case DType::Int64:
-    case DType::Float64:
-      return 8;
-  }
-  return 0;
-}
-constexpr bool is_float(DType t) {
-  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 || t == DType::Float64;
-}
+// Everything a dtype's kind decides, in one table indexed by the enum (ir/dtype.cpp prints it).
+enum class Kind : uint8_t { Bool, Signed, Unsigned, Float };
+struct DTypeInfo {
+  Kind kind;
+  int8_t bytes;
+};
+inline constexpr DTypeInfo kDTypeInfo[kNumDTypes] = {
+    {Kind::Bool, 1},     {Kind::Unsigned, 1}, {Kind::Signed, 4},   {Kind::Signed, 8},
+    {Kind::Float, 2},    {Kind::Float, 2},    {Kind::Float, 4},    {Kind::Float, 8},
+    {Kind::Signed, 1},   {Kind::Signed, 2},   {Kind::Unsigned, 2}, {Kind::Unsigned, 4},
+    {Kind::Unsigned, 8},
+};
+constexpr const DTypeInfo& info(DType t) { return kDTypeInfo[static_cast<int>(t)]; }
+
+constexpr int64_t itemsize(DType t) { return info(t).bytes; }
+constexpr bool is_float(DType t) { return info(t).kind == Kind::Float; }
+// Integer dtypes (bool is not one).
 constexpr bool is_int(DType t) {
-  return t == DType::UInt8 || t == DType::Int32 || t == DType::Int64;
+  return info(t).kind == Kind::Signed || info(t).kind == Kind::Unsigned;
 }
-constexpr bool is_signed_int(DType t) { return t == DType::Int32 || t == DType::Int64; }
+constexpr bool is_signed_int(DType t) { return info(t).kind == Kind::Signed; }
+constexpr bool is_unsigned_int(DType t) { return info(t).kind == Kind::Unsigned; }
 constexpr bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+// Value bits of an integer dtype (bool: 1).
+constexpr int int_bits(DType t) { return t == DType::Bool ? 1 : static_cast<int>(itemsize(t) * 8); }
+// The smallest and largest value of an integer or bool dtype, as the int64 bit pattern rune
+// stores them in (uint64's maximum is the pattern of -1: ir::Value keeps uint64 as its bits).
+constexpr int64_t int_min(DType t) {
+  if (!is_signed_int(t)) return 0;
+  return int_bits(t) == 64 ? INT64_MIN : -(int64_t{1} << (int_bits(t) - 1));
+}
+constexpr int64_t int_max(DType t) {
+  if (t == DType::Bool) return 1;
+  if (int_bits(t) == 64) return is_signed_int(t) ? INT64_MAX : -1;
+  return is_signed_int(t) ? (int64_t{1} << (int_bits(t) - 1)) - 1 : (int64_t{1} << int_bits(t)) - 1;
+}
+// The integer dtype of the same width and opposite signedness (int8 <-> uint8, ...).
+DType flip_sign(DType t);
 
 std::string_view name(DType t);
-// The dtype numpy's promotion gives for a binary op on a and b (float wins, wider wins).
+// The dtype numpy's promotion gives arrays of a and b (docs/dtypes.md has the table): float
+// wins; a signed and an unsigned int meet at the signed int wide enough for both (uint64 with a
+// signed int: float64); float16 with bfloat16 is float32.
 DType promote(DType a, DType b);
 
 // float16 / bfloat16 <-> float32 conversions with round-to-nearest-even. These are the

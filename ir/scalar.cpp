@@ -20,17 +20,16 @@ double round_to(DType t, double v) {
   }
 }
 
+// Keeps the low int_bits(t) bits of v, sign-extended for signed dtypes (uint64: the pattern).
 static int64_t wrap(DType t, int64_t v) {
-  switch (t) {
-    case DType::Bool:
-      return v != 0;
-    case DType::UInt8:
-      return static_cast<uint8_t>(v);
-    case DType::Int32:
-      return static_cast<int32_t>(static_cast<uint32_t>(v));
-    default:
-      return v;
-  }
+  if (t == DType::Bool) return v != 0;
+  if (is_float(t)) return v;
+  const int w = int_bits(t);
+  if (w == 64) return v;
+  const uint64_t low = static_cast<uint64_t>(v) & ((uint64_t{1} << w) - 1);
+  if (is_unsigned_int(t)) return static_cast<int64_t>(low);
+  const uint64_t sign = uint64_t{1} << (w - 1);
+  return static_cast<int64_t>((low ^ sign) - sign);
 }
 
 Value Value::of_float(DType t, double v) {
@@ -56,12 +55,11 @@ uint64_t Value::bits() const {
       return f32_to_f16_bits(static_cast<float>(f));
     case DType::BFloat16:
       return f32_to_bf16_bits(static_cast<float>(f));
-    case DType::Int32:
-      return static_cast<uint32_t>(i);
-    case DType::UInt8:
-      return static_cast<uint8_t>(i);
-    default:
-      return static_cast<uint64_t>(i);
+    default: {
+      const int w = int_bits(dtype);
+      const uint64_t u = static_cast<uint64_t>(i);
+      return w >= 64 ? u : dtype == DType::Bool ? (u & 1) : (u & ((uint64_t{1} << w) - 1));
+    }
   }
 }
 
@@ -81,17 +79,11 @@ Value Value::from_bits(DType t, uint64_t b) {
     case DType::BFloat16:
       r.f = bf16_bits_to_f32(static_cast<uint16_t>(b));
       break;
-    case DType::Int32:
-      r.i = static_cast<int32_t>(static_cast<uint32_t>(b));
-      break;
-    case DType::UInt8:
-      r.i = static_cast<uint8_t>(b);
-      break;
     case DType::Bool:
       r.i = b != 0;
       break;
     default:
-      r.i = static_cast<int64_t>(b);
+      r.i = wrap(t, static_cast<int64_t>(b));
   }
   return r;
 }
@@ -100,21 +92,14 @@ Value Value::from_bits(DType t, uint64_t b) {
 // implement exactly this, so the result never depends on the hardware's conversion.)
 static int64_t float_to_int(double v, DType to) {
   if (std::isnan(v)) return 0;
-  double t = std::trunc(v);
-  double lo, hi;
-  switch (to) {
-    case DType::UInt8:
-      lo = 0, hi = 255;
-      break;
-    case DType::Int32:
-      lo = -2147483648.0, hi = 2147483647.0;
-      break;
-    default:
-      lo = -9223372036854775808.0, hi = 9223372036854775807.0;
-  }
-  if (t <= lo) return static_cast<int64_t>(lo);
-  if (t >= hi)
-    return to == DType::Int64 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(hi);
+  const double t = std::trunc(v);
+  // The range as doubles: [lo, hi) with hi = 2^bits (unsigned) or 2^(bits-1) (signed), exact.
+  const int w = int_bits(to);
+  const double lo = is_signed_int(to) ? -std::ldexp(1.0, w - 1) : 0.0;
+  const double hi = std::ldexp(1.0, is_signed_int(to) ? w - 1 : w);
+  if (t <= lo) return int_min(to);
+  if (t >= hi) return int_max(to);
+  if (to == DType::UInt64) return static_cast<int64_t>(static_cast<uint64_t>(t));
   return static_cast<int64_t>(t);
 }
 
@@ -122,12 +107,14 @@ Value cast(const Value& v, DType to) {
   if (to == DType::Bool) return Value::of_int(to, is_float(v.dtype) ? v.f != 0 : v.i != 0);
   if (is_float(to)) {
     if (is_float(v.dtype)) return Value::of_float(to, v.f);
-    // int -> float: int64 -> float64 rounds once; smaller ints are exact in double first.
-    if (to == DType::Float64) return Value::of_float(to, static_cast<double>(v.i));
+    const bool u64 = v.dtype == DType::UInt64;
+    const uint64_t u = static_cast<uint64_t>(v.i);
+    // int -> float64 and -> float32 round once (directly from the integer, as the hardware's
+    // conversions do); -> 16-bit floats go through float64 (exact below 2^53), then round once.
     if (to == DType::Float32)
-      return Value::of_float(to, static_cast<double>(static_cast<float>(v.i)));
-    // int -> 16-bit float: through float64 (exact below 2^53), then one rounding.
-    return Value::of_float(to, static_cast<double>(v.i));
+      return Value::of_float(to, u64 ? static_cast<double>(static_cast<float>(u))
+                                     : static_cast<double>(static_cast<float>(v.i)));
+    return Value::of_float(to, v.as_double());
   }
   if (is_float(v.dtype)) return Value::of_int(to, float_to_int(v.f, to));
   return Value::of_int(to, v.i);
@@ -162,6 +149,12 @@ static int64_t floormod(int64_t a, int64_t b) {
 
 static int bit_width(DType t) { return static_cast<int>(itemsize(t) * 8); }
 
+// Integer order: uint64 compares its bit patterns unsigned; every other dtype's values are
+// exact in int64.
+static bool int_less(DType t, int64_t a, int64_t b) {
+  return t == DType::UInt64 ? static_cast<uint64_t>(a) < static_cast<uint64_t>(b) : a < b;
+}
+
 Value apply(Op op, DType out, const std::vector<Value>& a) {
   DType in = a.empty() ? out : a[0].dtype;
   bool fl = is_float(in);
@@ -173,7 +166,8 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
     case Op::Neg:
       return fl ? F(-a[0].f) : I(static_cast<int64_t>(0ull - u(0)));
     case Op::Abs:
-      return fl ? F(std::fabs(a[0].f)) : I(a[0].i < 0 ? static_cast<int64_t>(0ull - u(0)) : a[0].i);
+      if (fl) return F(std::fabs(a[0].f));
+      return I(is_signed_int(in) && a[0].i < 0 ? static_cast<int64_t>(0ull - u(0)) : a[0].i);
     case Op::Sqrt:
       return F(std::sqrt(a[0].f));
     case Op::Rsqrt:  // the exact value rounded once (long double: 11 more bits than float64)
@@ -239,7 +233,9 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
     case Op::Mul:
       return fl ? F(a[0].f * a[1].f) : I(static_cast<int64_t>(u(0) * u(1)));
     case Op::Div:
-      return fl ? F(a[0].f / a[1].f) : I(floordiv(a[0].i, a[1].i));
+      if (fl) return F(a[0].f / a[1].f);
+      if (in == DType::UInt64) return I(u(1) == 0 ? 0 : static_cast<int64_t>(u(0) / u(1)));
+      return I(floordiv(a[0].i, a[1].i));
     case Op::Mod:
       if (fl) {
         double r = std::fmod(a[0].f, a[1].f);
@@ -247,20 +243,21 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
         if (r == 0) r = std::copysign(0.0, a[1].f);
         return F(r);
       }
+      if (in == DType::UInt64) return I(u(1) == 0 ? 0 : static_cast<int64_t>(u(0) % u(1)));
       return I(floormod(a[0].i, a[1].i));
     case Op::Max:
-      return fl ? F(nan_max(a[0].f, a[1].f)) : I(std::max(a[0].i, a[1].i));
+      return fl ? F(nan_max(a[0].f, a[1].f)) : I(int_less(in, a[0].i, a[1].i) ? a[1].i : a[0].i);
     case Op::Min:
-      return fl ? F(nan_min(a[0].f, a[1].f)) : I(std::min(a[0].i, a[1].i));
+      return fl ? F(nan_min(a[0].f, a[1].f)) : I(int_less(in, a[1].i, a[0].i) ? a[1].i : a[0].i);
     case Op::Pow:
       return fl ? F(std::pow(a[0].f, a[1].f))
                 : I(static_cast<int64_t>(std::pow(a[0].as_double(), a[1].as_double())));
     case Op::Atan2:
       return F(std::atan2(a[0].f, a[1].f));
     case Op::CmpLt:
-      return B(fl ? a[0].f < a[1].f : a[0].i < a[1].i);
+      return B(fl ? a[0].f < a[1].f : int_less(in, a[0].i, a[1].i));
     case Op::CmpLe:
-      return B(fl ? a[0].f <= a[1].f : a[0].i <= a[1].i);
+      return B(fl ? a[0].f <= a[1].f : !int_less(in, a[1].i, a[0].i));
     case Op::CmpEq:
       return B(fl ? a[0].f == a[1].f : a[0].i == a[1].i);
     case Op::CmpNe:
@@ -292,9 +289,10 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
     case Op::RemT: {
       const bool div = op == Op::DivT;
       if (fl) return F(div ? a[0].f / a[1].f : std::fmod(a[0].f, a[1].f));
-      if (a[1].i == 0 || (a[1].i == -1 && in != DType::UInt8 && in != DType::Bool))
+      const bool uns = !is_signed_int(in);
+      if (a[1].i == 0 || (a[1].i == -1 && !uns))
         throw std::logic_error("ir::apply: truncating division by 0 or -1 is never legal");
-      if (in == DType::UInt8 || in == DType::Bool) return I(div ? u(0) / u(1) : u(0) % u(1));
+      if (uns) return I(static_cast<int64_t>(div ? u(0) / u(1) : u(0) % u(1)));
       return I(div ? a[0].i / a[1].i : a[0].i % a[1].i);
     }
     case Op::Fma:
@@ -315,14 +313,9 @@ Value reduce_identity(Op op, DType t) {
     case Op::ReduceProd:
       return fl ? Value::of_float(t, 1.0) : Value::of_int(t, 1);
     case Op::ReduceMax:
-      if (fl) return Value::of_float(t, -INFINITY);
-      if (t == DType::Bool || t == DType::UInt8) return Value::of_int(t, 0);
-      return Value::of_int(t, t == DType::Int32 ? INT32_MIN : INT64_MIN);
+      return fl ? Value::of_float(t, -INFINITY) : Value::of_int(t, int_min(t));
     case Op::ReduceMin:
-      if (fl) return Value::of_float(t, INFINITY);
-      if (t == DType::Bool) return Value::of_int(t, 1);
-      if (t == DType::UInt8) return Value::of_int(t, 255);
-      return Value::of_int(t, t == DType::Int32 ? INT32_MAX : INT64_MAX);
+      return fl ? Value::of_float(t, INFINITY) : Value::of_int(t, int_max(t));
     default:
       throw std::logic_error("ir::reduce_identity: not a reduction");
   }

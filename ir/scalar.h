@@ -1,6 +1,8 @@
 // Scalar semantics of every elementwise primitive: the one place op meaning is defined.
 // Used by constant folding, the reference evaluator and the tests. A Value holds a float
-// (already rounded to its dtype) in `f`, or an integer / bool in `i`.
+// (already rounded to its dtype) in `f`, or an integer / bool in `i`: every integer dtype is kept
+// as its value in int64, except uint64, which is kept as its bit pattern (values above INT64_MAX
+// are negative in `i`; compares, division and conversions read it unsigned).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -17,7 +19,11 @@ struct Value {
 
   static Value of_float(DType t, double v);  // rounds v to t
   static Value of_int(DType t, int64_t v);   // wraps v to t (bool: v != 0)
-  double as_double() const { return is_float(dtype) ? f : static_cast<double>(i); }
+  double as_double() const {
+    if (is_float(dtype)) return f;
+    return dtype == DType::UInt64 ? static_cast<double>(static_cast<uint64_t>(i))
+                                  : static_cast<double>(i);
+  }
   uint64_t bits() const;  // the stored bit pattern, zero-extended
   static Value from_bits(DType t, uint64_t b);
 };

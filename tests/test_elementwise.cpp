@@ -39,6 +39,30 @@ std::vector<Value> sample_values(DType t) {
       v.push_back(I(t, INT64_MIN + 1));
       v.push_back(I(t, INT64_MAX));
       return v;
+    // The integer dtypes of issue 18: small values, both ends of the range and the values next
+    // to them, and the points where a product or a shift leaves the range.
+    case DType::Int8:
+      for (int x : {0, 1, -1, 2, -2, 3, -7, 7, 11, 100, -100, 127, -128, -127, 126})
+        v.push_back(I(t, x));
+      return v;
+    case DType::Int16:
+      for (int x : {0, 1, -1, 2, -2, 3, -7, 7, 100, -100, 181, 256, 32767, -32768, -32767})
+        v.push_back(I(t, x));
+      return v;
+    case DType::UInt16:
+      for (int x : {0, 1, 2, 3, 7, 100, 255, 256, 32767, 32768, 65534, 65535}) v.push_back(I(t, x));
+      return v;
+    case DType::UInt32:
+      for (int64_t x : {0ll, 1ll, 2ll, 3ll, 7ll, 100ll, 65536ll, 2147483647ll, 2147483648ll,
+                        4294967294ll, 4294967295ll})
+        v.push_back(I(t, x));
+      return v;
+    case DType::UInt64:
+      for (uint64_t x : {0ull, 1ull, 2ull, 3ull, 7ull, 100ull, 1ull << 32, 4294967296ull + 1,
+                         0x7fffffffffffffffull, 0x8000000000000000ull, 0xfffffffffffffffeull,
+                         0xffffffffffffffffull})
+        v.push_back(I(t, static_cast<int64_t>(x)));
+      return v;
     default:
       break;
   }
@@ -69,8 +93,34 @@ std::vector<Value> sample_values(DType t) {
 std::vector<Value> cast_values(DType t) {
   std::vector<Value> v = sample_values(t);
   if (!ir::is_float(t)) return v;
-  for (double x : {-0.9, 0.9, 127.5, 128.0, 255.9, 256.0, 300.0, -129.0, 2147483520.0, 2147483648.0,
-                   -2147483904.0, 3e9, -3e9, 9.2e18, 1e19, -1e19, 65504.0, 1e5})
+  for (double x : {-0.9,
+                   0.9,
+                   127.5,
+                   128.0,
+                   255.9,
+                   256.0,
+                   300.0,
+                   -129.0,
+                   2147483520.0,
+                   2147483648.0,
+                   -2147483904.0,
+                   3e9,
+                   -3e9,
+                   9.2e18,
+                   1e19,
+                   -1e19,
+                   65504.0,
+                   1e5,
+                   32767.5,
+                   32768.0,
+                   -32769.0,
+                   65535.9,
+                   65536.0,
+                   4294967295.5,
+                   4294967296.0,
+                   1.8446744073709550e19,
+                   1.8446744073709552e19,
+                   9.2233720368547758e18})
     v.push_back(F(t, x));
   return v;
 }

@@ -135,12 +135,13 @@ Tensor run(R r, const Tensor& x, const nx::Axes& axes, bool keepdims) {
   throw std::logic_error("run");
 }
 
-// Sums and products of bool/uint8/int32 accumulate in int64; 16-bit floats in float32, rounded
+// Sums and products of bool and integers below 64 bits accumulate in int64 (uint64 in uint64,
+// docs/dtypes.md); 16-bit floats in float32, rounded
 // once at the end. Means divide the sum (float64 for integers) by the count, in its dtype.
 Value expect(R r, DType t, const std::vector<Value>& g) {
   auto accumulate = [&](Op op, DType in) {
     DType acc = in;
-    if (in == nx::bool_ || in == nx::uint8 || in == nx::int32) acc = nx::int64;
+    if (in == nx::bool_ || (ir::is_int(in) && ir::itemsize(in) < 8)) acc = nx::int64;
     if (ir::is_half(in)) acc = nx::float32;
     std::vector<Value> xs;
     for (const Value& v : g) xs.push_back(ir::cast(ir::cast(v, in), acc));

@@ -20,6 +20,7 @@ using namespace rt;
 // The sort order: NaN after everything, -0 == +0.
 bool before(const Value& a, const Value& b) {
   if (ir::is_float(a.dtype)) return a.f < b.f || (std::isnan(b.f) && !std::isnan(a.f));
+  if (a.dtype == nx::uint64) return static_cast<uint64_t>(a.i) < static_cast<uint64_t>(b.i);
   return a.i < b.i;
 }
 
@@ -56,9 +57,10 @@ Sorted ref_sort(const std::vector<Value>& x, const Shape& shape, int axis) {
   return r;
 }
 
-// The chain acc = x[0]; acc = acc + x[i], at the accumulation dtype of nx::cumsum.
+// The chain acc = x[0]; acc = acc + x[i], at the accumulation dtype of nx::cumsum (integers:
+// int64, uint64 its own).
 std::vector<Value> ref_cumsum(const std::vector<Value>& x, DType t, const Shape& shape, int axis) {
-  DType out = ir::is_float(t) ? t : nx::int64;
+  DType out = ir::is_float(t) || t == nx::uint64 ? t : nx::int64;
   std::vector<Value> r(x.size(), num(out, 0));
   for (const auto& line : lines(shape, axis)) {
     float f32 = 0;
@@ -90,11 +92,14 @@ std::vector<Value> data(DType t, int64_t n, uint64_t seed) {
     if (t == nx::bool_) {
       v.push_back(I(t, pick & 1));
     } else if (!ir::is_float(t)) {
-      int64_t lo = t == nx::uint8 ? 0 : -6;
-      if (pick == 0 && t != nx::uint8)
-        v.push_back(I(t, t == nx::int32 ? INT32_MIN : INT64_MIN));
+      const bool sig = ir::is_signed_int(t);
+      int64_t lo = sig ? -6 : 0;
+      if (pick == 0 && sig)
+        v.push_back(I(t, ir::int_min(t)));
       else if (pick == 1)
-        v.push_back(I(t, t == nx::uint8 ? 255 : (t == nx::int32 ? INT32_MAX : INT64_MAX)));
+        v.push_back(I(t, ir::int_max(t)));  // uint64: the pattern of -1, 2^64 - 1
+      else if (pick == 2 && t == nx::uint64)
+        v.push_back(I(t, INT64_MIN));  // 2^63: above every int64, below the maximum
       else
         v.push_back(I(t, rng.range(lo, lo + 12)));
     } else {
@@ -127,7 +132,7 @@ std::vector<Value> finite(DType t, int64_t n, uint64_t seed) {
   std::vector<Value> v;
   for (int64_t k = 0; k < n; ++k)
     v.push_back(ir::is_float(t) ? F(t, (rng.uniform() - 0.5) * std::exp(rng.uniform() * 12))
-                                : I(t, rng.range(t == nx::uint8 ? 0 : -100, 100)));
+                                : I(t, rng.range(ir::is_signed_int(t) ? -100 : 0, 100)));
   return v;
 }
 

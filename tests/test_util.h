@@ -25,10 +25,15 @@ using nx::DType;
 using nx::Shape;
 using nx::Tensor;
 
-inline const std::vector<DType> kAllTypes = {nx::bool_,   nx::uint8,    nx::int32,   nx::int64,
-                                             nx::float16, nx::bfloat16, nx::float32, nx::float64};
-inline const std::vector<DType> kNumTypes = {nx::uint8,    nx::int32,   nx::int64,  nx::float16,
-                                             nx::bfloat16, nx::float32, nx::float64};
+inline const std::vector<DType> kAllTypes = {
+    nx::bool_,   nx::uint8, nx::int32, nx::int64,  nx::float16, nx::bfloat16, nx::float32,
+    nx::float64, nx::int8,  nx::int16, nx::uint16, nx::uint32,  nx::uint64};
+inline const std::vector<DType> kNumTypes = {nx::uint8,    nx::int32,   nx::int64,   nx::float16,
+                                             nx::bfloat16, nx::float32, nx::float64, nx::int8,
+                                             nx::int16,    nx::uint16,  nx::uint32,  nx::uint64};
+// The integer dtypes issue 18 added (the tests that cover every dtype also list them above).
+inline const std::vector<DType> kNewIntTypes = {nx::int8, nx::int16, nx::uint16, nx::uint32,
+                                                nx::uint64};
 inline const std::vector<DType> kFloatTypes = {nx::float16, nx::bfloat16, nx::float32, nx::float64};
 
 inline std::string dname(DType t) { return std::string(ir::name(t)); }
@@ -68,6 +73,8 @@ inline std::string show(const Value& v) {
   if (ir::is_float(v.dtype)) {
     s.precision(17);
     s << v.f;
+  } else if (v.dtype == nx::uint64) {
+    s << static_cast<uint64_t>(v.i);
   } else {
     s << v.i;
   }

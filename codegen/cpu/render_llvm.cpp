@@ -27,12 +27,6 @@ std::string reg_type(DType t) {
   switch (t) {
     case DType::Bool:
       return "i1";
-    case DType::UInt8:
-      return "i8";
-    case DType::Int32:
-      return "i32";
-    case DType::Int64:
-      return "i64";
     case DType::Float16:
       return "half";
     case DType::BFloat16:
@@ -41,14 +35,15 @@ std::string reg_type(DType t) {
       return "float";
     case DType::Float64:
       return "double";
+    default:  // integers: LLVM's are signless; the ops below pick signed or unsigned forms
+      return "i" + std::to_string(int_bits(t));
   }
-  return "?";
 }
 std::string mem_type(DType t) { return t == DType::Bool ? "i8" : reg_type(t); }
 std::string ptr(const std::string& elem) { return dialect::ptr(elem); }
 bool fp(DType t) { return t == DType::Float16 || t == DType::Float32 || t == DType::Float64; }
-bool uns(DType t) { return t == DType::UInt8 || t == DType::Bool; }
-int bits_of(DType t) { return t == DType::Bool ? 1 : static_cast<int>(itemsize(t) * 8); }
+bool uns(DType t) { return is_unsigned_int(t) || t == DType::Bool; }
+int bits_of(DType t) { return int_bits(t); }
 std::string sfx(DType t) {
   return t == DType::Float64 ? "f64" : t == DType::Float32 ? "f32" : "f16";
 }

@@ -200,7 +200,7 @@ void run_rows(const SortScanPlan& p, char** bufs, int64_t lo, int64_t hi) {
         argsort_row(xr, reinterpret_cast<int64_t*>(bufs[0]) + r * p.n, p.n, whole);
         break;
       case Op::Cumsum:
-        if constexpr (std::is_same_v<T, int64_t>)
+        if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, uint64_t>)
           cumsum_row<T, uint64_t>(xr, reinterpret_cast<T*>(bufs[0]) + r * p.n, p.n);
         else if constexpr (std::is_floating_point_v<T>)
           cumsum_row<T, T>(xr, reinterpret_cast<T*>(bufs[0]) + r * p.n, p.n);
@@ -231,9 +231,9 @@ SortScanPlan plan_sort_scan(const KernelSpec& k) {
   p.offset = k.library->offset;
   p.n = k.shape.empty() ? 1 : k.shape.back();
   p.rows = p.n == 0 ? 0 : ir::numel(k.shape) / p.n;
-  if (p.op == Op::Cumsum &&
-      (p.in != p.out || (p.in != DType::Int64 && p.in != DType::Float32 && p.in != DType::Float64)))
-    throw std::logic_error("plan_sort_scan: cumsum needs int64, float32 or float64");
+  if (p.op == Op::Cumsum && (p.in != p.out || (p.in != DType::Int64 && p.in != DType::UInt64 &&
+                                               p.in != DType::Float32 && p.in != DType::Float64)))
+    throw std::logic_error("plan_sort_scan: cumsum needs int64, uint64, float32 or float64");
   return p;
 }
 
@@ -243,10 +243,20 @@ void run_sort_scan(const void* plan, char** bufs, int64_t lo, int64_t hi) {
     case DType::Bool:
     case DType::UInt8:
       return run_rows<uint8_t>(p, bufs, lo, hi);
+    case DType::Int8:
+      return run_rows<int8_t>(p, bufs, lo, hi);
+    case DType::Int16:
+      return run_rows<int16_t>(p, bufs, lo, hi);
+    case DType::UInt16:
+      return run_rows<uint16_t>(p, bufs, lo, hi);
     case DType::Int32:
       return run_rows<int32_t>(p, bufs, lo, hi);
+    case DType::UInt32:
+      return run_rows<uint32_t>(p, bufs, lo, hi);
     case DType::Int64:
       return run_rows<int64_t>(p, bufs, lo, hi);
+    case DType::UInt64:
+      return run_rows<uint64_t>(p, bufs, lo, hi);
     case DType::Float16:
       return run_rows<F16>(p, bufs, lo, hi);
     case DType::BFloat16:

@@ -131,6 +131,16 @@ int cub_dtype(ir::DType t) {
       return RUNE_CUB_I32;
     case ir::DType::Int64:
       return RUNE_CUB_I64;
+    case ir::DType::Int8:
+      return RUNE_CUB_I8;
+    case ir::DType::Int16:
+      return RUNE_CUB_I16;
+    case ir::DType::UInt16:
+      return RUNE_CUB_U16;
+    case ir::DType::UInt32:
+      return RUNE_CUB_U32;
+    case ir::DType::UInt64:
+      return RUNE_CUB_U64;
     case ir::DType::Float16:
       return RUNE_CUB_F16;
     case ir::DType::BFloat16:

@@ -66,6 +66,31 @@ struct Fmt<RUNE_CUB_I64> {
   __device__ static K key(T v) { return static_cast<K>(v) ^ 0x8000000000000000ull; }
   __device__ static T value(K k) { return static_cast<T>(k ^ 0x8000000000000000ull); }
 };
+// The other integers (API version 2): narrow ones widen to 32-bit keys, signed ones flip the
+// sign bit of the widened value's range; the key gives the value back.
+template <class TT, class KK, unsigned long long Flip, int Bits>
+struct IntFmt {
+  using T = TT;
+  using K = KK;
+  static constexpr int kBits = Bits;
+  static constexpr bool kInjective = true;
+  __device__ static K key(T v) {
+    K k = static_cast<K>(v);
+    if constexpr (Bits < 64) k &= static_cast<K>((1ull << Bits) - 1);  // drop the sign extension
+    return k ^ static_cast<K>(Flip);
+  }
+  __device__ static T value(K k) { return static_cast<T>(k ^ static_cast<K>(Flip)); }
+};
+template <>
+struct Fmt<RUNE_CUB_I8> : IntFmt<signed char, unsigned, 0x80ull, 8> {};
+template <>
+struct Fmt<RUNE_CUB_I16> : IntFmt<short, unsigned, 0x8000ull, 16> {};
+template <>
+struct Fmt<RUNE_CUB_U16> : IntFmt<unsigned short, unsigned, 0ull, 16> {};
+template <>
+struct Fmt<RUNE_CUB_U32> : IntFmt<unsigned, unsigned, 0ull, 32> {};
+template <>
+struct Fmt<RUNE_CUB_U64> : IntFmt<unsigned long long, unsigned long long, 0ull, 64> {};
 // 16-bit floats: NaN (magnitude above the infinity pattern) on 0x10000, both zeros on 0x8000.
 template <unsigned Inf>
 struct Half {
@@ -295,6 +320,16 @@ int with_format(int dtype, F&& f) {
       return f(Plan<RUNE_CUB_F32>{});
     case RUNE_CUB_F64:
       return f(Plan<RUNE_CUB_F64>{});
+    case RUNE_CUB_I8:
+      return f(Plan<RUNE_CUB_I8>{});
+    case RUNE_CUB_I16:
+      return f(Plan<RUNE_CUB_I16>{});
+    case RUNE_CUB_U16:
+      return f(Plan<RUNE_CUB_U16>{});
+    case RUNE_CUB_U32:
+      return f(Plan<RUNE_CUB_U32>{});
+    case RUNE_CUB_U64:
+      return f(Plan<RUNE_CUB_U64>{});
   }
   return RUNE_CUB_ERROR_BAD_DTYPE;
 }
@@ -310,7 +345,7 @@ bool have_driver() {
 
 // Argument errors first (they need no device), then the driver.
 int check_call(int dtype, long long rows, long long len) {
-  if (dtype < RUNE_CUB_U8 || dtype > RUNE_CUB_F64) return RUNE_CUB_ERROR_BAD_DTYPE;
+  if (dtype < RUNE_CUB_U8 || dtype > RUNE_CUB_LAST) return RUNE_CUB_ERROR_BAD_DTYPE;
   if (rows < 0 || len < 0) return RUNE_CUB_ERROR_BAD_SHAPE;
   if (!have_driver()) return RUNE_CUB_ERROR_NO_DRIVER;
   return cudaSuccess;

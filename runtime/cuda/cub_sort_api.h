@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 // Bumped whenever RuneCubApi or the meaning of an entry changes.
-#define RUNE_CUB_API_VERSION 1
+#define RUNE_CUB_API_VERSION 2  // 2: the integer formats I8 ... U64
 
 // Element formats of the input (the output of a sort has the same format).
 enum RuneCubDType {
@@ -31,6 +31,12 @@ enum RuneCubDType {
   RUNE_CUB_BF16 = 4,  // bfloat16 bits
   RUNE_CUB_F32 = 5,
   RUNE_CUB_F64 = 6,
+  RUNE_CUB_I8 = 7,  // version 2: the other integer dtypes
+  RUNE_CUB_I16 = 8,
+  RUNE_CUB_U16 = 9,
+  RUNE_CUB_U32 = 10,
+  RUNE_CUB_U64 = 11,
+  RUNE_CUB_LAST = RUNE_CUB_U64,
 };
 
 // Codes of the module's own (argument) errors, above every cudaError_t.

@@ -30,9 +30,9 @@ class Generator {
   Generator(uint64_t seed, GenOptions o) : r_(seed), o_(o) {}
 
   Program run() {
-    main_ = kDTypes[r_.below(8)];
+    main_ = kDTypes[r_.below(kDTypeCount)];
     int n_in = 1 + r_.below(3);
-    for (int i = 0; i < n_in; ++i) input(r_.chance(0.7) ? main_ : kDTypes[r_.below(8)], shape());
+    for (int i = 0; i < n_in; ++i) input(r_.chance(0.7) ? main_ : kDTypes[r_.below(kDTypeCount)], shape());
     int n = 1 + r_.below(o_.max_steps);
     bool checks = false;
     for (int i = 0; i < n; ++i) {
@@ -233,7 +233,7 @@ class Generator {
     }
     if (w < 57) {  // cast to another dtype
       int a = any_live();
-      DType to = kDTypes[r_.below(8)];
+      DType to = kDTypes[r_.below(kDTypeCount)];
       // Now and then the identity (nx returns the operand itself), whose donation must still
       // give a live result.
       if (to == types_[a].dtype && !r_.chance(0.1)) return false;
@@ -274,7 +274,8 @@ class Generator {
           if (kept[d] == 1 && t.shape[d] == 0) return false;  // no identity
       }
       DType rt = t.dtype;
-      bool small = t.dtype == nx::bool_ || t.dtype == nx::uint8 || t.dtype == nx::int32;
+      // nx::sum / nx::prod: bool and integers below 64 bits accumulate in int64 (docs/dtypes.md).
+      bool small = t.dtype == nx::bool_ || (ir::is_int(t.dtype) && ir::itemsize(t.dtype) < 8);
       if ((st.fn == 0 || st.fn == 1) && small) rt = nx::int64;
       if (st.fn == 4 && !ir::is_float(t.dtype)) rt = nx::float64;
       st.args = {a};
@@ -300,7 +301,7 @@ class Generator {
       if (bs.size() > 1) out.push_back(n);
       DType rt = t.dtype;
       // docs/design-notes.md: integer products are int64, a bool product is bool.
-      if (rt == nx::uint8 || rt == nx::int32) rt = nx::int64;
+      if (ir::is_int(rt)) rt = nx::int64;
       st.kind = Kind::Matmul;
       st.args = {a, b};
       finish(st, {rt, out});
@@ -470,7 +471,7 @@ class Generator {
       case 2: {  // binary op on two dtypes
         st.kind = Kind::Binary;
         st.fn = r_.below(7);
-        DType other = kDTypes[r_.below(8)];
+        DType other = kDTypes[r_.below(kDTypeCount)];
         if (other == t.dtype) return false;
         st.args = {a, input(other, t.shape)};
         break;

@@ -128,7 +128,9 @@ inline const ReduceOp kReduce[] = {
 inline constexpr int kReduceCount = sizeof(kReduce) / sizeof(kReduce[0]);
 inline const char* const kArgReduce[] = {"nx::argmax", "nx::argmin"};
 
-inline const DType kDTypes[] = {nx::bool_,   nx::uint8,    nx::int32,   nx::int64,
-                                nx::float16, nx::bfloat16, nx::float32, nx::float64};
+inline const DType kDTypes[] = {nx::bool_,  nx::uint8,   nx::int32,  nx::int64,  nx::float16,
+                                nx::bfloat16, nx::float32, nx::float64, nx::int8,  nx::int16,
+                                nx::uint16,  nx::uint32,  nx::uint64};  // ints: issue 18
+inline constexpr int kDTypeCount = sizeof(kDTypes) / sizeof(kDTypes[0]);
 
 }  // namespace fuzz

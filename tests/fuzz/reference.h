@@ -246,9 +246,10 @@ inline std::optional<Host> reference(const Step& s, const std::vector<Host>& a, 
       }
       if ((name == "nx::sum" || name == "nx::prod") && !ir::is_float(t)) {
         Op op = name == "nx::sum" ? Op::ReduceSum : Op::ReduceProd;
-        return reduce_ref(a[0], s.axes, s.keepdims, nx::int64, [&](const std::vector<Value>& g) {
-          Value r = ir::reduce_identity(op, nx::int64);
-          for (auto& x : g) r = ir::reduce_combine(op, r, ir::cast(x, nx::int64));
+        const DType acc = t == nx::uint64 ? nx::uint64 : nx::int64;  // docs/dtypes.md
+        return reduce_ref(a[0], s.axes, s.keepdims, acc, [&](const std::vector<Value>& g) {
+          Value r = ir::reduce_identity(op, acc);
+          for (auto& x : g) r = ir::reduce_combine(op, r, ir::cast(x, acc));
           return r;
         });
       }

@@ -56,7 +56,10 @@ inline std::vector<Labelled> corpus_elementwise() {
   const std::pair<DType, DType> bitcasts[] = {
       {DType::Float32, DType::Int32},    {DType::Int32, DType::Float32},
       {DType::Float64, DType::Int64},    {DType::Int64, DType::Float64},
-      {DType::Float16, DType::BFloat16}, {DType::BFloat16, DType::Float16}};
+      {DType::Float16, DType::BFloat16}, {DType::BFloat16, DType::Float16},
+      {DType::Float32, DType::UInt32},   {DType::UInt64, DType::Float64},
+      {DType::Float16, DType::Int16},    {DType::UInt16, DType::BFloat16},
+      {DType::Int8, DType::UInt8}};
   for (auto [from, to] : bitcasts)
     add_program(ks, "Bitcast " + dname(from) + "->" + dname(to), {{from, {9}}},
                 [&](auto& a) { return std::vector<Tensor>{prim(Op::Bitcast, to, {a[0]})}; });

@@ -19,7 +19,9 @@ using nx::Tensor;
 using Shape = std::vector<int64_t>;
 
 inline constexpr DType kAll[] = {DType::Bool,    DType::UInt8,    DType::Int32,   DType::Int64,
-                                 DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
+                                 DType::Float16, DType::BFloat16, DType::Float32, DType::Float64,
+                                 DType::Int8,    DType::Int16,    DType::UInt16,  DType::UInt32,
+                                 DType::UInt64};
 inline constexpr DType kFloats[] = {DType::Float16, DType::BFloat16, DType::Float32,
                                     DType::Float64};
 

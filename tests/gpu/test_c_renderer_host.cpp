@@ -73,6 +73,20 @@ std::vector<uint64_t> specials(DType t) {
             (int64_t)63, (int64_t)64, (int64_t)65, (int64_t)1 << 40, INT64_MAX, INT64_MIN})
         v.push_back(static_cast<uint64_t>(x));
       return v;
+    // The integer dtypes of issue 18: both ends, -1, and the shift amounts around the width.
+    case DType::Int8:
+    case DType::Int16:
+    case DType::UInt16:
+    case DType::UInt32:
+    case DType::UInt64: {
+      const int w = ir::int_bits(t);
+      const uint64_t mask = w == 64 ? ~0ull : (1ull << w) - 1;
+      for (uint64_t x : std::initializer_list<uint64_t>{0, 1, 2, 3, 7, uint64_t(w - 1), uint64_t(w),
+                                                        uint64_t(w + 1), 100, mask, mask - 1,
+                                                        mask >> 1, (mask >> 1) + 1})
+        v.push_back(x & mask);
+      return v;
+    }
     case DType::Float32:
       for (double x : base) f32(static_cast<float>(x));
       f32(inf), f32(-inf), f32(std::nanf("")), f32(1e-40f), f32(-1e-45f), f32(6e-8f);

@@ -167,8 +167,9 @@ struct Case {
 std::vector<Case> cases(const std::string& dev, bool with_bf16) {
   std::mt19937_64 rng(42);
   std::vector<Case> out;
-  for (nx::DType t : {nx::bool_, nx::uint8, nx::int32, nx::int64, nx::float16, nx::bfloat16,
-                      nx::float32, nx::float64}) {
+  for (nx::DType t :
+       {nx::bool_, nx::uint8, nx::int32, nx::int64, nx::float16, nx::bfloat16, nx::float32,
+        nx::float64, nx::int8, nx::int16, nx::uint16, nx::uint32, nx::uint64}) {
     if (t == nx::bfloat16 && !with_bf16) continue;
     std::string dn(ir::name(t));
     for (const nx::Shape& s : {nx::Shape{}, nx::Shape{0, 3}, nx::Shape{2, 3, 4}}) {
@@ -335,23 +336,13 @@ TEST(Reference, NpyWrittenByNumpy) {
   EXPECT_EQ(read_file(dir / "f32.npy"), read_file(data("ref_f32.npy")));
 }
 
-TEST(Reference, DtypesRuneLacks) {
-  try {
-    nx::load(data("i16.safetensors"));
-    FAIL();
-  } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "nx::load: '" + data("i16.safetensors") +
-                  "': tensor 'w' has dtype I16, which rune lacks (it has BOOL, U8, I32, I64, F16, "
-                  "BF16, F32, F64)");
-  }
-  try {
-    nx::load_npy(data("i16.npy"));
-    FAIL();
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("has numpy dtype '<i2', which rune lacks"),
-              std::string::npos)
-        << e.what();
+// numpy's int16 files (tools/io-refgen), which rune lacked until issue 18, read as int16.
+TEST(Reference, ReadsInt16) {
+  for (const nx::Tensor& w :
+       {nx::load(data("i16.safetensors")).at("w"), nx::load_npy(data("i16.npy"))}) {
+    EXPECT_EQ(w.dtype(), nx::int16);
+    EXPECT_EQ(w.shape(), nx::Shape{2});
+    EXPECT_EQ(nx::to_vector<int16_t>(w), (std::vector<int16_t>{1, 2}));
   }
 }
 
@@ -456,8 +447,8 @@ TEST(Hostile, SafetensorsHeaders) {
             "tensor 'w' has shape [-2]: dimensions must be integers >= 0");
   EXPECT_EQ(msg(safetensors_file(R"({"w":{"dtype":"F8_E4M3","shape":[8],"data_offsets":[0,8]}})",
                                  "12345678")),
-            "tensor 'w' has dtype F8_E4M3, which rune lacks (it has BOOL, U8, I32, I64, F16, BF16, "
-            "F32, F64)");
+            "tensor 'w' has dtype F8_E4M3, which rune lacks (it has BOOL, U8, U16, U32, U64, I8, "
+            "I16, I32, I64, F16, BF16, F32, F64)");
   EXPECT_EQ(msg(safetensors_file(R"({"w":{"dtype":"BOOL","shape":[8],"data_offsets":[0,8]}})",
                                  "12345678")),
             "tensor 'w' is bool but element 0 is the byte 49 (not 0 or 1)");
@@ -509,6 +500,16 @@ TEST(Hostile, NpyHeaders) {
   EXPECT_EQ(
       msg(npy("{'descr': [('a', '<i4')], 'fortran_order': False, 'shape': (2,), }", "12345678")),
       "the tensor: npy header expected a string at byte 10 of the header");
+  EXPECT_EQ(msg(npy("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", "12345678")),
+            "the tensor has numpy dtype '<c8', which rune lacks (it reads |b1, |u1, <u2, <u4, "
+            "<u8, |i1, <i2, <i4, <i8, <f2, <f4, <f8 and their big-endian forms)");
+  // Big-endian integers of every width are swapped on reading.
+  write_file(p,
+             npy("{'descr': '>u2', 'fortran_order': False, 'shape': (2,), }", "\x01\x02\xff\xfe"));
+  EXPECT_EQ(nx::to_vector<uint16_t>(nx::load_npy(p)), (std::vector<uint16_t>{0x0102, 0xfffe}));
+  write_file(p, npy("{'descr': '>i8', 'fortran_order': False, 'shape': (1,), }",
+                    std::string("\xff\xff\xff\xff\xff\xff\xff\xfe", 8)));
+  EXPECT_EQ(nx::to_vector<int64_t>(nx::load_npy(p)), (std::vector<int64_t>{-2}));
   EXPECT_EQ(msg(npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", "12345678", 9)),
             "the tensor has npy version 9.0 (rune reads 1.0 to 3.0)");
   std::string huge = npy("{}", "");

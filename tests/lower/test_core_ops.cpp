@@ -41,17 +41,62 @@ std::vector<Value> samples(DType t) {
   std::vector<Value> v;
   if (is_float(t)) {
     const double inf = std::numeric_limits<double>::infinity();
-    for (double d : {0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 0.5, -7.25, 3.0, 1e30, -1e30, 3e9, -3e9,
-                     300.0, -300.0, 1e-40, inf, -inf, std::nan("")})
+    for (double d : {0.0,
+                     -0.0,
+                     1.0,
+                     -1.0,
+                     2.5,
+                     -2.5,
+                     0.5,
+                     -7.25,
+                     3.0,
+                     1e30,
+                     -1e30,
+                     3e9,
+                     -3e9,
+                     300.0,
+                     -300.0,
+                     1e-40,
+                     inf,
+                     -inf,
+                     std::nan(""),
+                     127.9,
+                     -128.5,
+                     32768.0,
+                     -32769.0,
+                     65535.5,
+                     4294967296.0,
+                     1.8446744073709552e19,
+                     9.2233720368547758e18})
       v.push_back(Value::of_float(t, d));
   } else if (t == DType::Bool) {
     v = {Value::of_int(t, 0), Value::of_int(t, 1)};
   } else {
-    for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{-1}, int64_t{2}, int64_t{-2}, int64_t{7},
-                      int64_t{-7}, int64_t{31}, int64_t{32}, int64_t{63}, int64_t{64}, int64_t{200},
-                      std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
-                      int64_t{INT32_MIN}, int64_t{INT32_MAX}})
-      v.push_back(Value::of_int(t, i));
+    for (int64_t i : {int64_t{0},
+                      int64_t{1},
+                      int64_t{-1},
+                      int64_t{2},
+                      int64_t{-2},
+                      int64_t{7},
+                      int64_t{-7},
+                      int64_t{31},
+                      int64_t{32},
+                      int64_t{63},
+                      int64_t{64},
+                      int64_t{200},
+                      std::numeric_limits<int64_t>::min(),
+                      std::numeric_limits<int64_t>::max(),
+                      int64_t{INT32_MIN},
+                      int64_t{INT32_MAX},
+                      int64_t{8},
+                      int64_t{16},
+                      int64_t{-128},
+                      int64_t{127},
+                      int64_t{255},
+                      int64_t{-32768},
+                      int64_t{65535},
+                      int64_t{UINT32_MAX}})
+      v.push_back(Value::of_int(t, i));  // wrapped to t: each dtype's MIN, MAX, -1 among them
   }
   return v;
 }
@@ -62,8 +107,9 @@ bool same(const Value& a, const Value& b) {
   return a.bits() == b.bits();
 }
 
-const DType kTypes[] = {DType::Bool,  DType::UInt8,   DType::Int32,
-                        DType::Int64, DType::Float32, DType::Float64};
+const DType kTypes[] = {DType::Bool,    DType::UInt8,   DType::Int32, DType::Int64,
+                        DType::Float32, DType::Float64, DType::Int8,  DType::Int16,
+                        DType::UInt16,  DType::UInt32,  DType::UInt64};
 
 NodeRef var(int64_t id, DType t) { return make(Op::Var, t, {}, {}, id); }
 

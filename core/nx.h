@@ -5,4 +5,5 @@
 #include "core/io.h"
 #include "core/nn.h"  // issue 18, part "math"
 #include "core/ops.h"
+#include "core/random.h"
 #include "core/tensor.h"

@@ -3,6 +3,8 @@
 #include <llvm/ADT/StringMap.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -88,6 +90,18 @@ const std::string& target_id() { return host().id; }
 std::string compile_to_object(const std::string& ir, const std::string& module_name) {
   Host& h = host();
   llvm::LLVMContext ctx;
+  // Warnings and remarks are for compiler developers, not users: a lanes loop LLVM cannot
+  // vectorise (one that gathers by a loaded index) stays a correct scalar loop, and printing
+  // "loop not vectorized" on stderr for it would only alarm. Errors still reach the default
+  // handler (and abort, as they would).
+  ctx.setDiagnosticHandlerCallBack(
+      [](const llvm::DiagnosticInfo& d, void*) {
+        if (d.getSeverity() != llvm::DS_Error) return;
+        llvm::DiagnosticPrinterRawOStream printer(llvm::errs());
+        d.print(printer);
+        llvm::errs() << "\n";
+      },
+      nullptr);
   llvm::SMDiagnostic diag;
   auto mod = llvm::parseIR(llvm::MemoryBufferRef(ir, module_name), diag, ctx);
   if (!mod) {

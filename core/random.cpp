@@ -1,0 +1,330 @@
+// Threefry-2x32 and the draws of jax.random built on it, from nx primitives on uint32 tensors
+// (Add wraps modulo 2^32, Shl / Shr / Or / Xor act on the bit pattern), so every backend runs
+// the same integer arithmetic and gives the same bits.
+#include "core/random.h"
+
+#include <cmath>
+#include <numbers>
+#include <string>
+#include <utility>
+
+#include "core/donation.h"
+#include "core/prim.h"
+
+namespace nx::random {
+
+namespace {
+
+using namespace nx::detail;
+using ir::Op;
+using nx::add;
+constexpr DType U32 = DType::UInt32;
+
+Tensor u32(uint32_t v) { return const_int(U32, v); }
+Tensor bxor(const Tensor& a, const Tensor& b) { return binary("nx::random", Op::Xor, a, b); }
+Tensor bor(const Tensor& a, const Tensor& b) { return binary("nx::random", Op::Or, a, b); }
+Tensor band(const Tensor& a, const Tensor& b) { return binary("nx::random", Op::And, a, b); }
+Tensor shl(const Tensor& a, int s) {
+  return binary("nx::random", Op::Shl, a, const_int(a.dtype(), s));
+}
+Tensor shr(const Tensor& a, int s) {
+  return binary("nx::random", Op::Shr, a, const_int(a.dtype(), s));
+}
+Tensor rotl(const Tensor& x, int r) { return bor(shl(x, r), shr(x, 32 - r)); }
+
+// Threefry-2x32, 20 rounds: the pair of counters (x0, x1) encrypted under the key (k0, k1).
+std::pair<Tensor, Tensor> threefry(const Tensor& k0, const Tensor& k1, Tensor x0, Tensor x1) {
+  static constexpr int kRot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
+  Tensor ks[3] = {k0, k1, bxor(bxor(k0, k1), u32(0x1BD11BDA))};
+  static constexpr int kInject[5][2] = {{1, 2}, {2, 0}, {0, 1}, {1, 2}, {2, 0}};
+  x0 = add(x0, ks[0]);
+  x1 = add(x1, ks[1]);
+  for (int i = 0; i < 5; ++i) {
+    for (int r : kRot[i % 2]) {
+      x0 = add(x0, x1);
+      x1 = bxor(rotl(x1, r), x0);
+    }
+    x0 = add(x0, ks[kInject[i][0]]);
+    x1 = add(add(x1, ks[kInject[i][1]]), u32(static_cast<uint32_t>(i + 1)));
+  }
+  return {x0, x1};
+}
+
+void check_key(const char* api, const Tensor& key) {
+  if (key.dtype() != U32 || key.shape() != Shape{2})
+    fail(api, "key must be a uint32 [2] tensor (nx::random::key), got " + key.describe());
+}
+std::pair<Tensor, Tensor> halves(const Tensor& key) { return {index(key, 0, 0), index(key, 0, 1)}; }
+
+// The counters of each element of `shape`: (flat index >> 32, flat index & 0xFFFFFFFF), as
+// JAX's iota_2x32_shape.
+std::pair<Tensor, Tensor> counters(const char* api, const Shape& shape) {
+  int64_t n = ir::checked_numel(api, shape);
+  Tensor i = reshape(arange(n), shape);
+  Tensor lo = cast(band(i, const_int(DType::Int64, 0xFFFFFFFFll)), U32);
+  if (n <= (int64_t{1} << 32)) return {broadcast_to(u32(0), shape), lo};
+  return {cast(shr(i, 32), U32), lo};
+}
+
+// Both 32-bit words of each element's draw.
+std::pair<Tensor, Tensor> draw(const char* api, const Tensor& key, const Shape& shape) {
+  auto [k0, k1] = halves(key);
+  auto [c0, c1] = counters(api, shape);
+  return threefry(k0, k1, c0, c1);
+}
+
+Tensor bitcast(const Tensor& x, DType t) { return prim(Op::Bitcast, t, x.shape(), {x}); }
+
+// Uniform [1, 2) - 1 from the top mantissa bits of a draw, in dtype t (JAX's construction: 32
+// bits for float32, 64 for float64, the low 16 for the 16-bit floats).
+Tensor unit_floats(const char* api, const Tensor& key, const Shape& shape, DType t) {
+  auto [b0, b1] = draw(api, key, shape);
+  Tensor f;
+  switch (t) {
+    case DType::Float32:
+      f = bitcast(bor(shr(bxor(b0, b1), 32 - 23), u32(0x3F800000u)), t);
+      break;
+    case DType::Float64: {
+      Tensor hi = shl(cast(b0, DType::Int64), 32), lo = cast(b1, DType::Int64);
+      Tensor b64 = bor(hi, lo);
+      f = bitcast(bor(shr(b64, 64 - 52), const_int(DType::Int64, 0x3FF0000000000000ll)), t);
+      break;
+    }
+    case DType::Float16:
+    case DType::BFloat16: {
+      // JAX draws at least 8 bits: float16 (10 mantissa bits) takes the low 16 of the draw,
+      // bfloat16 (7) the low 8.
+      bool f16 = t == DType::Float16;
+      int rng_bits = f16 ? 16 : 8, mant = f16 ? 10 : 7;
+      uint32_t one = f16 ? 0x3C00u : 0x3F80u;
+      Tensor low = band(bxor(b0, b1), u32(f16 ? 0xFFFFu : 0xFFu));
+      f = bitcast(cast(bor(shr(low, rng_bits - mant), u32(one)), DType::UInt16), t);
+      break;
+    }
+    default:
+      fail(api, "dtype must be float, got " + std::string(ir::name(t)));
+  }
+  return sub(f, scalar_like(f, 1));
+}
+
+// f * (hi - lo) + lo, then at least lo (JAX's). XLA contracts the multiply-add into one fused
+// rounding; below float64 the same value comes from computing it at float64 (the product of two
+// 24-bit values is exact there) and rounding once to t.
+Tensor uniform_in(const char* api, const Tensor& key, const Shape& shape, DType t, double lo,
+                  double hi) {
+  Tensor f = unit_floats(api, key, shape, t);
+  Tensor lo_t = scalar_like(f, lo);
+  Tensor span = sub(scalar_like(f, hi), lo_t);
+  Tensor v;
+  if (t == DType::Float64) {
+    v = add(mul(f, span), lo_t);
+  } else {
+    auto wide = [](const Tensor& x) { return cast(x, DType::Float64); };
+    v = cast(add(mul(wide(f), wide(span)), wide(lo_t)), t);
+  }
+  return maximum(v, lo_t);
+}
+
+// erfinv at float64: Giles' single-precision approximation (M. Giles, "Approximating the erfinv
+// function", GPU Computing Gems, 2011) refined by two Newton steps on erf, each squaring the
+// relative error (1e-7 -> 1e-14 -> below float64's rounding). y in (-1, 1).
+Tensor erfinv64(const Tensor& y) {
+  auto poly = [](const Tensor& w, std::initializer_list<double> c) {
+    auto it = c.begin();
+    Tensor p = scalar_like(w, *it++);
+    for (; it != c.end(); ++it) p = add(scalar_like(w, *it), mul(p, w));
+    return p;
+  };
+  Tensor one = scalar_like(y, 1);
+  Tensor w = neg(log(mul(sub(one, y), add(one, y))));
+  Tensor central = poly(sub(w, scalar_like(w, 2.5)),
+                        {2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                         0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941});
+  Tensor tail = poly(sub(sqrt(w), scalar_like(w, 3)),
+                     {-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                      -0.0076224613, 0.00943887047, 1.00167406, 2.83297682});
+  Tensor x = mul(where(less(w, scalar_like(w, 5)), central, tail), y);
+  const double two_over_sqrt_pi = 2 / std::sqrt(std::numbers::pi);
+  for (int i = 0; i < 2; ++i) {
+    Tensor slope = mul(scalar_like(x, two_over_sqrt_pi), exp(neg(mul(x, x))));
+    x = sub(x, div(sub(erf(x), y), slope));
+  }
+  return x;
+}
+
+}  // namespace
+
+Tensor key(uint64_t seed) {
+  return create(U32, {2},
+                {static_cast<double>(seed >> 32), static_cast<double>(seed & 0xFFFFFFFFu)});
+}
+
+Tensor split(const Tensor& key, int64_t n) {
+  const char* api = "nx::random::split";
+  OpScope scope_(api, {&key});
+  check_key(api, key);
+  if (n < 0) fail(api, "n must be >= 0, got " + std::to_string(n));
+  auto [k0, k1] = halves(key);
+  auto [c0, c1] = counters(api, {n});
+  auto [b0, b1] = threefry(k0, k1, c0, c1);
+  return stack({b0, b1}, 1);
+}
+
+Tensor fold_in(const Tensor& key, const Tensor& data) {
+  const char* api = "nx::random::fold_in";
+  OpScope scope_(api, {&key, &data});
+  check_key(api, key);
+  if (!data.shape().empty() || !(ir::is_int(data.dtype()) || data.dtype() == DType::Bool))
+    fail(api, "data must be an integer scalar, got " + data.describe());
+  auto [k0, k1] = halves(key);
+  Tensor d = data.dtype() == U32 ? data : cast(data, U32);
+  auto [b0, b1] = threefry(k0, k1, u32(0), d);
+  return stack({b0, b1}, 0);
+}
+Tensor fold_in(const Tensor& key, uint32_t data) {
+  const char* api = "nx::random::fold_in";
+  OpScope scope_(api, {&key});
+  check_key(api, key);
+  auto [k0, k1] = halves(key);
+  auto [b0, b1] = threefry(k0, k1, u32(0), u32(data));
+  return stack({reshape(b0, {}), reshape(b1, {})}, 0);
+}
+
+Tensor bits(const Tensor& key, const Shape& shape) {
+  const char* api = "nx::random::bits";
+  OpScope scope_(api, {&key});
+  check_key(api, key);
+  auto [b0, b1] = draw(api, key, shape);
+  return bxor(b0, b1);
+}
+
+Tensor uniform(const Tensor& key, const Shape& shape, DType t, double minval, double maxval) {
+  const char* api = "nx::random::uniform";
+  OpScope scope_(api, {&key});
+  check_key(api, key);
+  if (!(minval < maxval))
+    fail(api,
+         "minval " + std::to_string(minval) + " must be below maxval " + std::to_string(maxval));
+  return uniform_in(api, key, shape, t, minval, maxval);
+}
+
+Tensor normal(const Tensor& key, const Shape& shape, DType t) {
+  const char* api = "nx::random::normal";
+  OpScope scope_(api, {&key});
+  check_key(api, key);
+  if (!ir::is_float(t)) fail(api, "dtype must be float, got " + std::string(ir::name(t)));
+  // JAX's interval: (the float after -1 toward 0, 1) in dtype t.
+  double lo = -1;
+  switch (t) {
+    case DType::Float64:
+      lo = std::nextafter(-1.0, 0.0);
+      break;
+    case DType::Float32:
+      lo = std::nextafter(-1.0f, 0.0f);
+      break;
+    case DType::Float16:
+      lo = -1 + std::ldexp(1.0, -11);
+      break;
+    default:
+      lo = -1 + std::ldexp(1.0, -8);
+      break;  // bfloat16
+  }
+  Tensor u = uniform_in(api, key, shape, t, lo, 1);
+  Tensor z = mul(const_of(DType::Float64, std::numbers::sqrt2), erfinv64(cast(u, DType::Float64)));
+  return cast(z, t);
+}
+
+Tensor bernoulli(const Tensor& key, double p, const Shape& shape) {
+  const char* api = "nx::random::bernoulli";
+  OpScope scope_(api, {&key});
+  check_key(api, key);
+  Tensor u = uniform_in(api, key, shape, DType::Float32, 0, 1);
+  return less(u, scalar_like(u, p));
+}
+Tensor bernoulli(const Tensor& key, const Tensor& p) {
+  const char* api = "nx::random::bernoulli";
+  OpScope scope_(api, {&key, &p});
+  check_key(api, key);
+  require_float(api, p);
+  Tensor u = uniform_in(api, key, p.shape(), p.dtype(), 0, 1);
+  return less(u, p);
+}
+
+Tensor randint(const Tensor& key, const Shape& shape, int64_t minval, int64_t maxval, DType t) {
+  const char* api = "nx::random::randint";
+  OpScope scope_(api, {&key});
+  check_key(api, key);
+  if (t != DType::Int32 && t != DType::Int64)
+    fail(api, "dtype must be int32 or int64, got " + std::string(ir::name(t)));
+  if (maxval <= minval)
+    fail(api, "empty range [" + std::to_string(minval) + ", " + std::to_string(maxval) + ")");
+  if (t == DType::Int32 && (minval < INT32_MIN || maxval - 1 > INT32_MAX))
+    fail(api,
+         "range [" + std::to_string(minval) + ", " + std::to_string(maxval) + ") is outside int32");
+  // JAX's algorithm: two draws of bits (keys split(key)[0] and [1]), span = maxval - minval in
+  // the unsigned type, offset = ((hi % span) * (2^(n/2) % span)^2 % span + lo % span) % span.
+  Tensor ks = split(key, 2);
+  Tensor key_hi = index(ks, 0, 0), key_lo = index(ks, 0, 1);
+  Tensor off;
+  if (t == DType::Int32) {
+    auto span_v = static_cast<uint32_t>(static_cast<uint64_t>(maxval - minval));
+    Tensor span = u32(span_v);
+    // The square wraps in uint32, as JAX's lax.mul does (it is 0 for span 2^32 - 1).
+    uint32_t m = static_cast<uint32_t>((uint64_t{1} << 16) % span_v);
+    Tensor mult = u32(static_cast<uint32_t>(m * m) % span_v);
+    Tensor hi = bits(key_hi, shape), lo = bits(key_lo, shape);
+    off = binary(api, Op::Mod,
+                 add(mul(binary(api, Op::Mod, hi, span), mult), binary(api, Op::Mod, lo, span)),
+                 span);
+    // The offset's bits as int32 (it may pass INT32_MAX), added with wrap-around: JAX's
+    // convert_element_type + add, exact for every range.
+    return add(bitcast(off, t), const_int(t, minval));
+  }
+  // int64: 64-bit draws (hi word << 32 | lo word) in uint64.
+  const DType U64 = DType::UInt64;
+  auto bits64 = [&](const Tensor& k) {
+    auto [b0, b1] = draw(api, k, shape);
+    return bor(shl(cast(b0, U64), 32), cast(b1, U64));
+  };
+  auto span_v = static_cast<uint64_t>(maxval) - static_cast<uint64_t>(minval);
+  Tensor span = const_int(U64, static_cast<int64_t>(span_v));
+  uint64_t m = (uint64_t{1} << 32) % span_v;  // its square wraps in uint64, as JAX's
+  Tensor mult = const_int(U64, static_cast<int64_t>((m * m) % span_v));
+  Tensor hi = bits64(key_hi), lo = bits64(key_lo);
+  off =
+      binary(api, Op::Mod,
+             add(mul(binary(api, Op::Mod, hi, span), mult), binary(api, Op::Mod, lo, span)), span);
+  return add(bitcast(off, DType::Int64), const_int(DType::Int64, minval));
+}
+
+Tensor permutation(const Tensor& key, int64_t n) {
+  const char* api = "nx::random::permutation";
+  OpScope scope_(api, {&key});
+  check_key(api, key);
+  if (n < 0) fail(api, "n must be >= 0, got " + std::to_string(n));
+  int rounds = static_cast<int>(std::ceil(
+      3 * std::log(static_cast<double>(std::max<int64_t>(1, n))) / std::log(4294967295.0)));
+  Tensor x = arange(n);
+  Tensor k = key;
+  for (int r = 0; r < rounds; ++r) {
+    Tensor ks = split(k, 2);
+    k = index(ks, 0, 0);
+    Tensor order = argsort(bits(index(ks, 0, 1), {n}));
+    x = take(x, order, 0);
+  }
+  return x;
+}
+
+Tensor dropout(const Tensor& key, const Tensor& x, double rate) {
+  const char* api = "nx::random::dropout";
+  OpScope scope_(api, {&key, &x});
+  check_key(api, key);
+  require_float(api, x);
+  if (!(rate >= 0 && rate < 1)) fail(api, "rate must be in [0, 1), got " + std::to_string(rate));
+  if (rate == 0) return identity_result(x);
+  double keep = 1 - rate;
+  Tensor mask = bernoulli(key, keep, x.shape());
+  return where(mask, div(x, scalar_like(x, keep)), zeros_like(x));
+}
+
+}  // namespace nx::random

@@ -1,0 +1,183 @@
+// nx::random (core/random.h): keys as uint32 [2] tensors, Threefry-2x32 draws with the bits JAX
+// 0.10 gives (the constants below are what jax.random printed for jax.random.key(42), with
+// jax_enable_x64 for the 64-bit draws), eager and compiled, on CPU, CPU:1 and the fake CUDA
+// device; a new key in a compiled step neither retraces nor becomes a constant.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gpu_runtime/fake_driver.h"
+#include "test_util.h"
+#include "trace/rune.h"
+
+namespace {
+
+using nx::Tensor;
+namespace rnd = nx::random;
+
+const bool installed = [] {
+  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
+  if (!v || std::string(v) != "1") fake_gpu::install_fake_cuda();
+  return true;
+}();
+
+class RandomKeys : public ::testing::TestWithParam<std::string> {
+ protected:
+  Tensor key(uint64_t seed) const {
+    Tensor k = rnd::key(seed);
+    return GetParam() == "CPU" ? k : nx::place(k, GetParam());
+  }
+};
+
+std::vector<uint32_t> u32s(const Tensor& t) { return nx::to_vector<uint32_t>(t); }
+std::vector<float> f32s(const Tensor& t) { return nx::to_vector<float>(t); }
+
+TEST_P(RandomKeys, KeysSplitAndFoldInAsJax) {
+  EXPECT_EQ(u32s(key(42)), (std::vector<uint32_t>{0, 42}));
+  EXPECT_EQ(u32s(key((uint64_t{1} << 40) + 5)), (std::vector<uint32_t>{256, 5}));
+  EXPECT_EQ(
+      u32s(rnd::split(key(42), 3)),
+      (std::vector<uint32_t>{1832780943, 270669613, 64467757, 2916123636, 2465931498, 255383827}));
+  EXPECT_EQ(u32s(rnd::fold_in(key(42), 7)), (std::vector<uint32_t>{2547012911, 1371500959}));
+  EXPECT_EQ(u32s(rnd::fold_in(key((uint64_t{1} << 40) + 5), 123456)),
+            (std::vector<uint32_t>{1351019653, 2616938832}));
+  // A traced integer step gives the same key as the host integer.
+  Tensor step = nx::scalar(nx::int32, 7);
+  if (GetParam() != "CPU") step = nx::place(step, GetParam());
+  EXPECT_EQ(u32s(rnd::fold_in(key(42), step)), (std::vector<uint32_t>{2547012911, 1371500959}));
+}
+
+TEST_P(RandomKeys, DrawsAsJax) {
+  Tensor k = key(42);
+  EXPECT_EQ(u32s(rnd::bits(k, {3, 4})),
+            (std::vector<uint32_t>{2098992034, 2919706841, 2646866425, 2409546199, 1935504149,
+                                   2516274904, 321304473, 3329172656, 3002007181, 3516005296,
+                                   1504549425, 3748733552}));
+  EXPECT_EQ(f32s(rnd::uniform(k, {5})),
+            (std::vector<float>{0x1.f47048p-2f, 0x1.5c0e6p-1f, 0x1.3b87fp-1f, 0x1.1f3d8p-1f,
+                                0x1.cd75c8p-2f}));
+  EXPECT_EQ(f32s(rnd::uniform(k, {4}, nx::float32, -2, 3)),
+            (std::vector<float>{0x1.c63168p-2f, 0x1.6623fp+0f, 0x1.14d3d8p+0f, 0x1.9c338p-1f}));
+  EXPECT_EQ(nx::to_vector<double>(rnd::uniform(k, {4}, nx::float64)),
+            (std::vector<double>{0x1.b4f8123c40884p-2, 0x1.ebd996d6e84p-7, 0x1.25f641d41e71ap-1,
+                                 0x1.75aad28c6a974p-1}));
+  EXPECT_EQ(f32s(nx::cast(rnd::uniform(k, {4}, nx::float16), nx::float32)),
+            (std::vector<float>{0x1.38p-4f, 0x1.86p-3f, 0x1.f38p-1f, 0x1.838p-1f}));
+  EXPECT_EQ(f32s(nx::cast(rnd::uniform(k, {4}, nx::bfloat16), nx::float32)),
+            (std::vector<float>{0x1.44p-1f, 0x1.bp-1f, 0x1.fp-1f, 0x1.acp-1f}));
+  EXPECT_EQ(nx::to_vector<int32_t>(rnd::randint(k, {6}, -3, 10)),
+            (std::vector<int32_t>{8, 9, 9, 6, -1, 7}));
+  EXPECT_EQ(nx::to_vector<int32_t>(rnd::randint(k, {5}, INT32_MIN, INT32_MAX)),
+            (std::vector<int32_t>{977810628, 1236381714, -1367112521, -1019495231, -1671904627}));
+  EXPECT_EQ(nx::to_vector<int64_t>(rnd::randint(k, {5}, -1000000000000, 1000000000000, nx::int64)),
+            (std::vector<int64_t>{464050701877, -395020523842, 848944880791, -449936457681,
+                                  100519646113}));
+  EXPECT_EQ(nx::to_vector<bool>(rnd::bernoulli(k, 0.3, {8})),
+            (std::vector<bool>{false, false, false, false, false, false, true, false}));
+  Tensor p = nx::create(nx::float32, {4}, {0.1, 0.5, 0.9, 0.99});
+  if (GetParam() != "CPU") p = nx::place(p, GetParam());
+  EXPECT_EQ(nx::to_vector<bool>(rnd::bernoulli(k, p)),
+            (std::vector<bool>{false, false, true, true}));
+  EXPECT_EQ(nx::to_vector<int64_t>(rnd::permutation(k, 10)),
+            (std::vector<int64_t>{7, 4, 2, 5, 3, 6, 8, 9, 0, 1}));
+  // Two rounds of sorting past 1625 elements.
+  auto perm = nx::to_vector<int64_t>(rnd::permutation(k, 2000));
+  EXPECT_EQ(std::vector<int64_t>(perm.begin(), perm.begin() + 8),
+            (std::vector<int64_t>{1474, 815, 539, 874, 1693, 84, 995, 1191}));
+  EXPECT_EQ(std::vector<int64_t>(perm.end() - 4, perm.end()),
+            (std::vector<int64_t>{715, 1865, 1434, 1906}));
+  EXPECT_EQ(std::set<int64_t>(perm.begin(), perm.end()).size(), 2000u);
+}
+
+// normal: JAX's uniform mapped by sqrt(2) erfinv, erfinv at float64: within 2 float32 ulps of
+// JAX's float32 values (its erfinv is a float32 polynomial) and 4 float64 ulps of its float64.
+TEST_P(RandomKeys, NormalNearJax) {
+  Tensor k = key(42);
+  std::vector<float> jax32 = {-0x1.cfbe2ap-6f, 0x1.de57dp-2f, 0x1.2eccc2p-2f, 0x1.3a7648p-3f,
+                              -0x1.fc09d6p-4f};
+  auto got = f32s(rnd::normal(k, {5}));
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_LE(std::abs(std::bit_cast<int32_t>(got[i]) - std::bit_cast<int32_t>(jax32[i])), 2)
+        << i << ": " << got[i] << " vs " << jax32[i];
+  std::vector<double> jax64 = {-0x1.7a4a26c962159p-3, -0x1.15bccfaa7ba3ap+1, 0x1.7ed8110b5046p-3};
+  auto got64 = nx::to_vector<double>(rnd::normal(k, {3}, nx::float64));
+  for (size_t i = 0; i < got64.size(); ++i)
+    EXPECT_LE(std::llabs(std::bit_cast<int64_t>(got64[i]) - std::bit_cast<int64_t>(jax64[i])), 4)
+        << i << ": " << got64[i] << " vs " << jax64[i];
+  // The moments of 2^16 draws.
+  Tensor z = rnd::normal(key(1), {1 << 16});
+  EXPECT_NEAR(nx::item<float>(nx::mean(z)), 0.0f, 0.02f);
+  EXPECT_NEAR(nx::item<float>(nx::mean(z * z)), 1.0f, 0.02f);
+}
+
+// Compiled with the key as an argument: the eager bits, one trace for every key, and a new
+// dropout mask each step.
+TEST_P(RandomKeys, CompiledDrawsTakeTheKeyAsAValue) {
+  auto draw = rune::jit([](const Tensor& k, const Tensor& x) {
+    auto ks = rnd::split(k, 2);
+    return std::make_tuple(rnd::uniform(nx::index(ks, 0, 0), {64}),
+                           rnd::normal(nx::index(ks, 0, 1), {64}), rnd::dropout(k, x, 0.25),
+                           rnd::randint(k, {64}, 0, 100));
+  });
+  Tensor x = nx::ones(nx::float32, {64});
+  if (GetParam() != "CPU") x = nx::place(x, GetParam());
+  std::vector<std::vector<float>> masks;
+  for (uint64_t seed : {1, 2, 3}) {
+    Tensor k = key(seed);
+    auto [u, n, d, r] = draw(k, x);
+    auto ks = rnd::split(k, 2);
+    EXPECT_EQ(f32s(u), f32s(rnd::uniform(nx::index(ks, 0, 0), {64}))) << seed;
+    EXPECT_EQ(f32s(n), f32s(rnd::normal(nx::index(ks, 0, 1), {64}))) << seed;
+    EXPECT_EQ(f32s(d), f32s(rnd::dropout(k, x, 0.25))) << seed;
+    EXPECT_EQ(nx::to_vector<int32_t>(r), nx::to_vector<int32_t>(rnd::randint(k, {64}, 0, 100)));
+    masks.push_back(f32s(d));
+  }
+  EXPECT_EQ(draw.traces(), 1u);
+  EXPECT_NE(masks[0], masks[1]);
+  EXPECT_NE(masks[1], masks[2]);
+}
+
+TEST_P(RandomKeys, DropoutScalesTheKeptAndHasTheirGradient) {
+  Tensor x = nx::full(nx::float32, {1 << 14}, 2.0);
+  if (GetParam() != "CPU") x = nx::place(x, GetParam());
+  Tensor k = key(9);
+  auto v = f32s(rnd::dropout(k, x, 0.1));
+  size_t zeros = 0;
+  for (float e : v) {
+    if (e == 0)
+      ++zeros;
+    else
+      EXPECT_EQ(e, 2.0f / 0.9f);
+  }
+  EXPECT_NEAR(static_cast<double>(zeros) / v.size(), 0.1, 0.01);
+  auto g = f32s(rune::grad([&](const Tensor& t) { return nx::sum(rnd::dropout(k, t, 0.1)); }, x));
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(g[i], v[i] == 0 ? 0.0f : 1 / 0.9f) << i;
+  EXPECT_EQ(f32s(rnd::dropout(k, x, 0.0)), f32s(x));
+}
+
+TEST(RandomKeyErrors, NameTheApiAndTheValues) {
+  Tensor k = rnd::key(0);
+  EXPECT_EQ(rt::error_of([] { rnd::uniform(nx::scalar(nx::int64, 3), {2}); }),
+            "nx::random::uniform: key must be a uint32 [2] tensor (nx::random::key), got int64 []");
+  EXPECT_EQ(rt::error_of([&] { rnd::randint(k, {2}, 5, 5); }),
+            "nx::random::randint: empty range [5, 5)");
+  EXPECT_EQ(rt::error_of([&] { rnd::dropout(k, nx::ones(nx::float32, {2}), 1.0); }),
+            "nx::random::dropout: rate must be in [0, 1), got 1.000000");
+  EXPECT_EQ(rt::error_of([&] { rnd::uniform(k, {2}, nx::int32); }),
+            "nx::random::uniform: dtype must be float, got int32");
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, RandomKeys, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (auto& c : n)
+                             if (c == ':') c = '_';
+                           return n;
+                         });
+
+}  // namespace

@@ -261,6 +261,7 @@ int main(int argc, char** argv) {
   std::printf("trained %lld steps in %.1f minutes; loss %.3f -> %.3f (means of %lld steps): %s\n",
               (long long)c.steps, minutes, first, last, (long long)k,
               last < first ? "falls" : "does not fall");
+  if (!(last < first)) return 1;
 
   // Resume: load the checkpoint of step `resume_at` into a fresh tree and replay the next steps.
   if (check > 0) {

@@ -161,16 +161,24 @@ inline int module_function(void** f, void* m, const char* name) {
   return 0;
 }
 // Every param is 8 bytes (pointers and n); the x86-64 calling convention lets a call pass
-// more integer arguments than the callee reads.
+// more integer arguments than the callee reads. Up to 64: a fused training step's kernels read
+// many buffers (a GPT's AdamW update: dozens).
+inline constexpr unsigned kMaxParams = 64;
 inline int launch(void* f, unsigned grid, unsigned block, void*, void** params, unsigned n) {
   ++counters().launches;
-  if (grid == 0 || block == 0 || n > 16) return 1;
+  if (grid == 0 || block == 0 || n > kMaxParams) return 1;
   static std::mutex one_launch;
   std::lock_guard lock(one_launch);
-  uint64_t a[16] = {};
+  uint64_t a[kMaxParams] = {};
   for (unsigned i = 0; i < n; ++i) std::memcpy(&a[i], params[i], 8);
   using Fn =
       void (*)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+               uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+               uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+               uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+               uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+               uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+               uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
                uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
   const Function& fn = *static_cast<const Function*>(f);
   Lanes lanes;
@@ -178,8 +186,12 @@ inline int launch(void* f, unsigned grid, unsigned block, void*, void** params, 
   auto run = [&](unsigned t) {
     this_lane = t;
     fn.bind(t, kThreads, exchange);
-    reinterpret_cast<Fn>(fn.entry)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],
-                                   a[10], a[11], a[12], a[13], a[14], a[15]);
+    reinterpret_cast<Fn>(fn.entry)(
+        a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13],
+        a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26],
+        a[27], a[28], a[29], a[30], a[31], a[32], a[33], a[34], a[35], a[36], a[37], a[38], a[39],
+        a[40], a[41], a[42], a[43], a[44], a[45], a[46], a[47], a[48], a[49], a[50], a[51], a[52],
+        a[53], a[54], a[55], a[56], a[57], a[58], a[59], a[60], a[61], a[62], a[63]);
   };
   std::vector<std::thread> threads;
   for (unsigned t = 1; t < kThreads; ++t) threads.emplace_back(run, t);

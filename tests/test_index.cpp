@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu_runtime/fake_driver.h"
+#include "test_util.h"
 #include "trace/rune.h"
 
 namespace {
@@ -22,11 +23,7 @@ using Fn3 = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
 
 // ctest runs this binary with RUNE_TEST_FAKE_CUDA=1 (the hook installed the fake driver); run
 // alone, it installs it itself.
-const bool installed = [] {
-  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
-  if (!v || std::string(v) != "1") fake_gpu::install_fake_cuda();
-  return true;
-}();
+const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
 std::vector<uint64_t> bits(const Tensor& t) {
   Tensor h = nx::place(t, "CPU");
@@ -179,12 +176,7 @@ TEST_P(Index, TopK) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Index, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (auto& c : s)
-                             if (c == ':') c = '_';
-                           return s;
-                         });
+                         rt::DeviceTestName());
 
 // -0 and +0 tie (the lower index first); NaN counts as the largest (torch.topk).
 TEST(IndexValues, TopKZerosAndNaN) {

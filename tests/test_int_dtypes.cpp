@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "gpu_runtime/fake_driver.h"
+#include "test_util.h"
 #include "trace/rune.h"
 
 namespace {
@@ -25,11 +26,7 @@ namespace {
 using nx::DType;
 using nx::Tensor;
 
-const bool installed = [] {
-  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
-  if (!v || std::string(v) != "1") fake_gpu::install_fake_cuda();
-  return true;
-}();
+const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
 template <class T>
 constexpr DType dtype_of() {
@@ -363,11 +360,7 @@ TEST_P(IntDtypes, IntegerScalars) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, IntDtypes, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
-                         [](const auto& i) {
-                           std::string s = i.param;
-                           s.erase(std::remove(s.begin(), s.end(), ':'), s.end());
-                           return s;
-                         });
+                         rt::DeviceTestName());
 
 // ---- device-independent: names, sizes, promotion, creation, printing, reads ----
 

@@ -15,6 +15,7 @@
 
 #include "core/nn.h"
 #include "gpu_runtime/fake_driver.h"
+#include "test_util.h"
 #include "trace/rune.h"
 
 namespace {
@@ -24,11 +25,7 @@ using nx::Tensor;
 
 // ctest runs the fake-CUDA entry with RUNE_TEST_FAKE_CUDA=1 (tests/fake_cuda_hook.cpp installs
 // the driver); run alone, the binary installs it itself.
-const bool installed = [] {
-  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
-  if (!v || std::string(v) != "1") fake_gpu::install_fake_cuda();
-  return true;
-}();
+const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
 // Every tensor is made on the host explicitly: the fake-CUDA entry runs with
 // RUNE_DEFAULT_DEVICE=CUDA:0.
@@ -344,12 +341,7 @@ TEST_P(MathOps, SameBitsEagerCompiledAndOnEveryDevice) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, MathOps, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& c : s)
-                             if (c == ':') c = '_';
-                           return s;
-                         });
+                         rt::DeviceTestName());
 
 // ---- gradients against central finite differences (float64, on the host) ----
 

@@ -20,11 +20,7 @@ namespace {
 using nx::Tensor;
 namespace rnd = nx::random;
 
-const bool installed = [] {
-  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
-  if (!v || std::string(v) != "1") fake_gpu::install_fake_cuda();
-  return true;
-}();
+const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
 class RandomKeys : public ::testing::TestWithParam<std::string> {
  protected:
@@ -173,11 +169,6 @@ TEST(RandomKeyErrors, NameTheApiAndTheValues) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, RandomKeys, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (auto& c : n)
-                             if (c == ':') c = '_';
-                           return n;
-                         });
+                         rt::DeviceTestName());
 
 }  // namespace

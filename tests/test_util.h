@@ -244,6 +244,17 @@ inline bool fake_cuda() {
                    << nx::default_device().name() << "): " << (reason);               \
   } while (0)
 
+// The gtest names of device parameters: "CPU:1" -> "CPU_1" (names allow no ':').
+struct DeviceTestName {
+  template <class P>
+  std::string operator()(const ::testing::TestParamInfo<P>& info) const {
+    std::string s = info.param;
+    for (char& c : s)
+      if (c == ':') c = '_';
+    return s;
+  }
+};
+
 // Runs fn and returns the what() of any std::exception it throws, or "no error": for tests
 // that compare messages whatever the exception's type.
 template <class Fn>

@@ -20,11 +20,7 @@ namespace {
 using nx::Tensor;
 namespace optim = rune::optim;
 
-const bool installed = [] {
-  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
-  if (!v || std::string(v) != "1") fake_gpu::install_fake_cuda();
-  return true;
-}();
+const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
 class MixedPrecision : public ::testing::TestWithParam<std::string> {
  protected:
@@ -99,7 +95,8 @@ TEST_P(MixedPrecision, OverflowSkipsTheStepAndHalvesTheScale) {
   using State = std::tuple<Tensor, optim::SgdState<Tensor>, optim::LossScaleState>;
   auto step = rune::jit([&](const State& st) {
     auto [m, os, lss] = st;
-    Tensor g = ls.unscale(rune::grad([&](const Tensor& p) { return ls.scale(loss(p), lss); }, m), lss);
+    Tensor g =
+        ls.unscale(rune::grad([&](const Tensor& p) { return ls.scale(loss(p), lss); }, m), lss);
     Tensor finite = optim::all_finite(g);
     auto [m2, os2] = opt.update(m, g, os);
     return State{optim::select_tree(finite, m2, m), optim::select_tree(finite, os2, os),
@@ -145,11 +142,6 @@ TEST(LossScale, AdjustGrowsEveryPeriodAndShrinksToTheMinimum) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, MixedPrecision, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (auto& c : n)
-                             if (c == ':') c = '_';
-                           return n;
-                         });
+                         rt::DeviceTestName());
 
 }  // namespace

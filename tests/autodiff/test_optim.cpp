@@ -24,11 +24,7 @@ using nx::Tensor;
 namespace optim = rune::optim;
 using Params = std::pair<Tensor, Tensor>;  // a [2, 2] matrix and a [2] bias
 
-const bool installed = [] {
-  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
-  if (!v || std::string(v) != "1") fake_gpu::install_fake_cuda();
-  return true;
-}();
+const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
 std::vector<double> values(const Tensor& t) { return nx::to_vector<double>(t); }
 
@@ -244,11 +240,6 @@ TEST(OptimErrors, NameTheApiAndTheLeaves) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Optim, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (auto& c : n)
-                             if (c == ':') c = '_';
-                           return n;
-                         });
+                         rt::DeviceTestName());
 
 }  // namespace

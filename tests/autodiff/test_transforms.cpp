@@ -16,11 +16,7 @@ namespace {
 
 using nx::Tensor;
 
-const bool installed = [] {
-  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
-  if (!v || std::string(v) != "1") fake_gpu::install_fake_cuda();
-  return true;
-}();
+const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
 class Transforms : public ::testing::TestWithParam<std::string> {
  protected:
@@ -148,11 +144,6 @@ TEST(TransformErrors, HasAuxNeedsAFloatScalarFirst) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Transforms, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (auto& c : n)
-                             if (c == ':') c = '_';
-                           return n;
-                         });
+                         rt::DeviceTestName());
 
 }  // namespace

@@ -28,11 +28,7 @@ using namespace fuzz;
 
 // CUDA:0 is the fake driver: installed by the suite's hook with RUNE_TEST_FAKE_CUDA=1 (kernel
 // binaries cached in RUNE_CACHE_DIR), else here (no cache).
-const bool installed = [] {
-  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
-  if (!v || std::string(v) != "1") fake_gpu::install_fake_cuda();
-  return true;
-}();
+const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr long kDefaultN = 10;

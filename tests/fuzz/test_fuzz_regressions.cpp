@@ -16,11 +16,7 @@ using fuzz::Bits;
 using fuzz::read_bits;
 using nx::Tensor;
 
-const bool installed = [] {
-  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
-  if (!v || std::string(v) != "1") fake_gpu::install_fake_cuda();
-  return true;
-}();
+const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
 template <class T>
 Tensor from(nx::DType t, const nx::Shape& s, const std::vector<T>& bits, const char* dev = "CPU") {

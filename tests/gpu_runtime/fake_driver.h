@@ -343,4 +343,13 @@ inline void install_fake_cuda() {
   codegen::set_gpu_target_for_testing(runtime::DeviceKind::CUDA, {&host_dialect(), compile_host});
 }
 
+// Installs the fake driver unless tests/fake_cuda_hook.cpp already did (RUNE_TEST_FAKE_CUDA=1,
+// with the kernel cache ctest's processes share), for binaries that test CUDA:0 however they
+// are run. Returns true, for initialising a namespace-scope constant.
+inline bool install_fake_cuda_unless_hooked() {
+  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
+  if (!v || std::string(v) != "1") install_fake_cuda();
+  return true;
+}
+
 }  // namespace fake_gpu

@@ -23,11 +23,7 @@ using nx::Tensor;
 // ctest runs this binary with RUNE_TEST_FAKE_CUDA=1: the hook (tests/fake_cuda_hook.cpp) has then
 // installed the fake driver with a kernel cache its three processes share. Run alone, the
 // binary installs it itself.
-const bool installed = [] {
-  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
-  if (!v || std::string(v) != "1") fake_gpu::install_fake_cuda();
-  return true;
-}();
+const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
 // The reference, in plain uint64 arithmetic (core/creation.cpp computes it with int64 ops).
 uint64_t mix64(uint64_t z) {

@@ -15,6 +15,7 @@
 
 #include "gpu_runtime/fake_driver.h"
 #include "io/reference_files.h"
+#include "test_util.h"
 #include "trace/rune.h"
 
 // Largest single operator new request while `tracking` is set (hostile-file tests).
@@ -86,11 +87,7 @@ namespace {
 namespace fs = std::filesystem;
 using nx::Tensor;
 
-const bool installed = [] {
-  const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
-  if (!v || std::string(v) != "1") fake_gpu::install_fake_cuda();
-  return true;
-}();
+const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
 std::string data(const std::string& name) { return std::string(RUNE_IO_DATA) + "/" + name; }
 
@@ -237,11 +234,7 @@ TEST_P(RoundTrip, EveryDtypeAndShapeBitExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, RoundTrip, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
-                         [](const auto& i) {
-                           std::string s = i.param;
-                           s.erase(std::remove(s.begin(), s.end(), ':'), s.end());
-                           return s;
-                         });
+                         rt::DeviceTestName());
 
 TEST(Checkpoints, Bfloat16HasNoNumpyDtype) {
   Dir dir;

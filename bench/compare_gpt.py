@@ -9,7 +9,9 @@ cosine. Each framework runs `warmup` steps (compiling), then `steps` timed steps
 per-step times over 3 batches of steps gives tokens per second. Prints `gpt: <framework> <tok/s>
 tok/s  loss <first> -> <last>` lines and a final JSON line in compare.py's format.
 
-Usage: python compare_gpt.py <text file> [steps] [warmup] [--small]
+Usage: python compare_gpt.py <text file or directory> [steps] [warmup] [--small]
+(a directory: its files but *.dat and *.u8, in sorted order, as samples/gpt.cpp reads
+/usr/share/games/fortunes)
 """
 
 import json
@@ -39,7 +41,13 @@ else:
     V, T, L, H, C, B = 256, 128, 4, 4, 128, 32
 LR, WARM, TOTAL, WD, CLIP, DROP = 1e-3, 100, 5000, 0.1, 1.0, 0.1
 
-data = np.frombuffer(open(TEXT, "rb").read(), dtype=np.uint8).astype(np.int64)
+if os.path.isdir(TEXT):
+    names = sorted(n for n in os.listdir(TEXT)
+                   if not n.startswith(".") and not n.endswith((".dat", ".u8")))
+    raw = b"".join(open(os.path.join(TEXT, n), "rb").read() for n in names)
+else:
+    raw = open(TEXT, "rb").read()
+data = np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
 rng = np.random.default_rng(0)
 
 
@@ -64,7 +72,7 @@ def report(framework, per_step_s, losses, note=None):
     tps = B * T / per_step_s
     print(f"gpt: {framework} {tps:.0f} tok/s  loss {losses[0]:.3f} -> {losses[-1]:.3f}"
           + (f"  ({note})" if note else ""), flush=True)
-    results.append({"name": "gpt step", "framework": framework, "us": per_step_s * 1e6,
+    results.append({"name": "gpt_step", "framework": framework, "us": per_step_s * 1e6,
                     "tokens_per_s": tps})
 
 
@@ -251,6 +259,6 @@ for name, fn in (("torch", lambda: run_torch(False)), ("torch.compile", lambda: 
         report(name, per, losses)
     except Exception as e:  # noqa: BLE001
         print(f"gpt: {name} skipped ({type(e).__name__}: {str(e).splitlines()[0][:120]})", flush=True)
-        results.append({"name": "gpt step", "framework": name, "skipped": str(e)[:200]})
+        results.append({"name": "gpt_step", "framework": name, "skipped": str(e)[:200]})
 
 print(json.dumps(results))

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -158,6 +159,7 @@ int main(int argc, char** argv) {
   Config c;
   std::string data_path = "/usr/share/games/fortunes", ckpt = "";
   int64_t sample_len = 300;
+  bool bench_json = false;  // a last line for bench/run: the median step time (bench/table.py)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&] {
@@ -178,10 +180,13 @@ int main(int argc, char** argv) {
       ckpt = value();
     else if (a == "--sample")
       sample_len = std::stoll(value());
+    else if (a == "--bench-json")
+      bench_json = true;
     else {
       std::fprintf(
           stderr,
-          "usage: gpt [--steps N] [--small] [--data FILE|DIR] [--checkpoint FILE] [--sample N]\n");
+          "usage: gpt [--steps N] [--small] [--data FILE|DIR] [--checkpoint FILE] [--sample N] "
+          "[--bench-json]\n");
       return 2;
     }
   }
@@ -234,12 +239,17 @@ int main(int argc, char** argv) {
 
   int64_t resume_at = c.steps / 2, check = std::min<int64_t>(3, c.steps - resume_at);
   std::vector<float> losses;
+  std::vector<double> step_us;  // each step's time, the loss read back included
   auto t0 = std::chrono::steady_clock::now(), t_log = t0;
   for (int64_t i = 0; i < c.steps; ++i) {
     if (i == resume_at) nx::save(ckpt, std::make_pair(p, s));
+    auto t_step = std::chrono::steady_clock::now();
     Tensor loss;
     std::tie(loss, p, s) = step(p, s, data, base_key);
     losses.push_back(nx::item<float>(loss));
+    step_us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t_step)
+            .count());
     if ((i + 1) % c.log_every == 0 || i + 1 == c.steps) {
       auto now = std::chrono::steady_clock::now();
       double dt = std::chrono::duration<double>(now - t_log).count();
@@ -307,5 +317,15 @@ int main(int argc, char** argv) {
     out.push_back(static_cast<char>(nx::item<int64_t>(b)));
   }
   std::printf("sample (%lld bytes, temperature 0.8):\n%s\n", (long long)sample_len, out.c_str());
+  if (bench_json && step_us.size() > 3) {
+    // The median over the steps after the first three (the first compiles).
+    std::vector<double> t(step_us.begin() + 3, step_us.end());
+    std::sort(t.begin(), t.end());
+    double median = t[t.size() / 2];
+    std::printf(
+        "{\"results\": [{\"name\": \"gpt_step\", \"rune_us\": %.1f}], \"notes\": "
+        "{\"gpt_step_tokens_per_s\": \"%.0f\", \"gpt_step_loss\": \"%.3f -> %.3f\"}}\n",
+        median, static_cast<double>(B * T) / (median * 1e-6), first, last);
+  }
   return 0;
 }

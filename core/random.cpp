@@ -181,14 +181,7 @@ Tensor fold_in(const Tensor& key, const Tensor& data) {
   auto [b0, b1] = threefry(k0, k1, u32(0), d);
   return stack({b0, b1}, 0);
 }
-Tensor fold_in(const Tensor& key, uint32_t data) {
-  const char* api = "nx::random::fold_in";
-  OpScope scope_(api, {&key});
-  check_key(api, key);
-  auto [k0, k1] = halves(key);
-  auto [b0, b1] = threefry(k0, k1, u32(0), u32(data));
-  return stack({reshape(b0, {}), reshape(b1, {})}, 0);
-}
+Tensor fold_in(const Tensor& key, uint32_t data) { return fold_in(key, u32(data)); }
 
 Tensor bits(const Tensor& key, const Shape& shape) {
   const char* api = "nx::random::bits";

@@ -104,7 +104,9 @@ struct Sgd {
   template <class P>
   std::pair<P, SgdState<P>> update(const P& params, const P& grads, const SgdState<P>& s) const {
     const char* api = "rune::optim::Sgd::update";
-    auto [pl, def] = tree_flatten(params);
+    auto fp = rune::detail::flatten_with_paths(params);  // leaves, structure and paths at once
+    const std::vector<nx::Tensor>& pl = fp.flat.leaves;
+    TreeDef def{fp.flat.tokens, pl.size()};
     auto gl = tree_leaves(grads);
     detail::check_params(api, pl);
     detail::check_grads(api, pl, gl);
@@ -113,8 +115,7 @@ struct Sgd {
                                   ": the state has no momentum buffer (made by "
                                   "an Sgd without momentum?)");
     std::vector<nx::Tensor> bl = s.momentum ? tree_leaves(*s.momentum) : std::vector<nx::Tensor>{};
-    auto paths = rune::detail::flatten_with_paths(params).paths;
-    auto decays = detail::decay_flags(decay_mask, paths, pl);
+    auto decays = detail::decay_flags(decay_mask, fp.paths, pl);
     nx::Tensor rate = lr(s.count);
     std::vector<nx::Tensor> np, nb;
     for (size_t i = 0; i < pl.size(); ++i) {
@@ -159,14 +160,15 @@ struct Adam {
   template <class P>
   std::pair<P, AdamState<P>> update(const P& params, const P& grads, const AdamState<P>& s) const {
     const char* api = "rune::optim::Adam::update";
-    auto [pl, def] = tree_flatten(params);
+    auto fp = rune::detail::flatten_with_paths(params);
+    const std::vector<nx::Tensor>& pl = fp.flat.leaves;
+    TreeDef def{fp.flat.tokens, pl.size()};
     auto gl = tree_leaves(grads), ml = tree_leaves(s.mu), vl = tree_leaves(s.nu);
     detail::check_params(api, pl);
     detail::check_grads(api, pl, gl);
     detail::check_grads(api, pl, ml);
     detail::check_grads(api, pl, vl);
-    auto paths = rune::detail::flatten_with_paths(params).paths;
-    auto decays = detail::decay_flags(decay_mask, paths, pl);
+    auto decays = detail::decay_flags(decay_mask, fp.paths, pl);
     nx::Tensor rate = lr(s.count);
     nx::Tensor c1 = detail::bias_correction(b1, s.count), c2 = detail::bias_correction(b2, s.count);
     std::vector<nx::Tensor> np, nm, nv;

@@ -261,4 +261,4 @@ for name, fn in (("torch", lambda: run_torch(False)), ("torch.compile", lambda: 
         print(f"gpt: {name} skipped ({type(e).__name__}: {str(e).splitlines()[0][:120]})", flush=True)
         results.append({"name": "gpt_step", "framework": name, "skipped": str(e)[:200]})
 
-print(json.dumps(results))
+print(json.dumps({"bench": "compare_gpt", "results": results}))

@@ -79,7 +79,10 @@ Tensor npy_parse(const char* api, const std::string& file, const std::string& wh
 
 void save_safetensors(const char* api, const std::string& path, const TensorMap& tensors);
 TensorMap load_safetensors(const char* api, const std::string& path, std::optional<Device> device);
-void save_npz(const char* api, const std::string& path, const TensorMap& tensors);
+// zip64_from: sizes and offsets from this value on are written as zip64 fields (always past
+// 4 GiB; tests pass 0 to write an all-zip64 archive without writing 4 GiB).
+void save_npz(const char* api, const std::string& path, const TensorMap& tensors,
+              uint64_t zip64_from = 0xffffffffu);
 TensorMap load_npz(const char* api, const std::string& path, std::optional<Device> device);
 
 }  // namespace nx::io

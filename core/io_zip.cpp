@@ -1,7 +1,8 @@
 // .npz: a zip archive of .npy members named "<key>.npy". Written with stored (uncompressed)
-// members, as np.savez does; read with stored and deflated (np.savez_compressed) members through
-// zlib, and zip64 records, as numpy writes them. Every offset, size and count of the archive is
-// checked against the file before it is used; each member's CRC-32 is checked.
+// members, as np.savez does, with zip64 records past 4 GiB or 65534 members; read with stored and
+// deflated (np.savez_compressed) members through zlib, and zip64 records, as numpy writes them.
+// Every offset, size and count of the archive is checked against the file before it is used; each
+// member's CRC-32 is checked.
 #include <zlib.h>
 
 #include <algorithm>
@@ -21,6 +22,10 @@ void put32(std::string& s, uint32_t v) {
   put16(s, v & 0xffff);
   put16(s, v >> 16);
 }
+void put64(std::string& s, uint64_t v) {
+  put32(s, static_cast<uint32_t>(v));
+  put32(s, static_cast<uint32_t>(v >> 32));
+}
 uint32_t get16(const uint8_t* p) { return p[0] | (p[1] << 8); }
 uint32_t get32(const uint8_t* p) { return get16(p) | (get16(p + 2) << 16); }
 uint64_t get64(const uint8_t* p) { return get32(p) | (uint64_t{get32(p + 4)} << 32); }
@@ -30,12 +35,16 @@ constexpr uint64_t kMaxRatio = 1032;
 
 }  // namespace
 
-void save_npz(const char* api, const std::string& path, const TensorMap& tensors) {
-  if (tensors.size() > 0xfffe) bad(api, path, "more than 65534 tensors (rune writes no zip64)");
+void save_npz(const char* api, const std::string& path, const TensorMap& tensors,
+              uint64_t zip64_from) {
   // Headers first: a bfloat16 tensor raises before anything is written.
   std::vector<std::string> headers;
   for (const auto& [name, t] : tensors)
     headers.push_back(npy_header(api, path, "tensor '" + name + "'", t.dtype(), t.shape()));
+  // A size or offset at or past zip64_from goes in a zip64 extra field (its 32-bit field holds
+  // 0xffffffff), as Python's zipfile (numpy's writer) does past 4 GiB; so does the directory's.
+  auto big = [zip64_from](uint64_t v) { return v >= zip64_from || v >= 0xffffffffu; };
+  auto field32 = [&](uint64_t v) { return big(v) ? 0xffffffffu : static_cast<uint32_t>(v); };
   AtomicFile f(api, path);
   std::string central;
   size_t i = 0;
@@ -44,63 +53,98 @@ void save_npz(const char* api, const std::string& path, const TensorMap& tensors
     if (member.size() > 0xffff) bad(api, path, "tensor name longer than 65530 bytes");
     std::vector<uint8_t> bytes = read_bytes(t, api);
     const std::string& h = headers[i++];
-    uint64_t size = h.size() + bytes.size();
-    uint64_t offset = f.written();
-    if (size >= 0xffffffffu || offset >= 0xffffffffu)
-      bad(api, path,
-          "tensor '" + name +
-              "' ends past 4 GiB, which needs zip64 (rune writes none): "
-              "save to .safetensors");
+    const uint64_t size = h.size() + bytes.size();
+    const uint64_t offset = f.written();
     uLong crc = crc32(0L, Z_NULL, 0);
     crc = crc32(crc, reinterpret_cast<const Bytef*>(h.data()), static_cast<uInt>(h.size()));
-    if (!bytes.empty()) crc = crc32(crc, bytes.data(), static_cast<uInt>(bytes.size()));
+    for (uint64_t k = 0; k < bytes.size(); k += 1u << 30)  // uInt counts: chunks under 4 GiB
+      crc = crc32(crc, bytes.data() + k,
+                  static_cast<uInt>(std::min<uint64_t>(bytes.size() - k, 1u << 30)));
+    const uint32_t version = big(size) || big(offset) ? 45 : 20;  // 4.5: zip64
     std::string local;
     put32(local, 0x04034b50);
-    put16(local, 20);    // version needed
-    put16(local, 0);     // flags
-    put16(local, 0);     // stored
-    put16(local, 0);     // time
-    put16(local, 0x21);  // date: 1980-01-01
+    put16(local, version);  // version needed
+    put16(local, 0);        // flags
+    put16(local, 0);        // stored
+    put16(local, 0);        // time
+    put16(local, 0x21);     // date: 1980-01-01
     put32(local, static_cast<uint32_t>(crc));
-    put32(local, static_cast<uint32_t>(size));
-    put32(local, static_cast<uint32_t>(size));
+    put32(local, field32(size));
+    put32(local, field32(size));
     put16(local, static_cast<uint32_t>(member.size()));
-    put16(local, 0);
+    put16(local, big(size) ? 20 : 0);
     local += member;
+    if (big(size)) {  // the local header's zip64 field holds both sizes
+      put16(local, 0x0001);
+      put16(local, 16);
+      put64(local, size);
+      put64(local, size);
+    }
     f.write(local.data(), local.size());
     f.write(h.data(), h.size());
     f.write(bytes.data(), bytes.size());
+    // The central entry's zip64 field holds only what did not fit, in this order.
+    std::string extra;
+    if (big(size)) {
+      put64(extra, size);
+      put64(extra, size);
+    }
+    if (big(offset)) put64(extra, offset);
     put32(central, 0x02014b50);
-    put16(central, 20);  // made by
-    put16(central, 20);  // needed
+    put16(central, version);  // made by
+    put16(central, version);  // needed
     put16(central, 0);
     put16(central, 0);
     put16(central, 0);
     put16(central, 0x21);
     put32(central, static_cast<uint32_t>(crc));
-    put32(central, static_cast<uint32_t>(size));
-    put32(central, static_cast<uint32_t>(size));
+    put32(central, field32(size));
+    put32(central, field32(size));
     put16(central, static_cast<uint32_t>(member.size()));
-    put16(central, 0);  // extra
+    put16(central, extra.empty() ? 0 : static_cast<uint32_t>(4 + extra.size()));
     put16(central, 0);  // comment
     put16(central, 0);  // disk
     put16(central, 0);  // internal attributes
     put32(central, 0);  // external attributes
-    put32(central, static_cast<uint32_t>(offset));
+    put32(central, field32(offset));
     central += member;
+    if (!extra.empty()) {
+      put16(central, 0x0001);
+      put16(central, static_cast<uint32_t>(extra.size()));
+      central += extra;
+    }
   }
-  uint64_t cd_offset = f.written();
-  if (cd_offset + central.size() >= 0xffffffffu)
-    bad(api, path,
-        "the archive passes 4 GiB, which needs zip64 (rune writes none): save to .safetensors");
+  const uint64_t cd_offset = f.written(), cd_size = central.size(), count = tensors.size();
   std::string end;
+  if (count >= 0xffff || big(cd_offset) || big(cd_size)) {
+    // The zip64 end of central directory record, then its locator, then the classic record
+    // with its fields saturated.
+    const uint64_t record = cd_offset + cd_size;
+    put32(end, 0x06064b50);
+    put64(end, 44);  // the record's size after this field
+    put16(end, 45);
+    put16(end, 45);
+    put32(end, 0);  // this disk
+    put32(end, 0);  // the directory's disk
+    put64(end, count);
+    put64(end, count);
+    put64(end, cd_size);
+    put64(end, cd_offset);
+    put32(end, 0x07064b50);
+    put32(end, 0);
+    put64(end, record);
+    put32(end, 1);  // disks
+  }
   put32(end, 0x06054b50);
   put16(end, 0);
   put16(end, 0);
-  put16(end, static_cast<uint32_t>(tensors.size()));
-  put16(end, static_cast<uint32_t>(tensors.size()));
-  put32(end, static_cast<uint32_t>(central.size()));
-  put32(end, static_cast<uint32_t>(cd_offset));
+  const uint32_t count16 = count >= 0xffff ? 0xffff : static_cast<uint32_t>(count);
+  put16(end, count16);
+  put16(end, count16);
+  put32(end, big(cd_offset) || big(cd_size) || count >= 0xffff ? 0xffffffffu
+                                                               : static_cast<uint32_t>(cd_size));
+  put32(end, big(cd_offset) || big(cd_size) || count >= 0xffff ? 0xffffffffu
+                                                               : static_cast<uint32_t>(cd_offset));
   put16(end, 0);
   f.write(central.data(), central.size());
   f.write(end.data(), end.size());

@@ -3,6 +3,7 @@
 #include "core/nn.h"
 
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include "core/check.h"
@@ -91,7 +92,8 @@ Tensor mse(const Tensor& pred, const Tensor& target) {
   return cast(div(s, scalar_like(s, static_cast<double>(pred.size()))), pred.dtype());
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing,
+                     std::optional<int64_t> ignore_index) {
   OpScope scope_("nx::nn::cross_entropy", {&logits, &labels});
   const std::string api = "nx::nn::cross_entropy";
   require_float(api, logits);
@@ -107,11 +109,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_sm
   if (!(label_smoothing >= 0 && label_smoothing <= 1))
     fail(api, "label_smoothing must be in [0, 1], got " + show_eps(label_smoothing));
   if (classes == 0) fail(api, "logits " + logits.describe() + " have no classes");
+  // The ignored label is compared in int64 through a double: exact below 2^53 in magnitude.
+  if (ignore_index && (*ignore_index > (int64_t{1} << 53) || *ignore_index < -(int64_t{1} << 53)))
+    fail(api, "ignore_index " + std::to_string(*ignore_index) + " is outside [-2^53, 2^53]");
   Tensor lab = cast(labels, DType::Int64);
   // A label outside [0, C) would select no class (a loss of 0 for its row): raise instead
-  // (torch raises; JAX's gather gives an unspecified value).
+  // (torch raises; JAX's gather gives an unspecified value). The ignored label is allowed.
   Tensor ok = logical_and(greater_equal(lab, zeros_like(lab)),
                           less(lab, full_like(lab, static_cast<double>(classes))));
+  std::optional<Tensor> counted;  // the rows whose label is not ignore_index
+  if (ignore_index) {
+    Tensor ignored = equal(lab, full_like(lab, static_cast<double>(*ignore_index)));
+    ok = logical_or(ok, ignored);
+    counted = logical_not(ignored);
+  }
   check(ok, lab, [api, classes](const std::vector<int64_t>& index, const Tensor& bad) {
     std::string at;
     for (int64_t i : index) at += (at.empty() ? "" : ", ") + std::to_string(i);
@@ -131,6 +142,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_sm
     Tensor uniform = neg(div(sum(lsm, {c_axis}), scalar_like(nll, static_cast<double>(classes))));
     loss = add(mul(nll, scalar_like(nll, 1 - label_smoothing)),
                mul(uniform, scalar_like(nll, label_smoothing)));
+  }
+  if (counted) {
+    // torch's mean over the counted rows: ignored rows add 0 (a where, so no NaN of theirs
+    // leaks in) and are not counted; all rows ignored give 0 / 0 = NaN, as torch.
+    Tensor total = sum(where(*counted, loss, zeros_like(loss)));
+    Tensor rows = sum(cast(*counted, t));
+    return cast(div(total, rows), logits.dtype());
   }
   Tensor total = sum(loss);
   const double rows = static_cast<double>(lab.size());

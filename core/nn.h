@@ -2,6 +2,8 @@
 // docs/model-math.md). Compositions of nx ops, so each runs eagerly and under rune::jit, on every
 // device, and differentiates through its parts. 16-bit floats compute at float32 and round once.
 #pragma once
+#include <optional>
+
 #include "core/ops.h"
 
 namespace nx::nn {
@@ -19,6 +21,9 @@ Tensor mse(const Tensor& pred, const Tensor& target);
 // (torch.nn.functional.cross_entropy(label_smoothing=s), optax's with integer labels). logits
 // [..., C] float, labels [...] integer. A label outside [0, C) raises std::invalid_argument when
 // the labels are concrete; under rune::jit an nx::check raises it after the program ran.
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing = 0);
+// ignore_index (torch's, e.g. -100 for padding): rows with that label add nothing and the mean
+// is over the other rows (NaN when every row is ignored, as torch).
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing = 0,
+                     std::optional<int64_t> ignore_index = std::nullopt);
 
 }  // namespace nx::nn

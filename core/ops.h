@@ -164,8 +164,11 @@ Tensor triu(const Tensor& x, int64_t k = 0);
 // Inclusive running products along `axis`, dtypes as nx::cumsum (bool and integers in int64,
 // 16-bit floats at float32 rounded once per output).
 Tensor cumprod(const Tensor& x, int axis = -1);
-// numpy.einsum for one or two operands, explicit ("ij,jk->ik") or implicit ("ij,jk") output;
-// repeated letters in one operand take a diagonal. Two-operand contractions are one nx::matmul.
+// numpy.einsum, explicit ("ij,jk->ik") or implicit ("ij,jk") output; repeated letters in one
+// operand take a diagonal; "..." stands for the axes no letter names (broadcast as numpy). Any
+// number of operands, contracted left to right, each pair as one nx::matmul:
+// einsum("ij,jk,kl->il", {a, b, c}) is matmul(matmul(a, b), c).
+Tensor einsum(const std::string& subscripts, const std::vector<Tensor>& operands);
 Tensor einsum(const std::string& subscripts, const Tensor& a);
 Tensor einsum(const std::string& subscripts, const Tensor& a, const Tensor& b);
 

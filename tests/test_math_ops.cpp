@@ -213,6 +213,47 @@ TEST_P(MathOps, EinsumIsMatmul) {
             (std::vector<int64_t>{7, 10, 15, 22}));
 }
 
+// Ellipses broadcast as numpy's (numpy 2.4: A = np.arange(12.).reshape(2,1,3,2)*.5-1,
+// B = np.arange(16.).reshape(4,2,2)*.25-1, x = np.arange(6.).reshape(2,3)-2, y = [1.5,-2,.25]);
+// three or more operands contract left to right, each pair one matmul.
+TEST_P(MathOps, EinsumEllipsesAndChains) {
+  Tensor A = on(host(nx::reshape(nx::arange(nx::float64, 0, 12), {2, 1, 3, 2}) * 0.5 - 1.0));
+  Tensor B = on(host(nx::reshape(nx::arange(nx::float64, 0, 16), {4, 2, 2}) * 0.25 - 1.0));
+  Tensor r = nx::einsum("...ij,...jk->...ik", A, B);
+  EXPECT_EQ(r.shape(), (Shape{2, 4, 3, 2}));
+  EXPECT_EQ(nx::to_array(r),
+            (std::vector<double>{1.25,  0.875,  -0.25, -0.125, -1.75, -1.125, -0.25, -0.625,
+                                 0.25,  0.375,  0.75,  1.375,  -1.75, -2.125, 0.75,  0.875,
+                                 3.25,  3.875,  -3.25, -3.625, 1.25,  1.375,  5.75,  6.375,
+                                 -3.25, -2.125, -4.75, -3.125, -6.25, -4.125, 1.25,  2.375,
+                                 1.75,  3.375,  2.25,  4.375,  5.75,  6.875,  8.25,  9.875,
+                                 10.75, 12.875, 10.25, 11.375, 14.75, 16.375, 19.25, 21.375}));
+  // The implicit output puts the ellipsis first (numpy's "ij..." is "ij...->...ij").
+  Tensor A3 = nx::reshape(A, {2, 3, 2});
+  EXPECT_EQ(nx::einsum("ij...", A3).shape(), (Shape{2, 2, 3}));
+  EXPECT_EQ(bits(nx::einsum("ij...", A3)), bits(nx::permute(A3, {2, 0, 1})));
+  EXPECT_EQ(bits(nx::einsum("...ij->...ji", A3)), bits(nx::permute(A3, {0, 2, 1})));
+  Tensor x = on(host(nx::reshape(nx::arange(nx::float64, 0, 6), {2, 3}) - 2.0));
+  Tensor y = on(f64({3}, {1.5, -2.0, 0.25}));
+  EXPECT_EQ(nx::to_array(nx::einsum("...,...", x, y)),
+            (std::vector<double>{-3.0, 2.0, 0.0, 1.5, -4.0, 0.75}));
+  // Chains: a = np.arange(6.).reshape(2,3)*.5-1, b = np.arange(12.).reshape(3,4)*.25-1.
+  Tensor a = on(host(nx::reshape(nx::arange(nx::float64, 0, 6), {2, 3}) * 0.5 - 1.0));
+  Tensor b = on(host(nx::reshape(nx::arange(nx::float64, 0, 12), {3, 4}) * 0.25 - 1.0));
+  Tensor w = on(f64({4}, {4.0, 0.5, -8.0, 2.0}));
+  EXPECT_EQ(nx::to_array(nx::einsum("ij,jk,k->i", {a, b, w})),
+            (std::vector<double>{2.0625, -8.625}));
+  EXPECT_EQ(nx::to_array(nx::einsum("i,i,i->", {y, y, y})), (std::vector<double>{-4.609375}));
+  EXPECT_EQ(nx::to_array(nx::sum(nx::einsum("bi,bj,bk->bijk", {a, a, a}))),
+            (std::vector<double>{23.625}));
+  Tensor fa = on(host(nx::rand(nx::key(8), nx::float32, {5, 7})));
+  Tensor fb = on(host(nx::rand(nx::key(9), nx::float32, {7, 6})));
+  Tensor fc = on(host(nx::rand(nx::key(10), nx::float32, {6, 3})));
+  EXPECT_EQ(bits(nx::einsum("ij,jk,kl->il", {fa, fb, fc})),
+            bits(nx::matmul(nx::matmul(fa, fb), fc)));
+  EXPECT_EQ(bits(nx::einsum("ij,jk->ik", {fa, fb})), bits(nx::einsum("ij,jk->ik", fa, fb)));
+}
+
 // numpy 2.4, x = x34(), gamma = [1,.5,-2,1.5], beta = [0,.25,1,-.5], t = the target below,
 // labels = [2,0,3]: the formulas of core/nn.h written out in numpy (log_softmax as
 // x - max - log(sum(exp(x - max)))).
@@ -235,6 +276,18 @@ TEST_P(MathOps, ModelMathMatchesNumpy) {
   expect_values("cross_entropy smoothed", nx::nn::cross_entropy(x, labels, 0.1),
                 {2.136770212091564});
   EXPECT_EQ(nx::nn::cross_entropy(x, labels).shape(), Shape{});
+  // ignore_index (torch's): row 1's label -100 adds nothing and is not counted (numpy 2.4: the
+  // mean of rows 0 and 2), with and without smoothing; every row ignored is 0 / 0.
+  Tensor padded = on(host(nx::create(nx::int32, {3}, {2, -100, 3})));
+  expect_values("cross_entropy ignore_index", nx::nn::cross_entropy(x, padded, 0, -100),
+                {3.0316662011313045});
+  expect_values("cross_entropy ignore_index smoothed", nx::nn::cross_entropy(x, padded, 0.1, -100),
+                {2.9941662011313044});
+  Tensor all_padded = on(host(nx::create(nx::int32, {3}, {-100, -100, -100})));
+  EXPECT_TRUE(std::isnan(nx::item<double>(nx::nn::cross_entropy(x, all_padded, 0, -100))));
+  // A label equal to ignore_index inside [0, C) is ignored too (torch's rule).
+  expect_values("cross_entropy ignore_index 0", nx::nn::cross_entropy(x, labels, 0, 0),
+                nx::to_array(nx::nn::cross_entropy(x, padded, 0, -100)), 0.0);
   // layer_norm along axis 0 is layer_norm of the transpose along its last axis.
   Tensor g3 = on(f64({3}, {1.0, 2.0, 0.5})), b3 = on(f64({3}, {0.5, 0.0, -1.0}));
   expect_values("layer_norm axis 0", nx::transpose(nx::nn::layer_norm(x, g3, b3, 1e-5, 0)),
@@ -274,6 +327,17 @@ TEST_P(MathOps, CrossEntropyLabelOutOfRange) {
   Tensor negative = on(host(nx::create(nx::int32, {3}, {0, 1, -1})));
   auto neg = [&](const Tensor& l, const Tensor&) { return nx::nn::cross_entropy(l, negative); };
   EXPECT_EQ(run(neg), "nx::nn::cross_entropy: label -1 at [2] is outside [0, 4)");
+  // With an ignore_index, that label is allowed and any other outside [0, C) still raises.
+  auto ignoring = [&](const Tensor& l, const Tensor&) {
+    return nx::nn::cross_entropy(l, negative, 0, -1);
+  };
+  EXPECT_EQ(run(ignoring), "no error");
+  EXPECT_EQ(run(rune::jit(ignoring)), "no error");
+  auto other = [&](const Tensor& l, const Tensor&) {
+    return nx::nn::cross_entropy(l, negative, 0, -100);
+  };
+  EXPECT_EQ(run(rune::jit(other)), "nx::nn::cross_entropy: label -1 at [2] is outside [0, 4)");
+  nx::wait(nx::place(x, dev));
 }
 
 // Eager on each device and compiled on each device: the host's eager bits, for every op and
@@ -309,6 +373,16 @@ TEST_P(MathOps, SameBitsEagerCompiledAndOnEveryDevice) {
       y);
   same_bits(
       "einsum sum", [](const Tensor& t) { return nx::einsum("ij->j", t); }, x);
+  Tensor y3 = host(nx::rand(nx::key(14), nx::float32, {4, 2}));
+  same_bits(
+      "einsum chain",
+      [](const Tensor& a, const Tensor& b, const Tensor& c) {
+        return nx::einsum("ij,jk,kl->il", {a, b, c});
+      },
+      x, y, y3);
+  same_bits(
+      "einsum ellipsis",
+      [](const Tensor& a, const Tensor& b) { return nx::einsum("...j,jk->...k", a, b); }, x, y);
   Tensor g = host(nx::rand(nx::key(13), nx::float32, {5}));
   same_bits(
       "layer_norm", [](const Tensor& t, const Tensor& p) { return nx::nn::layer_norm(t, p, p); }, x,
@@ -321,6 +395,11 @@ TEST_P(MathOps, SameBitsEagerCompiledAndOnEveryDevice) {
   same_bits(
       "cross_entropy",
       [](const Tensor& l, const Tensor& y) { return nx::nn::cross_entropy(l, y, 0.1); }, x, labels);
+  Tensor padded = host(nx::create(nx::int32, {3}, {4, -100, 2}));
+  same_bits(
+      "cross_entropy ignore_index",
+      [](const Tensor& l, const Tensor& y) { return nx::nn::cross_entropy(l, y, 0.1, -100); }, x,
+      padded);
   // Gradients (vjp graphs) of the compositions.
   same_bits(
       "grad cumprod",
@@ -475,6 +554,18 @@ TEST(MathGrad, Einsum) {
   Tensor bb = host(nx::rand(nx::key(29), nx::float64, {2, 4, 2}));
   check_grad(
       "bij,bjk->bik", [&](const Tensor& t) { return nx::einsum("bij,bjk->bik", t, bb); }, ba);
+  // An ellipsis broadcast against a batch of 1, and a chain of three.
+  Tensor b1 = host(nx::rand(nx::key(30), nx::float64, {1, 4, 2}));
+  check_grad(
+      "...ij,...jk->...ik broadcast",
+      [&](const Tensor& t) { return nx::einsum("...ij,...jk->...ik", ba, t); }, b1);
+  Tensor c = host(nx::rand(nx::key(31), nx::float64, {2, 5}) - 0.5);
+  check_grad(
+      "ij,jk,kl->il middle",
+      [&](const Tensor& t) {
+        return nx::einsum("ij,jk,kl->il", {a, t, c});
+      },
+      b);
 }
 
 TEST(MathGrad, ModelMath) {
@@ -503,6 +594,10 @@ TEST(MathGrad, ModelMath) {
   check_grad(
       "cross_entropy smoothed",
       [&](const Tensor& t) { return nx::nn::cross_entropy(t, labels, 0.1); }, x);
+  Tensor padded = nx::place(nx::create(nx::int64, {3}, {2, -100, 3}), "CPU");
+  check_grad(
+      "cross_entropy ignore_index",
+      [&](const Tensor& t) { return nx::nn::cross_entropy(t, padded, 0.1, -100); }, x);
   // By hand: d mean CE / d logits = (softmax - target_dist) / batch.
   auto g = nx::to_array(
       rune::grad([&](const Tensor& t) { return nx::nn::cross_entropy(t, labels, 0.1); }, x));
@@ -556,7 +651,31 @@ TEST(MathErrors, EinsumNamesTheSubscripts) {
             "nx::einsum: subscripts \"ijk->i\": operand subscript \"ijk\" has 3 letters for "
             "float64 [3, 4]");
   EXPECT_EQ(error_of([&] { nx::einsum("...i->i", a); }),
-            "nx::einsum: subscripts \"...i->i\": '.' is not a letter (ellipses are not supported)");
+            "nx::einsum: subscripts \"...i->i\": an operand's ellipsis stands for 1 axis and the "
+            "output has no ellipsis");
+  EXPECT_EQ(error_of([&] { nx::einsum("i.j", a); }),
+            "nx::einsum: subscripts \"i.j\": '.' in an operand is not part of an ellipsis \"...\"");
+  EXPECT_EQ(error_of([&] { nx::einsum("i%", a); }),
+            "nx::einsum: subscripts \"i%\": '%' in an operand is not a letter");
+  EXPECT_EQ(
+      error_of([&] { nx::einsum("...i...", a); }),
+      "nx::einsum: subscripts \"...i...\": an operand \"...i...\" has more than one ellipsis");
+  EXPECT_EQ(
+      error_of([&] { nx::einsum("ij->...", a); }),
+      "nx::einsum: subscripts \"ij->...\": the output has an ellipsis and no operand has one");
+  EXPECT_EQ(error_of([&] {
+              nx::einsum("...ij,...jk", nx::zeros(nx::float64, {2, 3, 4}),
+                         nx::zeros(nx::float64, {3, 4, 2}));
+            }),
+            "nx::einsum: subscripts \"...ij,...jk\": the axes of the ellipsis do not broadcast: "
+            "[2] of float64 [2, 3, 4], [3] of float64 [3, 4, 2]");
+  EXPECT_EQ(error_of([&] {
+              nx::einsum("ij,jk,kl", {a, a, a});
+            }),
+            "nx::einsum: subscripts \"ij,jk,kl\": letter 'j' has extent 4 in float64 [3, 4] and 3 "
+            "in float64 [3, 4]");
+  EXPECT_EQ(error_of([&] { nx::einsum("", std::vector<Tensor>{}); }),
+            "nx::einsum: subscripts \"\": needs an operand");
   EXPECT_EQ(error_of([&] { nx::einsum("ij,jk->ik", a); }),
             "nx::einsum: subscripts \"ij,jk->ik\": 2 operand subscripts for 1 operands");
   EXPECT_EQ(error_of([&] { nx::einsum("ii->i", a); }),

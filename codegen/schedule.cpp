@@ -98,8 +98,13 @@ class Scheduler {
       : roots_(roots), fuse_epilogues_(fuse_epilogues) {
     out_.n_inputs = n_inputs;
     for (int i = 0; i < n_inputs; ++i) out_.slots.push_back({DType::Float32, -1});
-    for (auto n : toposort(roots))
-      for (auto s : n->src) ++users_[s];
+    std::vector<NodeRef> order = toposort(roots);
+    for (auto n : order)
+      for (auto s : n->src) {
+        ++users_[s];
+        consumers_[s].push_back(n);
+      }
+    post_dominators(order);
     for (size_t i = 0; i < roots.size(); ++i) {
       out_.slots.push_back({roots[i]->dtype, numel(roots[i]->shape)});
       out_.output_slots.push_back(n_inputs + static_cast<int>(i));
@@ -230,6 +235,118 @@ class Scheduler {
     return is_elementwise(s->op) ? s : nullptr;
   }
 
+  // Elementwise work that several consumers read is computed once (materialised) when a
+  // kernel would inline at least this many distinct computing nodes to recompute it. Below, a
+  // recomputation in each consumer is cheaper than a buffer round trip (a scale and shift, a
+  // mask of a compare); above, it multiplies its work by its readers, and transitively: a
+  // dropout mask (a threefry stream, ~130 integer ops) read by the forward and the backward
+  // pass, or a residual stream read by the next layer norm and the next residual add, was
+  // recomputed by every later kernel of a transformer step (issue 18: 60% of the GPT step).
+  // Materialising never changes bits: a fused kernel rounds every op to its dtype, as the
+  // buffer does.
+  static constexpr int kRecomputeLimit = 48;
+
+  bool costly_to_recompute(NodeRef n) {
+    std::unordered_set<NodeRef> seen;
+    std::vector<NodeRef> stack{n};
+    int ops = 0;
+    while (!stack.empty()) {
+      NodeRef x = stack.back();
+      stack.pop_back();
+      if (!seen.insert(x).second) continue;
+      if (x != n && slot_of_.count(x)) continue;  // a buffer: a load
+      switch (op_category(x->op)) {
+        case OpCategory::Unary:
+        case OpCategory::Binary:
+        case OpCategory::Ternary:
+          if (++ops >= kRecomputeLimit) return true;
+          break;
+        case OpCategory::Movement:
+          if (x->op == Op::Copy) continue;  // materialised where it is read
+          break;
+        case OpCategory::Gather:
+          stack.push_back(x->src[1]);  // the index computation fuses; the table is a load
+          continue;
+        default:
+          continue;  // leaves, and reductions, products and library calls (their own kernels)
+      }
+      for (auto s : x->src) stack.push_back(s);
+    }
+    return false;
+  }
+
+  // The immediate post-dominator of every node (the nearest node every path from it to a
+  // root passes through; null: the program's exit, for roots and nodes reaching several roots
+  // apart), in consumers-first order (Cooper, Harvey and Kennedy's intersection on depths).
+  void post_dominators(const std::vector<NodeRef>& order) {
+    std::unordered_set<NodeRef> is_root(roots_.begin(), roots_.end());
+    auto intersect = [&](NodeRef a, NodeRef b) {
+      while (a != b) {
+        if (!a || !b) return NodeRef{nullptr};
+        if (pdom_depth_[a] >= pdom_depth_[b])
+          a = ipdom_[a];
+        else
+          b = ipdom_[b];
+      }
+      return a;
+    };
+    for (size_t i = order.size(); i-- > 0;) {
+      NodeRef n = order[i];
+      NodeRef d = nullptr;
+      auto it = consumers_.find(n);
+      if (!is_root.count(n) && it != consumers_.end() && !it->second.empty()) {
+        d = it->second[0];
+        for (size_t c = 1; c < it->second.size() && d; ++c) d = intersect(d, it->second[c]);
+      }
+      ipdom_[n] = d;
+      pdom_depth_[n] = d ? pdom_depth_[d] + 1 : 1;
+    }
+  }
+
+  // Whether every reader of n leads, through computations and views a kernel inlines, to one
+  // node (n's immediate post-dominator): then n is computed in that node's kernel only (the
+  // memo of a kernel computes each node once), however many readers it has: the lanes of a
+  // threefry round, the difference a variance squares.
+  bool inlined_into_one_kernel(NodeRef n) {
+    if (auto it = private_.find(n); it != private_.end()) return it->second;
+    NodeRef p = ipdom_[n];
+    bool ok = p != nullptr;
+    std::unordered_set<NodeRef> seen;
+    std::vector<NodeRef> stack;
+    if (ok)
+      if (auto it = consumers_.find(n); it != consumers_.end()) stack = it->second;
+    while (ok && !stack.empty()) {
+      NodeRef x = stack.back();
+      stack.pop_back();
+      if (x == p || !seen.insert(x).second) continue;
+      const OpCategory c = op_category(x->op);
+      const bool inlined = c == OpCategory::Unary || c == OpCategory::Binary ||
+                           c == OpCategory::Ternary ||
+                           (c == OpCategory::Movement && x->op != Op::Copy && x->op != Op::Expand);
+      if (!inlined || slot_of_.count(x)) {
+        ok = false;
+        break;
+      }
+      if (auto it = consumers_.find(x); it != consumers_.end())
+        stack.insert(stack.end(), it->second.begin(), it->second.end());
+    }
+    private_[n] = ok;
+    return ok;
+  }
+
+  // How many consumers read n's value, counting through views: a reshape or broadcast of n
+  // read twice is two readers of n (each inlines n's computation).
+  int readers(NodeRef n) {
+    if (auto it = readers_.find(n); it != readers_.end()) return it->second;
+    int r = 0;
+    if (auto it = consumers_.find(n); it != consumers_.end())
+      for (NodeRef c : it->second)
+        r += is_movement(c->op) && c->op != Op::Copy && !slot_of_.count(c) ? readers(c) : 1;
+    for (const NodeRef& root : roots_) r += root == n;
+    readers_[n] = r;
+    return r;
+  }
+
   int param_for_slot(int slot) {
     for (size_t i = 1; i < k_.slots.size(); ++i)
       if (k_.slots[i] == slot) return static_cast<int>(i);
@@ -310,6 +427,9 @@ class Scheduler {
       case OpCategory::Unary:
       case OpCategory::Binary:
       case OpCategory::Ternary: {
+        if (n != target_ && readers(n) >= 2 && !inlined_into_one_kernel(n) &&
+            costly_to_recompute(n))
+          return Realize{n};
         std::vector<NodeRef> src;
         for (auto s : n->src) {
           OrRealize<NodeRef> l = lower(s, mops, space);
@@ -421,6 +541,11 @@ class Scheduler {
   bool fuse_epilogues_;
   Schedule out_;
   std::unordered_map<NodeRef, int> users_;
+  std::unordered_map<NodeRef, std::vector<NodeRef>> consumers_;
+  std::unordered_map<NodeRef, int> readers_;  // memo of readers()
+  std::unordered_map<NodeRef, NodeRef> ipdom_;
+  std::unordered_map<NodeRef, int> pdom_depth_;
+  std::unordered_map<NodeRef, bool> private_;  // memo of inlined_into_one_kernel()
   std::unordered_map<NodeRef, int> slot_of_;
   std::unordered_map<NodeRef, NodeRef> reshape_source_;
   std::map<MemoKey, NodeRef> memo_;

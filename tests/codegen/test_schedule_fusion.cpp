@@ -257,6 +257,42 @@ TEST(ScheduleFusion, ABroadcastComputationIsComputedOnce) {
                }));
 }
 
+// Expensive elementwise work read by two kernels is computed once: a dropout mask (a threefry
+// stream of 130 ops) read by the forward product and by the backward one. Its threefry lanes,
+// each read by several ops of the next round, stay inside the mask's kernel: all their readers
+// lead to the mask (their post-dominator) through ops that one kernel inlines.
+TEST(ScheduleFusion, ACostlySharedComputationIsComputedOnce) {
+  auto k = kernels_of(
+      {{nx::uint32, {2}}, {nx::float32, {64}}, {nx::float32, {64}}},
+      [](const std::vector<Tensor>& a) {
+        Tensor keep = nx::random::bernoulli(a[0], 0.9, {64});
+        Tensor zero = nx::zeros_like(a[1]);
+        return std::vector<Tensor>{nx::where(keep, a[1], zero), nx::where(keep, a[2], zero)};
+      });
+  // (Without the rule each where() inlined the mask's 130 ops.)
+  EXPECT_EQ(k,
+            (std::vector<std::string>{
+                // scalars computed once, then broadcast: the key's words, the threshold
+                "elementwise uint32 [], 1 param, 2 ops", "elementwise float64 [], 0 params, 2 ops",
+                "elementwise float64 [], 0 params, 1 ops",
+                "elementwise bool [64], 4 params, 130 ops",   // the mask, once
+                "elementwise float32 [64], 2 params, 1 ops",  // where(keep, x, 0)
+                "elementwise float32 [64], 2 params, 1 ops",  // where(keep, dy, 0)
+            }));
+}
+
+// Cheap shared work is recomputed by each reader instead: a buffer round trip costs more.
+TEST(ScheduleFusion, ACheapSharedComputationIsRecomputed) {
+  auto k = kernels_of({{nx::float32, {64}}}, [](const std::vector<Tensor>& a) {
+    Tensor y = nx::exp(a[0] * 2.0 + 1.0);
+    return std::vector<Tensor>{y + 1.0, y * 3.0};
+  });
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   "elementwise float32 [64], 1 param, 4 ops",
+                   "elementwise float32 [64], 1 param, 4 ops",
+               }));
+}
+
 TEST(ScheduleFusion, AReductionOfAReductionIsTwoKernels) {
   auto k = kernels_of({{nx::float64, {4, 8}}}, [](const std::vector<Tensor>& x) {
     return std::vector<Tensor>{nx::max(nx::sum(x[0], {1}))};

@@ -115,6 +115,23 @@ TEST(DLPack, ExportKeepsTheBufferAliveUntilTheDeleterRuns) {
   EXPECT_TRUE(buffer.expired());
 }
 
+TEST(DLPack, VersionedExportCarriesVersionAndFlags) {
+  Tensor x = nx::create(nx::uint16, {3}, {7, 8, 9});
+  std::weak_ptr<runtime::Buffer> buffer = x.impl().buffer;
+  DLManagedTensorVersioned* c = nx::to_dlpack_versioned(x);
+  x = Tensor();
+  EXPECT_EQ(c->version.major, 1u);
+  EXPECT_EQ(c->version.minor, 0u);
+  EXPECT_EQ(c->flags, 0u);
+  EXPECT_EQ(c->dl_tensor.dtype.code, kDLUInt);
+  EXPECT_EQ(c->dl_tensor.dtype.bits, 16);
+  const uint16_t* d = static_cast<const uint16_t*>(c->dl_tensor.data);
+  EXPECT_EQ(std::vector<uint16_t>(d, d + 3), (std::vector<uint16_t>{7, 8, 9}));
+  ASSERT_FALSE(buffer.expired());
+  c->deleter(c);
+  EXPECT_TRUE(buffer.expired());
+}
+
 TEST(DLPack, ExportedTransposeAndMaskedViews) {
   Tensor x = nx::create(nx::int64, {2, 3}, {0, 1, 2, 3, 4, 5});
   DLManagedTensor* c = nx::to_dlpack(nx::transpose(x));

@@ -89,7 +89,10 @@ int other_observers(const Tensor& t, int own_reads) {
   // Reads first: a read that ended before this load left its views counted in live_values.
   int reads = b->reads.load();
   int live = b->live_values.load();
-  return reads - own_reads + live;
+  // Borrowed memory has an owner outside rune, who may still observe it: one more observer, so
+  // no consumer writes into it (docs/interop.md "Donation of borrowed memory").
+  int owner = b->borrowed() ? 1 : 0;
+  return reads - own_reads + live + owner;
 }
 
 void check_alive(const Tensor& t, const char* api) {

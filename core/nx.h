@@ -2,6 +2,7 @@
 #pragma once
 #include "core/check.h"
 #include "core/donation.h"
+#include "core/interop.h"  // from_blob, DLPack
 #include "core/io.h"
 #include "core/nn.h"  // issue 18, part "math"
 #include "core/ops.h"

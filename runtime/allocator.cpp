@@ -89,7 +89,14 @@ Allocator& host_allocator() {
 Buffer::Buffer(Device d, size_t n, Allocator* a) : device(d), nbytes(n), alloc(a) {
   data = a->allocate(n);
 }
-Buffer::~Buffer() { alloc->release(data, nbytes); }
+Buffer::Buffer(Device d, void* borrowed_data, size_t n, std::function<void()> release)
+    : device(d), data(borrowed_data), nbytes(n), release_borrowed(std::move(release)) {}
+Buffer::~Buffer() {
+  if (alloc)
+    alloc->release(data, nbytes);
+  else if (release_borrowed)
+    release_borrowed();
+}
 
 namespace {
 std::atomic<OpNameSource> g_op_name{nullptr};

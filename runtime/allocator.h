@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,7 +62,14 @@ struct Buffer {
   Allocator* alloc = nullptr;
   std::atomic<int> live_values{0};
   std::atomic<int> reads{0};
+  // Borrowed memory (nx::from_blob, nx::from_dlpack): rune did not allocate it and someone else
+  // may still read or write it. `alloc` is null and `release_borrowed` (may be empty) runs
+  // exactly once, when the last reference goes (the last view, or a queued stream task holding
+  // it). A borrowed buffer is never written in place by a donation (docs/interop.md).
+  std::function<void()> release_borrowed;
+  bool borrowed() const { return alloc == nullptr; }
   Buffer(Device d, size_t n, Allocator* a);
+  Buffer(Device d, void* borrowed_data, size_t n, std::function<void()> release);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;

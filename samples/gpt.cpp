@@ -9,7 +9,10 @@
 // tools/setup-deps), ~2.5 MB of English.
 //
 // Usage: gpt [--steps N] [--small] [--data FILE|DIR] [--checkpoint FILE] [--sample N]
+//            [--logdir DIR]
 //   --small: the CI configuration (1 layer, width 32, context 32, batch 4).
+//   --logdir: the loss of every step and the tokens per second of every log line as TensorBoard
+//   scalars (rune::SummaryWriter; `tensorboard --logdir DIR`). The printed output is the same.
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -159,6 +163,7 @@ int main(int argc, char** argv) {
   Config c;
   std::string data_path = "/usr/share/games/fortunes", ckpt = "";
   int64_t sample_len = 300;
+  std::string logdir;
   bool bench_json = false;  // a last line for bench/run: the median step time (bench/table.py)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -180,13 +185,15 @@ int main(int argc, char** argv) {
       ckpt = value();
     else if (a == "--sample")
       sample_len = std::stoll(value());
+    else if (a == "--logdir")
+      logdir = value();
     else if (a == "--bench-json")
       bench_json = true;
     else {
       std::fprintf(
           stderr,
           "usage: gpt [--steps N] [--small] [--data FILE|DIR] [--checkpoint FILE] [--sample N] "
-          "[--bench-json]\n");
+          "[--logdir DIR] [--bench-json]\n");
       return 2;
     }
   }
@@ -240,6 +247,8 @@ int main(int argc, char** argv) {
   int64_t resume_at = c.steps / 2, check = std::min<int64_t>(3, c.steps - resume_at);
   std::vector<float> losses;
   std::vector<double> step_us;  // each step's time, the loss read back included
+  std::unique_ptr<rune::SummaryWriter> summary;
+  if (!logdir.empty()) summary = std::make_unique<rune::SummaryWriter>(logdir);
   auto t0 = std::chrono::steady_clock::now(), t_log = t0;
   for (int64_t i = 0; i < c.steps; ++i) {
     if (i == resume_at) nx::save(ckpt, std::make_pair(p, s));
@@ -247,6 +256,7 @@ int main(int argc, char** argv) {
     Tensor loss;
     std::tie(loss, p, s) = step(p, s, data, base_key);
     losses.push_back(nx::item<float>(loss));
+    if (summary) summary->add_scalar("train/loss", losses.back(), i);
     step_us.push_back(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t_step)
             .count());
@@ -260,6 +270,10 @@ int main(int argc, char** argv) {
                   (long long)(i + 1), (long long)c.steps, bar(i + 1, c.steps).c_str(),
                   losses.back(), (long long)n, mean, static_cast<double>(since * B * T) / dt);
       std::fflush(stdout);
+      if (summary) {
+        summary->add_scalar("train/tokens_per_s", static_cast<double>(since * B * T) / dt, i);
+        summary->flush();  // TensorBoard sees each log line as it is printed
+      }
       t_log = now;
     }
   }

@@ -325,6 +325,8 @@ std::vector<runtime::BufferRef> lend_donations(const Compiled& c,
         fate = "copied: the program has checks, which may still read it";
       } else if (im.view.offset != 0 || !im.view.is_contiguous() || im.buffer->nbytes != bytes) {
         fate = "copied: a view that does not cover its storage";
+      } else if (im.buffer->borrowed()) {
+        fate = "copied: borrowed memory (nx::from_blob, nx::from_dlpack) is never written in place";
       } else if (own_reads != 1 || others != 0) {
         int n = others + own_reads - 1;
         fate = "copied: storage shared with " + std::to_string(n) + " live value" +

@@ -6,4 +6,5 @@
 #include "trace/jit.h"
 #include "trace/loss_scale.h"
 #include "trace/optim.h"
+#include "trace/summary_writer.h"
 #include "trace/tree_util.h"

@@ -35,6 +35,12 @@ State& state() {
 
 std::string built_cub_module_path() {
 #ifdef RUNE_CUB_MODULE_PATH
+  // The build tree's module; where that is gone (an installed rune whose build tree was
+  // removed), the one `cmake --install` put in the configured prefix (docs/packaging.md).
+#ifdef RUNE_CUB_MODULE_INSTALLED_PATH
+  if (!file_exists(RUNE_CUB_MODULE_PATH) && file_exists(RUNE_CUB_MODULE_INSTALLED_PATH))
+    return RUNE_CUB_MODULE_INSTALLED_PATH;
+#endif
   return RUNE_CUB_MODULE_PATH;
 #else
   return "";

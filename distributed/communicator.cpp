@@ -188,17 +188,18 @@ void exchange(const Communicator& comm, const char* api, int tag, const std::vec
   for (const auto& m : recvs) post(m, true);
   for (const auto& m : sends) post(m, false);
   // Poll with MPI_Testall against the deadline (MPI_Waitall could block forever on a rank that
-  // died or never joined). The sleep grows to 1 ms, so a long wait does not spin a core.
+  // died or never joined). MPI moves large (rendezvous) messages only while it is polled, so the
+  // first 200 ms spin; a longer wait (a late peer) polls every 200 us, so it does not hold a core.
   auto start = std::chrono::steady_clock::now();
   auto deadline = start + std::chrono::duration<double>(im.timeout);
-  int polls = 0;
+  auto spin_until = start + std::chrono::milliseconds(200);
   for (;;) {
     int done = 0;
     MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
     if (done) return;
-    if (std::chrono::steady_clock::now() > deadline) break;
-    if (++polls > 1000)
-      std::this_thread::sleep_for(std::chrono::microseconds(polls > 5000 ? 1000 : 50));
+    auto now = std::chrono::steady_clock::now();
+    if (now > deadline) break;
+    if (now > spin_until) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   std::set<int> unanswered;
   for (size_t i = 0; i < reqs.size(); ++i) {

@@ -7,6 +7,7 @@
 //   world_size:  RUNE_WORLD_SIZE=3 under -np 2: init must raise naming both numbers.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -69,6 +70,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "FAIL: all_reduce returned without rank 1\n");
     return 1;
   }
+  if (mode == "dies") {  // rank 1 exits at once; run by hand: Open MPI's launcher ends the job
+    dist::Communicator comm = dist::init();
+    if (comm.rank() == 1) std::_Exit(3);
+    dist::all_reduce(comm, nx::zeros(nx::float32, {4}));
+    return 1;
+  }
   if (mode == "mismatch") {
     dist::Communicator comm = dist::init();
     const int r = comm.rank();
@@ -92,6 +99,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "FAIL: rank %d: mismatched shapes were accepted\n", r);
     return 1;
   }
-  std::fprintf(stderr, "usage: distributed_faults never_calls|mismatch|world_size\n");
+  std::fprintf(stderr, "usage: distributed_faults never_calls|mismatch|world_size|dies\n");
   return 2;
 }

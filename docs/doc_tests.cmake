@@ -10,9 +10,20 @@ foreach(page ${RUNE_DOC_PAGES})
   foreach(block ${blocks})
     add_executable(doc_${block} ${CMAKE_BINARY_DIR}/doc_blocks/${block}.cpp)
     target_link_libraries(doc_${block} PRIVATE rune)
+    # docs/distributed.md's blocks run on 2 MPI ranks (its examples print from rank 0 only).
+    set(launcher "")
+    set(env "")
+    if(page MATCHES "/distributed\\.md$")
+      target_link_libraries(doc_${block} PRIVATE rune_distributed)
+      if(NOT MPI_C_FOUND)
+        continue()
+      endif()
+      string(REPLACE ";" "|" launcher "${RUNE_MPIRUN}")
+      set(env ${RUNE_MPI_ENV})
+    endif()
     add_test(NAME doc.${block}
       COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:doc_${block}> -DEXPECTED=${CMAKE_BINARY_DIR}/doc_blocks/${block}.expected
-              -P ${CMAKE_CURRENT_SOURCE_DIR}/tools/compare_output.cmake)
-    rune_test_properties(TESTS doc.${block} LABELS docs)  # tests/CMakeLists.txt
+              "-DLAUNCHER=${launcher}" -P ${CMAKE_CURRENT_SOURCE_DIR}/tools/compare_output.cmake)
+    rune_test_properties(TESTS doc.${block} LABELS docs ENV ${env})  # tests/CMakeLists.txt
   endforeach()
 endforeach()

@@ -1,7 +1,9 @@
 # Runs EXE and fails unless its standard output equals the file EXPECTED exactly.
 # Optional: STDERR_REQUIRE / STDERR_REJECT, regular expressions its standard error must match /
 # must not match (e.g. with DEBUG=2, that kernels ran on CUDA:0 and none on the host).
-execute_process(COMMAND ${EXE} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+# Optional LAUNCHER: a command put before EXE, its words separated by | (e.g. mpirun|-np|2).
+string(REPLACE "|" ";" launcher "${LAUNCHER}")
+execute_process(COMMAND ${launcher} ${EXE} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 file(READ ${EXPECTED} expected)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${EXE} exited with ${rc}; output:\n${out}\nstandard error:\n${err}")

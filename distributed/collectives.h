@@ -1,0 +1,41 @@
+// Collectives over a rune::distributed::Communicator on concrete (eager) tensors. Every rank of
+// the communicator makes the same calls in the same order with tensors of the same dtype and
+// shape; a small header exchange checks that first and raises on every rank, naming the ranks
+// that differ and what each passed.
+//
+// Determinism: all_reduce and reduce_scatter never use MPI's reductions (whose order over ranks
+// is unspecified). The element range is cut into one chunk per rank; rank c receives chunk c
+// from every rank and folds it in rank order, ((x_0 op x_1) op x_2) ..., then (all_reduce) every
+// rank receives every reduced chunk. So the result has the same bits on every rank, and the same
+// bits as one process computing x_0 + x_1 + ... left to right.
+#pragma once
+#include "core/tensor.h"
+#include "distributed/communicator.h"
+
+namespace rune::distributed {
+
+// Sum: the rank-order sum in x's dtype (integers wrap). Mean: that sum, then divided by the world
+// size in x's dtype (float dtypes only). Max: the largest element; NaN wins, as nx::maximum.
+enum class ReduceOp { Sum, Mean, Max };
+
+// x reduced elementwise over the ranks, on every rank (x's dtype, shape and device).
+nx::Tensor all_reduce(const Communicator& comm, const nx::Tensor& x, ReduceOp op = ReduceOp::Sum);
+// Every rank's x stacked along a new leading axis, in rank order: shape [size, x.shape...].
+nx::Tensor all_gather(const Communicator& comm, const nx::Tensor& x);
+// x's leading axis cut into size() equal blocks; rank r gets block r reduced over the ranks
+// (x.shape[0] must be a multiple of the world size).
+nx::Tensor reduce_scatter(const Communicator& comm, const nx::Tensor& x,
+                          ReduceOp op = ReduceOp::Sum);
+// Rank root's x on every rank (each rank passes a tensor of that dtype and shape).
+nx::Tensor broadcast(const Communicator& comm, const nx::Tensor& x, int root = 0);
+
+namespace detail {
+// all_reduce of several tensors as buckets of one collective per dtype (dtypes in order of first
+// appearance), the way data_parallel reduces gradients: results in `leaves`' order.
+std::vector<nx::Tensor> all_reduce_leaves(const Communicator& comm, const char* api,
+                                          const std::vector<nx::Tensor>& leaves, ReduceOp op);
+std::vector<nx::Tensor> broadcast_leaves(const Communicator& comm, const char* api,
+                                         const std::vector<nx::Tensor>& leaves, int root);
+}  // namespace detail
+
+}  // namespace rune::distributed

@@ -1,0 +1,79 @@
+#include "distributed/gpu_collectives.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "distributed/communicator.h"
+#include "runtime/gpu/driver.h"
+
+namespace rune::distributed {
+
+namespace {
+const char* label(GpuCollectives which) { return which == GpuCollectives::Nccl ? "NCCL" : "RCCL"; }
+
+std::vector<std::string> candidates(GpuCollectives which) {
+  const char* env =
+      std::getenv(which == GpuCollectives::Nccl ? "RUNE_NCCL_LIBRARY" : "RUNE_RCCL_LIBRARY");
+  if (env && *env) return {env};
+  if (which == GpuCollectives::Nccl)
+    return {"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"};
+  return {"librccl.so.1", "librccl.so", "/opt/rocm/lib/librccl.so.1"};
+}
+
+GpuCollectiveLibrary load(GpuCollectives which, const std::vector<std::string>& names) {
+  GpuCollectiveLibrary lib;
+  runtime::gpu::Library so = runtime::gpu::Library::open_first(names);
+  if (!so.handle) {
+    lib.error = std::string(label(which)) + " is not available; tried:" + so.tried;
+    return lib;
+  }
+  // The library stays loaded for the life of the process (handles are never closed).
+  std::string missing;
+  auto get = [&](auto& fn, const char* sym) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(so.symbol(sym, &missing));
+  };
+  // RCCL exports NCCL's names.
+  get(lib.get_version, "ncclGetVersion");
+  get(lib.get_unique_id, "ncclGetUniqueId");
+  get(lib.comm_init_rank, "ncclCommInitRank");
+  get(lib.comm_destroy, "ncclCommDestroy");
+  get(lib.all_reduce, "ncclAllReduce");
+  get(lib.all_gather, "ncclAllGather");
+  get(lib.reduce_scatter, "ncclReduceScatter");
+  get(lib.broadcast, "ncclBroadcast");
+  get(lib.get_error_string, "ncclGetErrorString");
+  if (!missing.empty()) {
+    lib = GpuCollectiveLibrary{};
+    lib.error = std::string(label(which)) + " library " + so.name + " is unusable: " + missing;
+    return lib;
+  }
+  lib.name = so.name;
+  return lib;
+}
+}  // namespace
+
+GpuCollectiveLibrary load_gpu_collective_library(GpuCollectives which, const std::string& path) {
+  return load(which, {path});
+}
+
+const GpuCollectiveLibrary& gpu_collective_library(GpuCollectives which) {
+  static std::once_flag once[2];
+  static GpuCollectiveLibrary libs[2];
+  const int i = which == GpuCollectives::Nccl ? 0 : 1;
+  std::call_once(once[i], [&] { libs[i] = load(which, candidates(which)); });
+  return libs[i];
+}
+
+int gpu_collective_version(GpuCollectives which) {
+  const GpuCollectiveLibrary& lib = gpu_collective_library(which);
+  const std::string api = "rune::distributed::gpu_collective_version";
+  if (!lib.error.empty()) throw distributed_error(api + ": " + lib.error);
+  int v = 0;
+  if (int rc = lib.get_version(&v); rc != 0)
+    throw distributed_error(api + ": ncclGetVersion failed: " + lib.get_error_string(rc) + " (" +
+                            std::to_string(rc) + ")");
+  return v;
+}
+
+}  // namespace rune::distributed

@@ -1,0 +1,51 @@
+// NCCL / RCCL loading (distributed/gpu_collectives.h): resolution on this machine, and the
+// messages where a library is absent or is not a collective library. No GPU needed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "distributed/communicator.h"
+#include "distributed/gpu_collectives.h"
+
+namespace dist = rune::distributed;
+
+TEST(GpuCollectives, NcclResolvesWhereInstalled) {
+  if (!std::filesystem::exists("/usr/local/cuda/lib64/libnccl.so.2"))
+    GTEST_SKIP() << "no libnccl under /usr/local/cuda/lib64";
+  const auto& lib = dist::gpu_collective_library(dist::GpuCollectives::Nccl);
+  ASSERT_EQ(lib.error, "");
+  EXPECT_NE(lib.all_reduce, nullptr);
+  int v = dist::gpu_collective_version(dist::GpuCollectives::Nccl);
+  EXPECT_GE(v, 20000) << v;  // NCCL 2.x encodes 2.x.y as 2xxyy
+}
+
+TEST(GpuCollectives, AMissingFileIsNamed) {
+  auto lib =
+      dist::load_gpu_collective_library(dist::GpuCollectives::Rccl, "/nonexistent/librccl.so.1");
+  EXPECT_NE(lib.error.find("RCCL is not available; tried:\n  /nonexistent/librccl.so.1: "),
+            std::string::npos)
+      << lib.error;
+  EXPECT_EQ(lib.all_reduce, nullptr);
+}
+
+TEST(GpuCollectives, ALibraryWithoutTheSymbolsIsNamed) {
+  auto lib = dist::load_gpu_collective_library(dist::GpuCollectives::Nccl, "libz.so.1");
+  EXPECT_NE(lib.error.find("NCCL library libz.so.1 is unusable: symbol ncclGetVersion not found in "
+                           "libz.so.1"),
+            std::string::npos)
+      << lib.error;
+}
+
+TEST(GpuCollectives, AbsentRcclRaisesClearly) {
+  const auto& lib = dist::gpu_collective_library(dist::GpuCollectives::Rccl);
+  if (lib.error.empty()) GTEST_SKIP() << "RCCL is installed here: " << lib.name;
+  try {
+    dist::gpu_collective_version(dist::GpuCollectives::Rccl);
+    FAIL();
+  } catch (const dist::distributed_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rune::distributed::gpu_collective_version: RCCL is not "
+                                         "available; tried:"),
+              std::string::npos)
+        << e.what();
+  }
+}

@@ -100,10 +100,7 @@ class Scheduler {
     for (int i = 0; i < n_inputs; ++i) out_.slots.push_back({DType::Float32, -1});
     std::vector<NodeRef> order = toposort(roots);
     for (auto n : order)
-      for (auto s : n->src) {
-        ++users_[s];
-        consumers_[s].push_back(n);
-      }
+      for (auto s : n->src) consumers_[s].push_back(n);
     post_dominators(order);
     for (size_t i = 0; i < roots.size(); ++i) {
       out_.slots.push_back({roots[i]->dtype, numel(roots[i]->shape)});
@@ -121,7 +118,7 @@ class Scheduler {
         NodeRef c = make(Op::Copy, r->dtype, r->shape, {r});
         build_kernel(c, slot);
       } else {
-        slot_of_[r] = slot;
+        assign_slot(r, slot);
         build_kernel(r, slot);
       }
     }
@@ -138,9 +135,24 @@ class Scheduler {
       slot = static_cast<int>(out_.slots.size());
       out_.slots.push_back({n->dtype, numel(n->shape)});
     }
-    slot_of_[n] = slot;
+    assign_slot(n, slot);
     build_kernel(n, slot);
     return slot;
+  }
+
+  // Records that n is materialised in `slot`. readers() and inlined_into_one_kernel() read
+  // slot_of_, so their memos are dropped: a cached answer may count through a node that is now
+  // a buffer (only fusion depends on them, never the bits).
+  void assign_slot(NodeRef n, int slot) {
+    slot_of_[n] = slot;
+    readers_.clear();
+    private_.clear();
+  }
+
+  // How many direct consumers n has (a node reading n twice counts twice).
+  size_t direct_users(NodeRef n) const {
+    auto it = consumers_.find(n);
+    return it == consumers_.end() ? 0 : it->second.size();
   }
 
   void build_kernel(NodeRef target, int slot) {
@@ -464,7 +476,7 @@ class Scheduler {
         return lower(n->src[0], with(n), space);
       case OpCategory::Reduce: {
         bool fusable = space == 0 && mops.empty() && !k_.rbody && !k_.contract &&
-                       n->shape == k_.shape && (n == target_ || users_[n] <= 1);
+                       n->shape == k_.shape && (n == target_ || direct_users(n) <= 1);
         if (!fusable) return Realize{n};
         NodeRef x = n->src[0];
         const auto& axes = arg_ints(n);
@@ -487,7 +499,7 @@ class Scheduler {
         // an epilogue on the host (the product is then computed in the output buffer first).
         bool fusable = space == 0 && mops.empty() && !k_.rbody && !k_.contract &&
                        n->shape == k_.shape && n->dtype == k_.out_dtype &&
-                       (n == target_ || (fuse_epilogues_ && users_[n] <= 1));
+                       (n == target_ || (fuse_epilogues_ && direct_users(n) <= 1));
         if (!fusable) return Realize{n};
         OrRealize<std::pair<int, View>> a = operand_view(n->src[0]);
         if (!a.ok()) return a.realize_first();
@@ -540,7 +552,6 @@ class Scheduler {
   std::vector<NodeRef> roots_;
   bool fuse_epilogues_;
   Schedule out_;
-  std::unordered_map<NodeRef, int> users_;
   std::unordered_map<NodeRef, std::vector<NodeRef>> consumers_;
   std::unordered_map<NodeRef, int> readers_;  // memo of readers()
   std::unordered_map<NodeRef, NodeRef> ipdom_;

@@ -11,7 +11,7 @@ foreach(v MODE RUNE_BUILD_DIR RUNE_SOURCE WORK CXX)
   endif()
 endforeach()
 set(consumer_src ${RUNE_SOURCE}/tests/consumer)
-file(REMOVE_RECURSE ${WORK}/prefix ${WORK}/pkgconfig)  # the fetch build dir is kept: ccache
+file(REMOVE_RECURSE ${WORK}/prefix ${WORK}/pkgconfig)
 file(MAKE_DIRECTORY ${WORK})
 
 function(step name)
@@ -65,11 +65,16 @@ elseif(MODE STREQUAL "pkgconfig")
 elseif(MODE STREQUAL "fetch")
   # Release, the libraries only (rune is not the top-level project: no tests, samples or
   # benchmarks; EXCLUDE_FROM_ALL: only what the consumer links).
-  step("configure (FetchContent)" ${CMAKE_COMMAND} -S ${consumer_src} -B ${WORK}/build -G Ninja
+  # The build directory is a sibling of RUNE_BUILD_DIR, at the same depth below the source tree:
+  # ninja compiles from it, so ccache (CCACHE_BASEDIR at or above the source tree) sees the
+  # same relative paths as in RUNE_BUILD_DIR and the libraries' objects hit. It is kept between
+  # runs, so a rerun rebuilds only what changed.
+  set(fetch_build ${RUNE_BUILD_DIR}-package-fetch)
+  step("configure (FetchContent)" ${CMAKE_COMMAND} -S ${consumer_src} -B ${fetch_build} -G Ninja
        -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX} ${launcher}
        -DRUNE_CONSUMER_MODE=fetch -DRUNE_SOURCE=${RUNE_SOURCE})
-  step("build (rune's libraries and the consumer)" ${CMAKE_COMMAND} --build ${WORK}/build -j 2)
-  set(exe ${WORK}/build/consumer)
+  step("build (rune's libraries and the consumer)" ${CMAKE_COMMAND} --build ${fetch_build} -j 2)
+  set(exe ${fetch_build}/consumer)
 else()
   message(FATAL_ERROR "check_package.cmake: MODE=${MODE}: expected install, pkgconfig or fetch")
 endif()

@@ -8,19 +8,13 @@
 
 #include "core/nx.h"
 #include "distributed/collectives.h"
+#include "world.h"
 
 namespace dist = rune::distributed;
 using nx::Tensor;
 
 namespace {
-dist::Communicator world() {
-  static dist::Communicator c = [] {
-    auto comm = dist::init();
-    comm.set_timeout(20);
-    return comm;
-  }();
-  return c;
-}
+using rune_test::world;
 
 // Rank r's input: values whose float32 sum depends on the order of the terms.
 std::vector<float> input_of(int r) {

@@ -7,6 +7,7 @@
 
 #include "distributed/data_parallel.h"
 #include "trace/rune.h"
+#include "world.h"
 
 namespace dist = rune::distributed;
 using nx::Tensor;
@@ -18,14 +19,7 @@ RUNE_TREE(Linear, w, b)
 
 namespace {
 
-dist::Communicator world() {
-  static dist::Communicator c = [] {
-    auto comm = dist::init();
-    comm.set_timeout(20);
-    return comm;
-  }();
-  return c;
-}
+using rune_test::world;
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   auto x = nx::to_vector<float>(a), y = nx::to_vector<float>(b);

@@ -1,5 +1,5 @@
-// The public header of rune: nx plus the transformations (jit, grad, value_and_grad, vjp, jvp),
-// the tree utilities and the optimizers (rune::optim).
+// The public header of rune: nx plus the transformations (jit, grad, value_and_grad, vjp, jvp,
+// vmap, jacfwd, jacrev, hessian), the tree utilities and the optimizers (rune::optim).
 #pragma once
 #include "core/nx.h"
 #include "trace/autodiff.h"
@@ -8,3 +8,4 @@
 #include "trace/optim.h"
 #include "trace/summary_writer.h"
 #include "trace/tree_util.h"
+#include "trace/vmap.h"

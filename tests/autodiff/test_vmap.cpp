@@ -210,50 +210,51 @@ void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what)
         << what << " at " << i << ": " << x[i] << " vs " << y[i];
 }
 
-// f of each example, stacked along the case's out axis, computed eagerly on the host: what vmap
-// must give on every device (the backends share their bits).
-Tensor looped(const Case& c) {
+// f of each example, stacked along the case's out axis: what vmap must give.
+Tensor looped(const Case& c, const V& inputs) {
   V outs;
   for (int64_t b = 0; b < B; ++b) {
     V ex;
-    for (size_t i = 0; i < c.inputs.size(); ++i)
-      ex.push_back(c.axes[i] ? nx::index(c.inputs[i], static_cast<int>(*c.axes[i]), b)
-                             : c.inputs[i]);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      ex.push_back(c.axes[i] ? nx::index(inputs[i], static_cast<int>(*c.axes[i]), b) : inputs[i]);
     outs.push_back(c.f(ex));
   }
   int axis = static_cast<int>(c.out_axis < 0 ? c.out_axis + outs[0].ndim() + 1 : c.out_axis);
   return nx::stack(outs, axis);
 }
 
-// vmap of each case against the loop: eagerly (op by op) on the host, and compiled on every
-// device, all cases as one program (the fake CUDA driver builds each kernel with the system
-// compiler, so one program of fused kernels keeps the test fast). Each input leaf takes its own
-// axis here, so the cases call the flat entry point that rune::vmap flattens its arguments into.
-void check_cases(const Vmap& t, const std::vector<Case>& cases) {
-  std::vector<std::string> paths;
-  auto batched = [&](const Case& c, const V& a) {
-    return rune::detail::vmap_flat(
-        "rune::vmap", a, c.axes, paths, [&](const V& b) { return V{c.f(b)}; }, c.out_axis)[0];
-  };
-  V want, all_inputs;
-  for (const auto& c : cases) {
-    want.push_back(looped(c));
-    if (t.GetParam() == "CPU")
-      expect_same_bits(batched(c, c.inputs), want.back(), c.name + " eager");
-    for (const auto& x : c.inputs) all_inputs.push_back(x);
-  }
-  V got = rune::jit([&](const V& a) {
+// Every case's `each` (the loop, or vmap) as one compiled program over all the cases' inputs.
+// One program of fused kernels per side keeps the test fast on a cold kernel cache (the fake
+// CUDA driver builds each kernel with the system compiler); compiled and eager calls share
+// their bits by the library's contract, which tests/test_elementwise.cpp and others check.
+template <class Each>
+V all_cases(const std::vector<Case>& cases, const V& inputs, Each each) {
+  return rune::jit([&](const V& a) {
     V outs;
     size_t k = 0;
     for (const auto& c : cases) {
-      outs.push_back(batched(c, V(a.begin() + static_cast<long>(k),
-                                  a.begin() + static_cast<long>(k + c.inputs.size()))));
+      outs.push_back(each(c, V(a.begin() + static_cast<long>(k),
+                               a.begin() + static_cast<long>(k + c.inputs.size()))));
       k += c.inputs.size();
     }
     return outs;
-  })(t.on(all_inputs));
-  for (size_t i = 0; i < cases.size(); ++i)
-    expect_same_bits(got[i], want[i], cases[i].name + " compiled");
+  })(inputs);
+}
+
+// vmap of each case on the test's device against the loop of unbatched calls on the host (the
+// backends share their bits). Each input leaf takes its own axis here, so the cases call the
+// flat entry point that rune::vmap flattens its arguments into.
+void check_cases(const Vmap& t, const std::vector<Case>& cases) {
+  V inputs;
+  for (const auto& c : cases)
+    for (const auto& x : c.inputs) inputs.push_back(x);
+  std::vector<std::string> paths;
+  V want = all_cases(cases, inputs, looped);
+  V got = all_cases(cases, t.on(inputs), [&](const Case& c, const V& a) {
+    return rune::detail::vmap_flat(
+        "rune::vmap", a, c.axes, paths, [&](const V& b) { return V{c.f(b)}; }, c.out_axis)[0];
+  });
+  for (size_t i = 0; i < cases.size(); ++i) expect_same_bits(got[i], want[i], cases[i].name);
 }
 
 TEST_P(Vmap, ElementwiseRulesMatchALoop) { check_cases(*this, unary_and_binary_cases()); }
@@ -272,6 +273,146 @@ TEST(VmapCoverage, TheCasesTraceEveryPrimitive) {
 #include "ir/ops.def"
 #undef X
   EXPECT_EQ(missing, "") << "primitives no vmap case traces";
+}
+
+// The public entry point: trees of arguments, a shared (none) argument, tree results.
+TEST_P(Vmap, TreesAndSharedArguments) {
+  Tensor xs = on(values(nx::float64, {B, 2})), w = on(values(nx::float64, {2}, -1, 1, 3));
+  auto f = [](const std::pair<Tensor, Tensor>& p, const Tensor& w) {
+    return std::make_pair(nx::sum(p.first * w), p.second * 2.0);
+  };
+  auto [s, t] = rune::vmap(f, {0, rune::none})(std::make_pair(xs, xs), w);
+  for (int64_t b = 0; b < B; ++b) {
+    Tensor x = nx::index(xs, 0, b);
+    expect_same_bits(nx::index(s, 0, b), nx::sum(x * w), "sum " + std::to_string(b));
+    expect_same_bits(nx::index(t, 0, b), x * 2.0, "scale " + std::to_string(b));
+  }
+}
+
+// vmap(grad(loss)): per-example gradients, the same bits as grad of each example alone, eagerly
+// and inside jit (one program).
+TEST_P(Vmap, PerExampleGradients) {
+  // The loop runs on the host: the device gives its bits.
+  Tensor wh = values(nx::float64, {3}, -1, 1, 2);
+  Tensor xh = values(nx::float64, {4, 3}), yh = values(nx::float64, {4}, -1, 1, 6);
+  Tensor w = on(wh), xs = on(xh), ys = on(yh);
+  auto loss = [](const Tensor& w, const Tensor& x, const Tensor& y) {
+    return nx::square(nx::sum(w * x) - y);
+  };
+  auto per_example = rune::vmap(rune::grad(loss, rune::argnums<0>), {rune::none, 0, 0});
+  Tensor gj = rune::jit([&](const Tensor& w, const Tensor& xs, const Tensor& ys) {
+    return per_example(w, xs, ys);
+  })(w, xs, ys);
+  ASSERT_EQ(gj.shape(), (nx::Shape{4, 3}));
+  for (int64_t b = 0; b < 4; ++b) {
+    Tensor want = rune::grad(loss, rune::argnums<0>)(wh, nx::index(xh, 0, b), nx::index(yh, 0, b));
+    if (GetParam() == "CPU")
+      expect_same_bits(nx::index(per_example(w, xs, ys), 0, b), want,
+                       "example " + std::to_string(b));
+    expect_same_bits(nx::index(gj, 0, b), want, "compiled example " + std::to_string(b));
+  }
+}
+
+// grad through vmap: d/dx sum_b sin(x_b) . c = cos(x) c, exactly the per-element product.
+TEST_P(Vmap, GradOfVmap) {
+  Tensor x = on(values(nx::float64, {B, 2})), c = on(values(nx::float64, {2}, 1, 2, 1));
+  auto f = [&](const Tensor& x) {
+    return nx::sum(rune::vmap([&](const Tensor& r) { return nx::sin(r) * c; })(x));
+  };
+  Tensor g = rune::jit([&](const Tensor& x) { return rune::grad(f, x); })(x);
+  auto want = nx::to_vector<double>(nx::cos(x) * nx::broadcast_to(c, {B, 2}));
+  EXPECT_EQ(nx::to_vector<double>(g), want);
+}
+
+// Jacobians against central differences of f (float64, h = 1e-6).
+Tensor finite_jacobian(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
+  auto xv = nx::to_vector<double>(x);
+  const double h = 1e-6;
+  V cols;
+  for (size_t k = 0; k < xv.size(); ++k) {
+    auto up = xv, down = xv;
+    up[k] += h;
+    down[k] -= h;
+    Tensor fu = f(nx::create(nx::float64, x.shape(), up));
+    Tensor fd = f(nx::create(nx::float64, x.shape(), down));
+    cols.push_back((fu - fd) / (2 * h));
+  }
+  Tensor j = nx::stack(cols, -1);  // f.shape ++ [size(x)]
+  nx::Shape s = f(x).shape();
+  s.insert(s.end(), x.shape().begin(), x.shape().end());
+  return nx::reshape(j, s);
+}
+void expect_near(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  auto x = nx::to_vector<double>(a), y = nx::to_vector<double>(b);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], tol) << what << " at " << i;
+}
+
+TEST_P(Vmap, JacobiansMatchFiniteDifferences) {
+  // f: [2, 2] -> [3], mixing every input into every output.
+  Tensor a = values(nx::float64, {3, 4}, -1, 1, 8);
+  auto f = [a](const Tensor& x) {
+    return nx::matmul(x.device() == a.device() ? a : nx::place(a, x.device()),
+                      nx::tanh(nx::reshape(x, {4}))) *
+           nx::sum(nx::exp(x));
+  };
+  Tensor x = values(nx::float64, {2, 2}, -0.5, 0.5, 4);
+  Tensor fd = finite_jacobian(f, x);
+  auto s = [](const Tensor& x) { return nx::sum(nx::sin(x) * nx::exp(nx::flip(x))); };
+  Tensor hd = finite_jacobian([&](const Tensor& y) { return rune::grad(s, y); }, x);
+  // Compiled on every device (one program), eagerly on the host too: the same bits.
+  auto all = [&](const Tensor& y) {
+    return std::make_tuple(rune::jacrev(f)(y), rune::jacfwd(f)(y), rune::hessian(s)(y));
+  };
+  auto [jr, jf, h] = rune::jit(all)(on(x));
+  ASSERT_EQ(jr.shape(), (nx::Shape{3, 2, 2}));
+  expect_near(jr, fd, 1e-7, "jacrev");
+  expect_near(jf, fd, 1e-7, "jacfwd");
+  // hessian of a scalar: [2, 2, 2, 2], symmetric, against differences of the gradient.
+  expect_near(h, hd, 1e-6, "hessian");
+  expect_near(h, nx::permute(h, {2, 3, 0, 1}), 1e-12, "hessian symmetry");
+  if (GetParam() == "CPU") {
+    auto [er, ef, eh] = all(x);
+    expect_same_bits(er, jr, "eager jacrev");
+    expect_same_bits(ef, jf, "eager jacfwd");
+    expect_same_bits(eh, h, "eager hessian");
+  }
+}
+
+// Misuse raises naming rune::vmap and the values, before anything runs.
+TEST(VmapErrors, NameTheApiAndTheValues) {
+  Tensor x = nx::zeros(nx::float32, {2, 3}), y = nx::zeros(nx::float32, {4});
+  auto id = [](const Tensor& a) { return a; };
+  auto add = [](const Tensor& a, const Tensor& b) { return nx::sum(a) + nx::sum(b); };
+  auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message([&] { rune::vmap(id, 2)(x); }),
+            "rune::vmap: in_axes 2 is out of range for argument 0 (float32 [2, 3], axes -2..1)");
+  EXPECT_EQ(message([&] {
+              rune::vmap(add, {0, 0})(x, y);
+            }),
+            "rune::vmap: mismatched batch sizes: argument 0 has 2 along axis 0, argument 1 has "
+            "4 along axis 0");
+  EXPECT_EQ(message([&] {
+              rune::vmap(add, {1, 0})(x, y);
+            }),
+            "rune::vmap: mismatched batch sizes: argument 0 has 3 along axis 1, argument 1 has "
+            "4 along axis 0");
+  EXPECT_EQ(message([&] { rune::vmap(add, {0})(x, y); }),
+            "rune::vmap: in_axes has 1 entries for 2 arguments");
+  EXPECT_EQ(message([&] { rune::vmap(id, rune::none)(x); }),
+            "rune::vmap: no argument is batched (every in_axes is none)");
+  EXPECT_EQ(message([&] { rune::vmap(id, 0, 2)(x); }),
+            "rune::vmap: out_axes 2 is out of range for output 0 (float32 [3] per example, so "
+            "axes -2..1)");
+  EXPECT_EQ(message([&] { rune::jacrev(id)(nx::zeros(nx::int32, {2})); }),
+            "rune::jacrev: x is int32 [2]; only float tensors have derivatives");
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Vmap, ::testing::Values("CPU", "CPU:1", "CUDA:0"),

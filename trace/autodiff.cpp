@@ -79,7 +79,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
   }
   std::vector<ir::NodeRef> differentiated(t.outputs.begin(),
                                           t.outputs.begin() + static_cast<long>(n_diff));
-  auto grads = vjp_nodes(differentiated, cots, t.params);
+  auto grads = vjp_nodes(differentiated, cots, t.params, t.checkpoints);
   std::vector<ir::NodeRef> roots = t.outputs;
   roots.insert(roots.end(), grads.begin(), grads.end());
   auto vals = evaluate(roots, t.bindings, t.device);

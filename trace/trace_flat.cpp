@@ -30,6 +30,7 @@ Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device de
     t.outputs.push_back(tracer.node_of(o));
   }
   t.captured = tracer.captured();
+  t.checkpoints = tracer.checkpoints();
   return t;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "ir/node.h"
+#include "trace/tracer.h"
 
 namespace rune::detail {
 
@@ -22,6 +23,7 @@ struct Traced {
   std::vector<ir::NodeRef> params, outputs;
   std::vector<nx::Tensor> captured;  // bound to Params first_capture, first_capture + 1, ...
   nx::Device device;                 // where the graph runs
+  std::vector<Tracer::Checkpoint> checkpoints;  // rune::checkpoint blocks met while tracing
 };
 
 // Traces f over stand-ins of `avals` on `device`; captured tensors are numbered from

@@ -31,6 +31,7 @@ Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device de
   }
   t.captured = tracer.captured();
   t.checkpoints = tracer.checkpoints();
+  t.checks = tracer.checks().size();
   return t;
 }
 

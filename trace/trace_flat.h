@@ -24,6 +24,7 @@ struct Traced {
   std::vector<nx::Tensor> captured;  // bound to Params first_capture, first_capture + 1, ...
   nx::Device device;                 // where the graph runs
   std::vector<Tracer::Checkpoint> checkpoints;  // rune::checkpoint blocks met while tracing
+  size_t checks = 0;                            // nx::check calls recorded while tracing
 };
 
 // Traces f over stand-ins of `avals` on `device`; captured tensors are numbered from

@@ -79,6 +79,12 @@ std::vector<nx::Tensor> vmap_flat(const char* api, const std::vector<nx::Tensor>
   nx::Device device = leaves.empty() ? nx::default_device() : leaves[0].device();
   int n = static_cast<int>(leaves.size());
   Traced t = trace_flat(api, avals, device, f, n);
+  // A check's first failing index is a per-example scalar with no batched form yet: refuse
+  // rather than drop it.
+  if (t.checks)
+    throw std::invalid_argument(std::string(api) +
+                                ": f calls nx::check, which vmap does not batch yet; check the "
+                                "batched values outside vmap");
 
   // Batched inputs are bound with their batch axis moved to 0 (a view); shared ones as given.
   std::unordered_map<ir::NodeRef, ir::NodeRef> inputs;

@@ -5,49 +5,31 @@
 #include "core/interpreter.h"
 #include "core/ops.h"
 #include "trace/graph_eval.h"
-#include "trace/tracer.h"
+#include "trace/trace_flat.h"
 #include "trace/vjp.h"
 
 namespace rune::detail {
 
 namespace {
 
-struct Traced {
-  std::vector<ir::NodeRef> params, outputs;
-  std::vector<nx::Tensor> bindings;  // Param i -> value (the params, then captured tensors)
-  nx::Device device;                 // where the graph runs: the params' device
-};
-
 nx::Device device_of(const std::vector<nx::Tensor>& params) {
   return params.empty() ? nx::default_device() : params[0].device();
 }
 
-// Traces f over stand-ins for `params`; the stand-ins are Params 0..n-1.
-Traced trace(const char* api, const std::vector<nx::Tensor>& params, const FlatFn& f,
-             int extra_params) {
-  nx::Device device = device_of(params);
-  Tracer tracer(device, static_cast<int>(params.size()) + extra_params);
-  Traced t;
-  t.device = device;
-  std::vector<nx::Tensor> stand_ins;
-  for (size_t i = 0; i < params.size(); ++i) {
-    stand_ins.push_back(tracer.stand_in(static_cast<int>(i), params[i].dtype(),
-                                        ir::View::contiguous(params[i].shape())));
-    t.params.push_back(stand_ins.back().impl().node);
-  }
-  std::vector<nx::Tensor> outs;
-  {
-    nx::InterpreterScope scope(&tracer);
-    outs = f(stand_ins);
-  }
-  for (const auto& o : outs) {
-    if (!o.defined())
-      throw std::invalid_argument(std::string(api) + ": f returned an undefined tensor");
-    t.outputs.push_back(tracer.node_of(o));
-  }
-  t.bindings = params;
+// Traces f over stand-ins for `params` (Params 0..n-1); `bindings` holds the params, room for
+// `extra_params` more, then the captured tensors.
+struct Bound : Traced {
+  std::vector<nx::Tensor> bindings;
+};
+Bound trace(const char* api, const std::vector<nx::Tensor>& params, const FlatFn& f,
+            int extra_params) {
+  std::vector<Aval> avals;
+  for (const auto& p : params) avals.push_back({p.dtype(), p.shape()});
+  Bound t{
+      trace_flat(api, avals, device_of(params), f, static_cast<int>(params.size()) + extra_params),
+      params};
   t.bindings.resize(params.size() + static_cast<size_t>(extra_params));
-  for (const auto& c : tracer.captured()) t.bindings.push_back(c);
+  for (const auto& c : t.captured) t.bindings.push_back(c);
   return t;
 }
 
@@ -64,7 +46,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
           params[i].describe() + "; only float tensors have gradients");
   int n_cot = cotangents ? static_cast<int>(cotangents->size()) : 0;
   ir::NodeUse use;  // the traced graph and its derivatives stay until they ran
-  Traced t = trace(api, params, f, n_cot);
+  Bound t = trace(api, params, f, n_cot);
   std::vector<ir::NodeRef> cots;
   // With has_aux the outputs after the first are carried out undifferentiated.
   size_t n_diff = has_aux ? 1 : t.outputs.size();
@@ -97,7 +79,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
   }
   std::vector<ir::NodeRef> differentiated(t.outputs.begin(),
                                           t.outputs.begin() + static_cast<long>(n_diff));
-  auto grads = vjp_nodes(differentiated, cots, t.params);
+  auto grads = vjp_nodes(differentiated, cots, t.params, t.checkpoints);
   std::vector<ir::NodeRef> roots = t.outputs;
   roots.insert(roots.end(), grads.begin(), grads.end());
   auto vals = evaluate(roots, t.bindings, t.device);
@@ -121,7 +103,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(
   // Forward mode by transposing reverse mode: u -> J^T u is linear, so the vjp of that map
   // at any u, applied to the tangent t, is (J^T)^T t = J t.
   ir::NodeUse use;  // the traced graph and its derivatives stay until they ran
-  Traced t = trace(api, primals, f, 0);
+  Bound t = trace(api, primals, f, 0);
   size_t n = primals.size(), m = t.outputs.size();
   size_t base = t.bindings.size();
   std::vector<ir::NodeRef> us;

@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "core/tree.h"
+#include "trace/trace_flat.h"
 
 namespace rune {
 
 namespace detail {
-using FlatFn = std::function<std::vector<nx::Tensor>(const std::vector<nx::Tensor>&)>;
 // f's outputs and the gradients of sum_i <outputs[i], cotangents[i]> with respect to `params`.
 // With no cotangents, f must return one float scalar and the cotangent is 1; with has_aux too,
 // f's first output is that scalar and the others are returned, not differentiated.

@@ -38,6 +38,14 @@ class Tracer final : public nx::Interpreter {
   };
   const std::vector<Check>& checks() const { return checks_; }
 
+  // A rune::checkpoint block recorded in this trace: its inputs' and outputs' nodes. Its inner
+  // nodes are recomputed by the backward pass instead of stored (trace/checkpoint.h).
+  struct Checkpoint {
+    std::vector<ir::NodeRef> inputs, outputs;
+  };
+  void record_checkpoint(Checkpoint c) { checkpoints_.push_back(std::move(c)); }
+  const std::vector<Checkpoint>& checkpoints() const { return checkpoints_; }
+
   int n_args() const { return n_args_; }
   // Concrete tensors the trace captured, in param order after the arguments.
   const std::vector<nx::Tensor>& captured() const { return captured_; }
@@ -48,6 +56,7 @@ class Tracer final : public nx::Interpreter {
   int n_args_;
   std::vector<nx::Tensor> captured_;
   std::vector<Check> checks_;
+  std::vector<Checkpoint> checkpoints_;
   std::unordered_map<const nx::TensorImpl*, ir::NodeRef> lifted_;
 };
 

@@ -314,7 +314,8 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
 
 std::vector<NodeRef> vjp_nodes(const std::vector<NodeRef>& roots,
                                const std::vector<NodeRef>& cotangents,
-                               const std::vector<NodeRef>& wrt) {
+                               const std::vector<NodeRef>& wrt,
+                               const std::vector<Tracer::Checkpoint>& checkpoints) {
   std::unordered_map<NodeRef, NodeRef> ct;
   auto accumulate = [&](NodeRef n, NodeRef g) {
     auto it = ct.find(n);
@@ -338,7 +339,7 @@ std::vector<NodeRef> vjp_nodes(const std::vector<NodeRef>& roots,
     auto c = ct.find(w);
     out.push_back(c != ct.end() ? c->second : constant(w->dtype, 0, w->shape));
   }
-  return out;
+  return checkpoints.empty() ? out : rematerialise(out, roots, checkpoints);
 }
 
 }  // namespace rune

@@ -1,0 +1,38 @@
+#include "trace/trace_flat.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "core/interpreter.h"
+#include "trace/tracer.h"
+
+namespace rune::detail {
+
+Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device device,
+                  const FlatFn& f, int first_capture) {
+  Tracer tracer(device, first_capture);
+  Traced t;
+  t.device = device;
+  std::vector<nx::Tensor> stand_ins;
+  for (size_t i = 0; i < avals.size(); ++i) {
+    stand_ins.push_back(
+        tracer.stand_in(static_cast<int>(i), avals[i].dtype, ir::View::contiguous(avals[i].shape)));
+    t.params.push_back(stand_ins.back().impl().node);
+  }
+  std::vector<nx::Tensor> outs;
+  {
+    nx::InterpreterScope scope(&tracer);
+    outs = f(stand_ins);
+  }
+  for (const auto& o : outs) {
+    if (!o.defined())
+      throw std::invalid_argument(std::string(api) + ": f returned an undefined tensor");
+    t.outputs.push_back(tracer.node_of(o));
+  }
+  t.captured = tracer.captured();
+  t.checkpoints = tracer.checkpoints();
+  t.checks = tracer.checks().size();
+  return t;
+}
+
+}  // namespace rune::detail

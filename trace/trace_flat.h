@@ -1,0 +1,36 @@
+// Tracing a flat function over stand-ins: the first step of every graph transformation
+// (autodiff, vmap, the jacobians). The stand-ins are Params 0..n-1; tensors f captures become
+// Params after them, bound to `captured` whenever the graph runs.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/node.h"
+#include "trace/tracer.h"
+
+namespace rune::detail {
+
+using FlatFn = std::function<std::vector<nx::Tensor>(const std::vector<nx::Tensor>&)>;
+
+// The abstract value of one stand-in.
+struct Aval {
+  nx::DType dtype;
+  nx::Shape shape;
+};
+
+struct Traced {
+  std::vector<ir::NodeRef> params, outputs;
+  std::vector<nx::Tensor> captured;  // bound to Params first_capture, first_capture + 1, ...
+  nx::Device device;                 // where the graph runs
+  std::vector<Tracer::Checkpoint> checkpoints;  // rune::checkpoint blocks met while tracing
+  size_t checks = 0;                            // nx::check calls recorded while tracing
+};
+
+// Traces f over stand-ins of `avals` on `device`; captured tensors are numbered from
+// first_capture (>= avals.size(): room for extra params such as cotangents). The caller holds
+// an ir::NodeUse until the graph ran. Raises `<api>: f returned an undefined tensor`.
+Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device device,
+                  const FlatFn& f, int first_capture);
+
+}  // namespace rune::detail

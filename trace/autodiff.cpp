@@ -4,6 +4,7 @@
 
 #include "core/interpreter.h"
 #include "core/ops.h"
+#include "trace/control_flow.h"
 #include "trace/graph_eval.h"
 #include "trace/tracer.h"
 #include "trace/vjp.h"
@@ -27,6 +28,7 @@ Traced trace(const char* api, const std::vector<nx::Tensor>& params, const FlatF
              int extra_params) {
   nx::Device device = device_of(params);
   Tracer tracer(device, static_cast<int>(params.size()) + extra_params);
+  DifferentiatingScope differentiating;  // rune::while_loop raises inside
   Traced t;
   t.device = device;
   std::vector<nx::Tensor> stand_ins;

@@ -122,6 +122,64 @@ void check_scalar(const char* api, const char* what, const nx::Tensor& t, bool w
                                 t.describe());
 }
 
+// scan as one loop step of the rune::jit program being traced (trace/staged_program.h): the
+// traced body `b` is replayed once more into a step over the carry (carry, i, ys) that reads
+// row i of each xs leaf and writes its outputs into row i of the stacked ys; the program runs
+// that step `length` times. The user's body is not called again.
+std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
+    const char* api, Tracer& jit_tracer, Body& b, const std::vector<nx::Tensor>& init,
+    const std::vector<nx::Tensor>& xs, int64_t length) {
+  const size_t n_carry = init.size(), n_y = b.outputs.size() - n_carry;
+  nx::Device device = b.device;
+  std::vector<nx::Tensor> carry0 = init;
+  {
+    nx::CreateOn on(device);
+    carry0.push_back(nx::zeros(nx::int32, {}));
+    for (size_t j = 0; j < n_y; ++j) {
+      nx::Shape s{length};
+      s.insert(s.end(), b.outputs[n_carry + j]->shape.begin(), b.outputs[n_carry + j]->shape.end());
+      carry0.push_back(nx::zeros(b.outputs[n_carry + j]->dtype, s));
+    }
+  }
+  auto row_starts = [](const nx::Tensor& i, size_t rank) {
+    std::vector<nx::Tensor> starts{i};
+    for (size_t d = 1; d < rank; ++d) starts.push_back(nx::zeros_like(i));
+    return starts;
+  };
+  FlatBody step = [&](const std::vector<nx::Tensor>& in) {
+    const nx::Tensor& i = in[n_carry];
+    std::vector<nx::Tensor> args(in.begin(), in.begin() + static_cast<long>(n_carry));
+    for (const auto& x : xs) {
+      nx::Shape row(x.shape().begin() + 1, x.shape().end()), one = x.shape();
+      one[0] = 1;
+      args.push_back(nx::reshape(nx::dynamic_slice(x, row_starts(i, x.shape().size()), one), row));
+    }
+    std::vector<nx::Tensor> outs = run_body(b, args);
+    std::vector<nx::Tensor> next(outs.begin(), outs.begin() + static_cast<long>(n_carry));
+    next.push_back(i + 1);
+    for (size_t j = 0; j < n_y; ++j) {
+      const nx::Tensor& acc = in[n_carry + 1 + j];
+      nx::Shape one = acc.shape();
+      one[0] = 1;
+      next.push_back(nx::dynamic_update_slice(acc, nx::reshape(outs[n_carry + j], one),
+                                              row_starts(i, acc.shape().size())));
+    }
+    return next;
+  };
+  Body loop_body = trace_body(api, avals_of(carry0), device, step);
+  Tracer::Loop loop;
+  for (const auto& c : carry0) loop.inputs.push_back(jit_tracer.node_of(c));
+  for (size_t k = loop_body.n_args; k < loop_body.bindings.size(); ++k)
+    loop.inputs.push_back(jit_tracer.node_of(loop_body.bindings[k]));
+  loop.body_roots = loop_body.outputs;
+  loop.body_params = static_cast<int>(loop_body.bindings.size());
+  loop.trips = length;
+  std::vector<nx::Tensor> final = jit_tracer.add_loop(std::move(loop));
+  std::vector<nx::Tensor> carry(final.begin(), final.begin() + static_cast<long>(n_carry));
+  std::vector<nx::Tensor> ys(final.begin() + static_cast<long>(n_carry + 1), final.end());
+  return {carry, ys};
+}
+
 }  // namespace
 
 DifferentiatingScope::DifferentiatingScope() { ++differentiating_depth; }
@@ -143,6 +201,13 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_flat(
   nx::Device device = device_of(init.empty() ? xs : init);
   Body b = trace_body(api, in, device, body);
   check_carry(api, b, init, carry_paths);
+  // Traced straight into rune::jit's own trace (not under autodiff, which differentiates the
+  // replayed iterations), the loop becomes one step of the program. A body with checks is
+  // replayed per iteration instead (its checks become the program's).
+  Tracer* outer = active_tracer();
+  if (outer && outer->records_loops && differentiating_depth == 0 && length > 0 &&
+      b.checks.empty())
+    return scan_as_loop(api, *outer, b, init, xs, length);
   const size_t n_carry = init.size(), n_y = b.outputs.size() - n_carry;
   std::vector<nx::Tensor> carry = init;
   std::vector<std::vector<nx::Tensor>> ys(n_y);

@@ -16,6 +16,7 @@
 #include "gpu_runtime/fake_driver.h"
 #include "test_util.h"
 #include "trace/rune.h"
+#include "trace/staged_program.h"
 
 namespace {
 
@@ -174,6 +175,33 @@ TEST_P(ControlFlow, BodyIsTracedOncePerCall) {
   EXPECT_EQ(jitted.traces(), 2u);
 }
 
+// Under rune::jit a scan or fori_loop is one loop step of the program: its body runs `length`
+// times in the program runner (not unrolled, not replayed by the caller); two loops in a row
+// chain through the program's slots; eagerly and under grad nothing runs as a loop step.
+TEST_P(ControlFlow, CompiledLoopsAreLoopSteps) {
+  auto two_loops = [](const Carry& init, const Tensor& xs) {
+    auto [c, ys] = rnn_scan(init, xs);
+    Tensor z = rune::fori_loop(0, 3, [](const Tensor& i, const Tensor& h) {
+      return h * 0.5 + nx::cast(i, nx::float32);
+    }, c.first + nx::sum(ys));
+    return std::make_pair(z, ys * 0.5);
+  };
+  Carry init{on(nx::full(nx::float32, {3}, 0.25)), on(nx::zeros(nx::float32, {}))};
+  Tensor xs = on(xs_data());
+  size_t before = rune::loop_step_iterations();
+  auto eager = two_loops(init, xs);
+  EXPECT_EQ(rune::loop_step_iterations(), before) << "eagerly the body is replayed";
+  auto jitted = rune::jit(two_loops);
+  auto compiled = jitted(init, xs);
+  nx::wait(compiled.first);
+  EXPECT_EQ(rune::loop_step_iterations(), before + 5 + 3);
+  EXPECT_EQ(bits(compiled.first), bits(eager.first));
+  EXPECT_EQ(bits(compiled.second), bits(eager.second));
+  auto again = jitted(init, on(xs_data() * 0.5));
+  EXPECT_EQ(bits(again.first), bits(two_loops(init, on(xs_data() * 0.5)).first));
+  EXPECT_EQ(jitted.traces(), 1u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, ControlFlow, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
                          rt::DeviceTestName());
 
@@ -225,11 +253,13 @@ TEST(ControlFlowGrad, ScanEqualsUnrolledAndFiniteDifferences) {
   Tensor w = nx::create(nx::float64, {3}, {0.3, -0.8, 1.1});
   auto loss = [&](const Tensor& p) { return scan_loss(p, xs, false); };
   auto unrolled = [&](const Tensor& p) { return scan_loss(p, xs, true); };
+  size_t before = rune::loop_step_iterations();
   Tensor g = rune::grad(loss, w);
   EXPECT_EQ(bits(g), bits(rune::grad(unrolled, w)));
   auto jg = rune::jit([&](const Tensor& p) { return rune::grad(loss, p); });
   auto ju = rune::jit([&](const Tensor& p) { return rune::grad(unrolled, p); });
   EXPECT_EQ(bits(jg(w)), bits(ju(w)));
+  EXPECT_EQ(rune::loop_step_iterations(), before) << "autodiff differentiates the iterations";
   expect_close(nx::to_vector<double>(g), finite_differences(loss, w));
 }
 

@@ -238,16 +238,17 @@ std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
                                    const std::vector<nx::Tensor>& init,
                                    const std::vector<std::string>& carry_paths) {
   const char* api = "rune::while_loop";
-  if (active_tracer()) {
+  Tracer* outer = active_tracer();
+  if (outer && !(outer->records_loops && differentiating_depth == 0)) {
     if (differentiating_depth > 0)
       throw std::invalid_argument(std::string(api) +
                                   ": cannot be differentiated (rune::grad, vjp, jvp): its trip "
                                   "count is only known at run time, as in JAX; use "
                                   "rune::fori_loop or rune::scan with a fixed trip count");
     throw jit_error(std::string(api) +
-                    ": not supported inside rune::jit (or another loop's body) yet: the trip "
-                    "count depends on traced values; call it outside jit, or use "
-                    "rune::fori_loop / rune::scan with a fixed trip count");
+                    ": not supported inside another loop's or branch's body yet (its trip count "
+                    "depends on traced values); call it directly in the function rune::jit "
+                    "compiles, or use rune::fori_loop / rune::scan with a fixed trip count");
   }
   ir::NodeUse use;
   Avals in = avals_of(init);
@@ -265,6 +266,29 @@ std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
     throw std::invalid_argument(std::string(api) + ": body_fn returned " +
                                 std::to_string(b.outputs.size()) + " tensors for a carry of " +
                                 std::to_string(init.size()));
+  if (outer) {
+    if (!b.checks.empty() || !c.checks.empty())
+      throw jit_error(std::string(api) + ": a body or predicate with checks (e.g. index bounds) "
+                                         "cannot run as a loop step of rune::jit yet");
+    // One loop step of the program: the predicate and the body replayed into one trace over
+    // the carry (sharing its captures), compiled apart: cond_fn then body_fn per iteration.
+    const size_t n = init.size();
+    FlatBody both = [&](const std::vector<nx::Tensor>& in) {
+      std::vector<nx::Tensor> r = run_body(b, in);
+      r.push_back(run_body(c, in)[0]);
+      return r;
+    };
+    Body lb = trace_body(api, in, device, both);
+    Tracer::Loop loop;
+    for (const auto& t : init) loop.inputs.push_back(outer->node_of(t));
+    for (size_t k = lb.n_args; k < lb.bindings.size(); ++k)
+      loop.inputs.push_back(outer->node_of(lb.bindings[k]));
+    loop.body_roots.assign(lb.outputs.begin(), lb.outputs.begin() + static_cast<long>(n));
+    loop.cond_root = lb.outputs[n];
+    loop.body_params = static_cast<int>(lb.bindings.size());
+    loop.trips = -1;
+    return outer->add_loop(std::move(loop));
+  }
   std::vector<nx::Tensor> carry = init;
   while (nx::item<bool>(run_body(c, carry)[0])) carry = run_body(b, carry);
   return carry;

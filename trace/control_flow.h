@@ -1,9 +1,10 @@
 // Control flow over traced bodies (lax.scan, fori_loop, while_loop, cond, switch): each body is
-// traced ONCE per call into a graph (trace/control_flow.cpp), then replayed per iteration
-// through the current interpreter: eagerly outside any trace, into the enclosing trace inside
-// rune::jit or rune::grad (so a loop compiles into the caller's one program, and autodiff
-// differentiates the replayed iterations). docs/compilation.md "Control flow" says what
-// retraces a body and what each form costs.
+// traced ONCE per call into a graph (trace/control_flow.cpp). Directly inside rune::jit a loop
+// becomes one loop step of the caller's program (trace/staged_program.h: the body's own program
+// runs in the program runner). Elsewhere the graph is replayed per iteration through the
+// current interpreter: eagerly outside any trace, into the enclosing trace under rune::grad
+// (autodiff differentiates the replayed iterations, a reverse pass over the saved carries) or
+// inside another body. docs/compilation.md "Control flow" says what retraces a body.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -128,8 +129,9 @@ C fori_loop(int64_t lo, int64_t hi, F body, const C& init) {
 }
 
 // lax.while_loop: while cond_fn(carry) (a bool scalar) carry = body_fn(carry). Both are traced
-// once. Eager only in this version (its trip count is read on the host each iteration); inside
-// rune::jit it raises, and it cannot be differentiated (as in JAX).
+// once. Under rune::jit it is one loop step that reads the predicate back each iteration (on a
+// GPU a wait per iteration); inside another loop's or branch's body it raises, and it cannot be
+// differentiated (as in JAX).
 template <class P, class B, class C>
 C while_loop(P cond_fn, B body_fn, const C& init) {
   auto [cflat, cpaths] = detail::flatten_named(init);

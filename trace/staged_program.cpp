@@ -16,12 +16,47 @@ std::atomic<size_t> iterations{0};
 // final carry goes to.
 struct LoopPlan {
   std::shared_ptr<const runtime::Program> body;
-  int64_t trips = 0;
+  int64_t trips = 0;  // -1: while `cond` (then `copy` moves the final carry to its slots)
+  std::shared_ptr<const runtime::Program> cond, copy;
   size_t n_carry = 0, n_operands = 0;
   std::vector<size_t> carry_bytes;
 };
 
+// while_loop: the carry's predicate, read back on the host (on a GPU a wait for the work queued
+// so far: one host round trip per iteration).
+bool holds(const LoopPlan& p, const std::vector<char*>& in) {
+  std::vector<runtime::BufferRef> out = p.cond->run(in.data(), in.size());
+  bool go = false;
+  const runtime::Launcher& l = p.cond->launcher();
+  if (l.memory().kind == runtime::DeviceKind::CPU)
+    go = *static_cast<const bool*>(out[0]->data);  // CPU:n: this runs on the stream already
+  else
+    l.read(&go, out[0]->data, sizeof go);
+  return go;
+}
+
+void run_while(const LoopPlan& p, char* const* bufs) {
+  std::vector<char*> in(bufs, bufs + p.n_carry + p.n_operands);
+  char* const* final_slots = bufs + p.n_carry + p.n_operands;
+  const runtime::Device memory = p.body->launcher().memory();
+  std::vector<runtime::BufferRef> carry;
+  size_t n = 0;
+  while (holds(p, in)) {
+    std::vector<runtime::BufferRef> next = p.body->run(in.data(), in.size());
+    for (size_t k = 0; k < p.n_carry; ++k) in[k] = static_cast<char*>(next[k]->data);
+    carry = std::move(next);
+    ++n;
+  }
+  std::vector<runtime::BufferRef> into;
+  for (size_t k = 0; k < p.n_carry; ++k)
+    into.push_back(std::make_shared<runtime::Buffer>(memory, final_slots[k], p.carry_bytes[k],
+                                                     std::function<void()>{}));
+  p.copy->run(in.data(), p.n_carry, into.data());
+  iterations += n;
+}
+
 void run_loop(const LoopPlan& p, char* const* bufs) {
+  if (p.trips < 0) return run_while(p, bufs);
   std::vector<char*> in(bufs, bufs + p.n_carry + p.n_operands);
   char* const* final_slots = bufs + p.n_carry + p.n_operands;
   const runtime::Device memory = p.body->launcher().memory();
@@ -78,7 +113,8 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
     m->output_slots.push_back(results_map[s]);
   }
   for (const auto& loop : loops) {
-    if (loop.trips < 1) throw std::logic_error("rune::jit: a loop step needs a trip");
+    if (loop.trips == 0 || (loop.trips < 0) != (loop.cond_root != nullptr))
+      throw std::logic_error("rune::jit: a loop step needs a trip count or a condition");
     auto pre = codegen::compile(loop.inputs, n_params, device);
     std::vector<int> map(pre->slot_bytes.size(), -1);
     append(*pre, map);
@@ -87,6 +123,16 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
     plan->trips = loop.trips;
     plan->n_carry = loop.body_roots.size();
     plan->n_operands = loop.inputs.size() - plan->n_carry;
+    if (loop.cond_root) {
+      plan->cond = codegen::compile({loop.cond_root}, loop.body_params, device);
+      std::vector<ir::NodeRef> carry;  // the identity on the carry, into the program's slots
+      for (size_t k = 0; k < plan->n_carry; ++k) {
+        ir::NodeRef r = loop.body_roots[k];
+        carry.push_back(ir::make(ir::Op::Param, r->dtype, r->shape, {},
+                                 ir::LoadArg{static_cast<int>(k), ir::View::contiguous(r->shape)}));
+      }
+      plan->copy = codegen::compile(carry, static_cast<int>(plan->n_carry), device);
+    }
     runtime::Step st;
     st.kind = runtime::Step::Kind::Library;
     st.name = "loop";

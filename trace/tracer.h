@@ -40,14 +40,15 @@ class Tracer final : public nx::Interpreter {
 
   int n_args() const { return n_args_; }
 
-  // A loop of the program (rune::scan / fori_loop under rune::jit, trace/staged_program.h): its
+  // A loop of the program (rune::scan / fori_loop / while_loop under rune::jit, trace/staged_program.h): its
   // compiled body runs `trips` times in one step of the program runner, carry = body(carry).
   struct Loop {
     std::vector<ir::NodeRef> inputs;      // the initial carry, then the body's captured operands
     std::vector<ir::NodeRef> body_roots;  // the body's new carry; its params: carry, captures
     int body_params = 0;
-    int64_t trips = 0;
-    std::vector<int> outputs;  // the param standing for each leaf of the final carry
+    int64_t trips = 0;           // a fixed trip count (scan, fori_loop), or -1: while cond_root
+    ir::NodeRef cond_root = {};  // while_loop: a bool scalar over the body's params
+    std::vector<int> outputs;    // the param standing for each leaf of the final carry
   };
   // Set by rune::jit on its own tracer: control flow traced directly into it becomes a Loop.
   bool records_loops = false;

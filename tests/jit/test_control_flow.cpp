@@ -3,7 +3,8 @@
 // rune::jit, on CPU, CPU:1 and the fake CUDA:0; each body is traced once per call (not per
 // iteration) and not at all on a compiled call that hits the cache; gradients through scan,
 // fori_loop and cond equal the unrolled program's bits and agree with finite differences;
-// errors name the API and the offending values.
+// errors name the API and the offending values. Under rune::jit each loop is one loop step of
+// the program (trace/staged_program.h), counted by rune::loop_step_iterations.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -122,6 +123,19 @@ TEST_P(ControlFlow, WhileLoopEqualsCppLoop) {
   EXPECT_EQ(bits(r.first), bits(want.first));
   EXPECT_EQ(nx::item<int32_t>(r.second), nx::item<int32_t>(want.second));
   EXPECT_GT(nx::item<int32_t>(r.second), 2);
+  // Compiled: one loop step that reads the predicate each iteration, same bits; an init that
+  // fails the predicate at once runs no iteration.
+  auto jitted = rune::jit([&](const C& c) { return rune::while_loop(cond, body, c); });
+  size_t before = rune::loop_step_iterations();
+  C compiled = jitted(init);
+  EXPECT_EQ(bits(compiled.first), bits(want.first));
+  EXPECT_EQ(nx::item<int32_t>(compiled.second), nx::item<int32_t>(want.second));
+  EXPECT_EQ(rune::loop_step_iterations(), before + static_cast<size_t>(nx::item<int32_t>(want.second)));
+  C done{on(nx::create(nx::float32, {2}, {50, 2})), on(nx::zeros(nx::int32, {}))};
+  C none = jitted(done);
+  EXPECT_EQ(bits(none.first), bits(done.first));
+  EXPECT_EQ(nx::item<int32_t>(none.second), 0);
+  EXPECT_EQ(jitted.traces(), 1u);
 }
 
 TEST_P(ControlFlow, CondAndSwitchPickTheBranch) {
@@ -352,9 +366,14 @@ TEST(ControlFlowErrors, Messages) {
             "rune::while_loop: cannot be differentiated (rune::grad, vjp, jvp): its trip count "
             "is only known at run time, as in JAX; use rune::fori_loop or rune::scan with a "
             "fixed trip count");
-  EXPECT_NE(rt::message_of([&] {
-              rune::jit([&](const Tensor& v) { return rune::while_loop(small, inc, v); })(x);
-            }).find("rune::while_loop: not supported inside rune::jit"),
+  auto nested = [&](const Tensor& v) {
+    auto step = [&](const Tensor& c, const Tensor& r) {
+      return std::make_pair(rune::while_loop(small, inc, c + r), r);
+    };
+    return rune::scan(step, v, nx::zeros(nx::float32, {2, 3})).first;
+  };
+  EXPECT_NE(rt::message_of([&] { rune::jit(nested)(x); })
+                .find("rune::while_loop: not supported inside another loop's or branch's body"),
             std::string::npos);
   // A failed call leaves its arguments as they were.
   EXPECT_EQ(nx::to_vector<float>(x), (std::vector<float>{0, 0, 0}));

@@ -36,8 +36,8 @@ Body trace_body(const char* api, const Avals& in, nx::Device device, const FlatB
   Tracer tracer(device, static_cast<int>(in.size()));
   std::vector<nx::Tensor> stand_ins;
   for (size_t i = 0; i < in.size(); ++i)
-    stand_ins.push_back(tracer.stand_in(static_cast<int>(i), in[i].first,
-                                        ir::View::contiguous(in[i].second)));
+    stand_ins.push_back(
+        tracer.stand_in(static_cast<int>(i), in[i].first, ir::View::contiguous(in[i].second)));
   std::vector<nx::Tensor> outs;
   {
     nx::InterpreterScope scope(&tracer);
@@ -128,7 +128,7 @@ void check_scalar(const char* api, const char* what, const nx::Tensor& t, bool w
 // that step `length` times. The user's body is not called again.
 std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
     const char* api, Tracer& jit_tracer, Body& b, const std::vector<nx::Tensor>& init,
-    const std::vector<nx::Tensor>& xs, int64_t length) {
+    const std::vector<nx::Tensor>& xs, int64_t length, const int64_t* counter_lo) {
   const size_t n_carry = init.size(), n_y = b.outputs.size() - n_carry;
   nx::Device device = b.device;
   std::vector<nx::Tensor> carry0 = init;
@@ -149,11 +149,15 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
   FlatBody step = [&](const std::vector<nx::Tensor>& in) {
     const nx::Tensor& i = in[n_carry];
     std::vector<nx::Tensor> args(in.begin(), in.begin() + static_cast<long>(n_carry));
-    for (const auto& x : xs) {
-      nx::Shape row(x.shape().begin() + 1, x.shape().end()), one = x.shape();
-      one[0] = 1;
-      args.push_back(nx::reshape(nx::dynamic_slice(x, row_starts(i, x.shape().size()), one), row));
-    }
+    if (counter_lo)  // fori_loop: the row of the counter is lo + i
+      args.push_back(*counter_lo == 0 ? i : i + static_cast<int>(*counter_lo));
+    else
+      for (const auto& x : xs) {
+        nx::Shape row(x.shape().begin() + 1, x.shape().end()), one = x.shape();
+        one[0] = 1;
+        args.push_back(
+            nx::reshape(nx::dynamic_slice(x, row_starts(i, x.shape().size()), one), row));
+      }
     std::vector<nx::Tensor> outs = run_body(b, args);
     std::vector<nx::Tensor> next(outs.begin(), outs.begin() + static_cast<long>(n_carry));
     next.push_back(i + 1);
@@ -187,8 +191,8 @@ DifferentiatingScope::~DifferentiatingScope() { --differentiating_depth; }
 
 std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_flat(
     const char* api, const FlatBody& body, const std::vector<nx::Tensor>& init,
-    const std::vector<std::string>& carry_paths, const std::vector<nx::Tensor>& xs,
-    int64_t length) {
+    const std::vector<std::string>& carry_paths, const std::vector<nx::Tensor>& xs, int64_t length,
+    const int64_t* counter_lo) {
   for (size_t j = 0; j < xs.size(); ++j)
     if (xs[j].shape().empty() || xs[j].shape()[0] != length)
       throw std::invalid_argument(
@@ -197,7 +201,8 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_flat(
                       : "; every xs leaf needs " + std::to_string(length) + " rows on axis 0"));
   ir::NodeUse use;  // the body's nodes stay while it is replayed
   Avals in = avals_of(init);
-  for (const auto& x : xs) in.push_back({x.dtype(), nx::Shape(x.shape().begin() + 1, x.shape().end())});
+  for (const auto& x : xs)
+    in.push_back({x.dtype(), nx::Shape(x.shape().begin() + 1, x.shape().end())});
   nx::Device device = device_of(init.empty() ? xs : init);
   Body b = trace_body(api, in, device, body);
   check_carry(api, b, init, carry_paths);
@@ -205,9 +210,8 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_flat(
   // replayed iterations), the loop becomes one step of the program. A body with checks is
   // replayed per iteration instead (its checks become the program's).
   Tracer* outer = active_tracer();
-  if (outer && outer->records_loops && differentiating_depth == 0 && length > 0 &&
-      b.checks.empty())
-    return scan_as_loop(api, *outer, b, init, xs, length);
+  if (outer && outer->records_loops && differentiating_depth == 0 && length > 0 && b.checks.empty())
+    return scan_as_loop(api, *outer, b, init, xs, length, counter_lo);
   const size_t n_carry = init.size(), n_y = b.outputs.size() - n_carry;
   std::vector<nx::Tensor> carry = init;
   std::vector<std::vector<nx::Tensor>> ys(n_y);
@@ -256,10 +260,10 @@ std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
   Body c = trace_body(api, in, device, cond);
   if (c.outputs.size() != 1 || !c.outputs[0]->shape.empty() ||
       c.outputs[0]->dtype != nx::DType::Bool)
-    throw std::invalid_argument(
-        std::string(api) + ": cond_fn must return a bool scalar, got " +
-        (c.outputs.size() == 1 ? aval_text(c.outputs[0]->dtype, c.outputs[0]->shape)
-                               : std::to_string(c.outputs.size()) + " tensors"));
+    throw std::invalid_argument(std::string(api) + ": cond_fn must return a bool scalar, got " +
+                                (c.outputs.size() == 1
+                                     ? aval_text(c.outputs[0]->dtype, c.outputs[0]->shape)
+                                     : std::to_string(c.outputs.size()) + " tensors"));
   Body b = trace_body(api, in, device, body);
   check_carry(api, b, init, carry_paths);
   if (b.outputs.size() != init.size())
@@ -268,8 +272,9 @@ std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
                                 std::to_string(init.size()));
   if (outer) {
     if (!b.checks.empty() || !c.checks.empty())
-      throw jit_error(std::string(api) + ": a body or predicate with checks (e.g. index bounds) "
-                                         "cannot run as a loop step of rune::jit yet");
+      throw jit_error(std::string(api) +
+                      ": a body or predicate with checks (e.g. index bounds) "
+                      "cannot run as a loop step of rune::jit yet");
     // One loop step of the program: the predicate and the body replayed into one trace over
     // the carry (sharing its captures), compiled apart: cond_fn then body_fn per iteration.
     const size_t n = init.size();
@@ -326,8 +331,8 @@ std::vector<nx::Tensor> switch_flat(const char* api, const nx::Tensor& index,
   const int64_t n = static_cast<int64_t>(bs.size());
   if (!index.is_traced()) {
     // A concrete index: only the chosen branch runs (eagerly, or into the enclosing trace).
-    int64_t k = is_cond ? (nx::item<bool>(index) ? 0 : 1)
-                        : nx::item<int64_t>(nx::cast(index, nx::int64));
+    int64_t k =
+        is_cond ? (nx::item<bool>(index) ? 0 : 1) : nx::item<int64_t>(nx::cast(index, nx::int64));
     if (k < 0 || k >= n)
       throw std::invalid_argument(std::string(api) + ": index " + std::to_string(k) +
                                   " is out of range for " + std::to_string(n) + " branches");
@@ -339,22 +344,23 @@ std::vector<nx::Tensor> switch_flat(const char* api, const nx::Tensor& index,
   for (auto& b : bs) outs.push_back(run_body(b, operands));
   if (is_cond) {
     std::vector<nx::Tensor> r;
-    for (size_t i = 0; i < outs[0].size(); ++i) r.push_back(nx::where(index, outs[0][i], outs[1][i]));
+    for (size_t i = 0; i < outs[0].size(); ++i)
+      r.push_back(nx::where(index, outs[0][i], outs[1][i]));
     return r;
   }
   nx::Tensor i64 = nx::cast(index, nx::int64);
   std::string name = api;
-  nx::check(nx::logical_and(i64 >= 0.0, i64 < static_cast<double>(n)), i64,
-            [name, n](const std::vector<int64_t>&, const nx::Tensor& at) {
-              return std::invalid_argument(name + ": index " +
-                                           std::to_string(nx::item<int64_t>(at)) +
-                                           " is out of range for " + std::to_string(n) +
-                                           " branches");
-            });
+  nx::check(
+      nx::logical_and(i64 >= 0.0, i64 < static_cast<double>(n)), i64,
+      [name, n](const std::vector<int64_t>&, const nx::Tensor& at) {
+        return std::invalid_argument(name + ": index " + std::to_string(nx::item<int64_t>(at)) +
+                                     " is out of range for " + std::to_string(n) + " branches");
+      });
   std::vector<nx::Tensor> r = outs.back();
   for (int64_t k = n - 2; k >= 0; --k) {
     nx::Tensor pick = nx::equal(i64, nx::scalar_like(i64, static_cast<double>(k)));
-    for (size_t i = 0; i < r.size(); ++i) r[i] = nx::where(pick, outs[static_cast<size_t>(k)][i], r[i]);
+    for (size_t i = 0; i < r.size(); ++i)
+      r[i] = nx::where(pick, outs[static_cast<size_t>(k)][i], r[i]);
   }
   return r;
 }

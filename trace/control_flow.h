@@ -22,11 +22,13 @@ using FlatBody = std::function<std::vector<nx::Tensor>(const std::vector<nx::Ten
 
 // The carry after `length` steps and the per-step outputs stacked on a new axis 0. body maps
 // (carry leaves ++ x leaves at step i) to (new carry leaves ++ y leaves); xs leaves have
-// `length` rows on axis 0. carry_paths name the carry's leaves in messages.
+// `length` rows on axis 0. carry_paths name the carry's leaves in messages. With counter_lo,
+// xs is fori_loop's step counter (counter_lo, counter_lo + 1, ...): a loop step then computes
+// each row from its own trip counter instead of reading it.
 std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_flat(
     const char* api, const FlatBody& body, const std::vector<nx::Tensor>& init,
-    const std::vector<std::string>& carry_paths, const std::vector<nx::Tensor>& xs,
-    int64_t length);
+    const std::vector<std::string>& carry_paths, const std::vector<nx::Tensor>& xs, int64_t length,
+    const int64_t* counter_lo = nullptr);
 // int32 [lo, lo + 1, ..., hi - 1] on the carry's device (fori_loop's scanned step counter).
 nx::Tensor step_counter(int64_t lo, int64_t hi, const std::vector<nx::Tensor>& carry);
 std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
@@ -77,8 +79,9 @@ auto scan(F f, const C& init, const X& xs) {
   Flat xflat;
   Tree<X>::flatten(xs, xflat, "");
   if (xflat.leaves.empty())
-    throw std::invalid_argument("rune::scan: xs has no tensors; use rune::fori_loop for a loop "
-                                "without per-step inputs");
+    throw std::invalid_argument(
+        "rune::scan: xs has no tensors; use rune::fori_loop for a loop "
+        "without per-step inputs");
   const int64_t length =
       xflat.leaves[0].shape().empty() ? -1 : xflat.leaves[0].shape()[0];  // -1: checked later
   const size_t n_carry = cflat.leaves.size();
@@ -90,8 +93,9 @@ auto scan(F f, const C& init, const X& xs) {
     Flat of;
     Tree<C>::flatten(o.first, of, "");
     if (of.tokens != cflat.tokens)
-      throw std::invalid_argument("rune::scan: f returned a carry whose structure differs from "
-                                  "init's");
+      throw std::invalid_argument(
+          "rune::scan: f returned a carry whose structure differs from "
+          "init's");
     Tree<Y>::flatten(o.second, of, "");
     y_tokens.assign(of.tokens.begin() + static_cast<long>(cflat.tokens.size()), of.tokens.end());
     return of.leaves;
@@ -117,14 +121,15 @@ C fori_loop(int64_t lo, int64_t hi, F body, const C& init) {
     Flat of;
     Tree<C>::flatten(next, of, "");
     if (of.tokens != cflat.tokens)
-      throw std::invalid_argument("rune::fori_loop: body returned a carry whose structure "
-                                  "differs from init's");
+      throw std::invalid_argument(
+          "rune::fori_loop: body returned a carry whose structure "
+          "differs from init's");
     return of.leaves;
   };
   // The step counter is the scanned input: a traced int32 scalar per row of [lo, hi).
   nx::Tensor is = detail::step_counter(lo, hi, cflat.leaves);
   auto carry =
-      detail::scan_flat("rune::fori_loop", step, cflat.leaves, cpaths, {is}, hi - lo).first;
+      detail::scan_flat("rune::fori_loop", step, cflat.leaves, cpaths, {is}, hi - lo, &lo).first;
   return detail::build_from<C>(carry, cflat.tokens);
 }
 
@@ -142,8 +147,9 @@ C while_loop(P cond_fn, B body_fn, const C& init) {
     Flat of;
     Tree<C>::flatten(body_fn(detail::build_from<C>(in, cflat.tokens)), of, "");
     if (of.tokens != cflat.tokens)
-      throw std::invalid_argument("rune::while_loop: body_fn returned a carry whose structure "
-                                  "differs from init's");
+      throw std::invalid_argument(
+          "rune::while_loop: body_fn returned a carry whose structure "
+          "differs from init's");
     return of.leaves;
   };
   return detail::build_from<C>(detail::while_flat(cond, body, cflat.leaves, cpaths), cflat.tokens);

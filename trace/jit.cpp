@@ -247,7 +247,7 @@ nx::Device call_device(const Flat& args, const std::string& api) {
 // A traced program: what a run needs besides the compiled code, and the graph to compile.
 struct Traced {
   std::shared_ptr<Compiled> compiled;
-  std::vector<ir::NodeRef> roots;  // the results, then one first-false index per check
+  std::vector<ir::NodeRef> roots;   // the results, then one first-false index per check
   std::vector<Tracer::Loop> loops;  // control flow compiled as loop steps (staged_program.h)
 };
 
@@ -261,8 +261,9 @@ void check_data_outside_loops(const std::vector<Tracer::Check>& checks,
     for (ir::NodeRef n : ir::toposort(k.data))
       if (n->op == ir::Op::Param &&
           std::find(outs.begin(), outs.end(), ir::arg_load(n).param) != outs.end())
-        throw jit_error("rune::jit: a check (e.g. an index bound) reads the result of a "
-                        "rune::scan / fori_loop; compute it inside the loop's body instead");
+        throw jit_error(
+            "rune::jit: a check (e.g. an index bound) reads the result of a "
+            "rune::scan / fori_loop; compute it inside the loop's body instead");
 }
 
 // Step "trace": runs the function over stand-ins of the key's leaves (dtype, shape and layout;
@@ -299,7 +300,8 @@ Traced trace_program(const Flat& args, const Key& key, const JitCore::TraceFn& t
   t.loops = tracer.loops();
   check_data_outside_loops(c->checks, t.loops);
   for (auto& cap : c->captured)  // undefined: a loop's result, bound inside the program
-    if (cap.defined() && !cap.is_traced() && !(cap.device() == device)) cap = nx::place(cap, device);
+    if (cap.defined() && !cap.is_traced() && !(cap.device() == device))
+      cap = nx::place(cap, device);
   c->result_tokens = std::move(result.tokens);
   for (auto r : t.roots) c->outputs.push_back({r->dtype, r->shape});
   c->device = device;

@@ -82,8 +82,8 @@ void run_loop(const LoopPlan& p, char* const* bufs) {
 size_t loop_step_iterations() { return iterations.load(); }
 
 std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir::NodeRef>& roots,
-                                                          const std::vector<Tracer::Loop>& loops,
-                                                          int n_params, nx::Device device) {
+                                                           const std::vector<Tracer::Loop>& loops,
+                                                           int n_params, nx::Device device) {
   auto m = std::make_shared<runtime::Program>();
   m->device = device;
   m->n_inputs = n_params;

@@ -18,8 +18,8 @@ namespace rune {
 // `roots` over `n_params` params (the arguments, captures and the loops' outputs); the loops
 // as the tracer recorded them. Donation lends no memory in such a program (no inplace inputs).
 std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir::NodeRef>& roots,
-                                                          const std::vector<Tracer::Loop>& loops,
-                                                          int n_params, nx::Device device);
+                                                           const std::vector<Tracer::Loop>& loops,
+                                                           int n_params, nx::Device device);
 
 // Iterations run by loop steps in this process (every device): what tests observe to tell a
 // loop step from an unrolled or eagerly replayed loop.

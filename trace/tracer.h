@@ -40,8 +40,9 @@ class Tracer final : public nx::Interpreter {
 
   int n_args() const { return n_args_; }
 
-  // A loop of the program (rune::scan / fori_loop / while_loop under rune::jit, trace/staged_program.h): its
-  // compiled body runs `trips` times in one step of the program runner, carry = body(carry).
+  // A loop of the program (rune::scan / fori_loop / while_loop under rune::jit,
+  // trace/staged_program.h): its compiled body runs `trips` times in one step of the program
+  // runner, carry = body(carry).
   struct Loop {
     std::vector<ir::NodeRef> inputs;      // the initial carry, then the body's captured operands
     std::vector<ir::NodeRef> body_roots;  // the body's new carry; its params: carry, captures

@@ -130,7 +130,8 @@ TEST_P(ControlFlow, WhileLoopEqualsCppLoop) {
   C compiled = jitted(init);
   EXPECT_EQ(bits(compiled.first), bits(want.first));
   EXPECT_EQ(nx::item<int32_t>(compiled.second), nx::item<int32_t>(want.second));
-  EXPECT_EQ(rune::loop_step_iterations(), before + static_cast<size_t>(nx::item<int32_t>(want.second)));
+  EXPECT_EQ(rune::loop_step_iterations(),
+            before + static_cast<size_t>(nx::item<int32_t>(want.second)));
   C done{on(nx::create(nx::float32, {2}, {50, 2})), on(nx::zeros(nx::int32, {}))};
   C none = jitted(done);
   EXPECT_EQ(bits(none.first), bits(done.first));
@@ -195,9 +196,9 @@ TEST_P(ControlFlow, BodyIsTracedOncePerCall) {
 TEST_P(ControlFlow, CompiledLoopsAreLoopSteps) {
   auto two_loops = [](const Carry& init, const Tensor& xs) {
     auto [c, ys] = rnn_scan(init, xs);
-    Tensor z = rune::fori_loop(0, 3, [](const Tensor& i, const Tensor& h) {
-      return h * 0.5 + nx::cast(i, nx::float32);
-    }, c.first + nx::sum(ys));
+    Tensor z = rune::fori_loop(
+        0, 3, [](const Tensor& i, const Tensor& h) { return h * 0.5 + nx::cast(i, nx::float32); },
+        c.first + nx::sum(ys));
     return std::make_pair(z, ys * 0.5);
   };
   Carry init{on(nx::full(nx::float32, {3}, 0.25)), on(nx::zeros(nx::float32, {}))};
@@ -315,7 +316,9 @@ TEST(ControlFlowErrors, Messages) {
   auto widen = [](const Tensor& c, const Tensor& v) {
     return std::pair<Tensor, Tensor>{nx::cast(c + v, nx::float64), v};
   };
-  EXPECT_EQ(rt::error_of([&] { rune::scan(widen, x, nx::zeros(nx::float32, {2, 3})); }),
+  EXPECT_EQ(rt::error_of([&] {
+              rune::scan(widen, x, nx::zeros(nx::float32, {2, 3}));
+            }),
             "rune::scan: carry leaf '0' is float32 [3] in init but float64 [3] from the body; "
             "the carry keeps its dtypes and shapes");
   auto grow = [](const Tensor& i, const Tensor& c) {
@@ -328,8 +331,8 @@ TEST(ControlFlowErrors, Messages) {
     return std::pair<Tensor, Tensor>{c, v.first};
   };
   EXPECT_EQ(rt::error_of([&] {
-              rune::scan(keep, x, std::make_pair(nx::zeros(nx::float32, {2}),
-                                                 nx::zeros(nx::float32, {4})));
+              rune::scan(keep, x,
+                         std::make_pair(nx::zeros(nx::float32, {2}), nx::zeros(nx::float32, {4})));
             }),
             "rune::scan: xs leaf 1 is float32 [4]; every xs leaf needs 2 rows on axis 0");
   auto id = [](const Tensor& v) { return v; };
@@ -372,8 +375,9 @@ TEST(ControlFlowErrors, Messages) {
     };
     return rune::scan(step, v, nx::zeros(nx::float32, {2, 3})).first;
   };
-  EXPECT_NE(rt::message_of([&] { rune::jit(nested)(x); })
-                .find("rune::while_loop: not supported inside another loop's or branch's body"),
+  EXPECT_NE(rt::message_of([&] {
+              rune::jit(nested)(x);
+            }).find("rune::while_loop: not supported inside another loop's or branch's body"),
             std::string::npos);
   // A failed call leaves its arguments as they were.
   EXPECT_EQ(nx::to_vector<float>(x), (std::vector<float>{0, 0, 0}));

@@ -125,16 +125,22 @@ void check_scalar(const char* api, const char* what, const nx::Tensor& t, bool w
 // scan as one loop step of the rune::jit program being traced (trace/staged_program.h): the
 // traced body `b` is replayed once more into a step over the carry (carry, i, ys) that reads
 // row i of each xs leaf and writes its outputs into row i of the stacked ys; the program runs
-// that step `length` times. The user's body is not called again.
+// that step `length` times. The user's body is not called again. A fori_loop whose body ignores
+// its counter carries no counter (the step is then just the body's kernels).
 std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
     const char* api, Tracer& jit_tracer, Body& b, const std::vector<nx::Tensor>& init,
     const std::vector<nx::Tensor>& xs, int64_t length, const int64_t* counter_lo) {
   const size_t n_carry = init.size(), n_y = b.outputs.size() - n_carry;
   nx::Device device = b.device;
+  bool reads_x = false;  // whether the body reads its per-step input at all
+  for (ir::NodeRef n : ir::toposort(b.outputs))
+    reads_x |= n->op == ir::Op::Param && ir::arg_load(n).param >= static_cast<int>(n_carry) &&
+               ir::arg_load(n).param < static_cast<int>(b.n_args);
+  const size_t counted = n_y > 0 || (reads_x && !xs.empty()) ? 1 : 0;  // the counter's slot
   std::vector<nx::Tensor> carry0 = init;
   {
     nx::CreateOn on(device);
-    carry0.push_back(nx::zeros(nx::int32, {}));
+    if (counted) carry0.push_back(nx::zeros(nx::int32, {}));
     for (size_t j = 0; j < n_y; ++j) {
       nx::Shape s{length};
       s.insert(s.end(), b.outputs[n_carry + j]->shape.begin(), b.outputs[n_carry + j]->shape.end());
@@ -147,8 +153,14 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
     return starts;
   };
   FlatBody step = [&](const std::vector<nx::Tensor>& in) {
-    const nx::Tensor& i = in[n_carry];
     std::vector<nx::Tensor> args(in.begin(), in.begin() + static_cast<long>(n_carry));
+    if (!counted) {  // the body reads no row: any value stands for it
+      for (size_t k = n_carry; k < b.n_args; ++k) args.push_back(nx::zeros(nx::int32, {}));
+      std::vector<nx::Tensor> outs = run_body(b, args);
+      outs.resize(n_carry);
+      return outs;
+    }
+    const nx::Tensor& i = in[n_carry];
     if (counter_lo)  // fori_loop: the row of the counter is lo + i
       args.push_back(*counter_lo == 0 ? i : i + static_cast<int>(*counter_lo));
     else
@@ -180,7 +192,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
   loop.trips = length;
   std::vector<nx::Tensor> final = jit_tracer.add_loop(std::move(loop));
   std::vector<nx::Tensor> carry(final.begin(), final.begin() + static_cast<long>(n_carry));
-  std::vector<nx::Tensor> ys(final.begin() + static_cast<long>(n_carry + 1), final.end());
+  std::vector<nx::Tensor> ys(final.begin() + static_cast<long>(n_carry + counted), final.end());
   return {carry, ys};
 }
 

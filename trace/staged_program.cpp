@@ -20,6 +20,9 @@ struct LoopPlan {
   std::shared_ptr<const runtime::Program> cond, copy;
   size_t n_carry = 0, n_operands = 0;
   std::vector<size_t> carry_bytes;
+  // Carry leaf k is in the buffer given for output writer[k]: the program writes one buffer for
+  // outputs sharing a slot (the last one given), so leaves returned twice read that one.
+  std::vector<size_t> writer;
 };
 
 // while_loop: the carry's predicate, read back on the host (on a GPU a wait for the work queued
@@ -35,46 +38,37 @@ bool holds(const LoopPlan& p, const std::vector<char*>& in) {
   return go;
 }
 
-void run_while(const LoopPlan& p, char* const* bufs) {
-  std::vector<char*> in(bufs, bufs + p.n_carry + p.n_operands);
-  char* const* final_slots = bufs + p.n_carry + p.n_operands;
-  const runtime::Device memory = p.body->launcher().memory();
-  std::vector<runtime::BufferRef> carry;
-  size_t n = 0;
-  while (holds(p, in)) {
-    std::vector<runtime::BufferRef> next = p.body->run(in.data(), in.size());
-    for (size_t k = 0; k < p.n_carry; ++k) in[k] = static_cast<char*>(next[k]->data);
-    carry = std::move(next);
-    ++n;
-  }
-  std::vector<runtime::BufferRef> into;
-  for (size_t k = 0; k < p.n_carry; ++k)
-    into.push_back(std::make_shared<runtime::Buffer>(memory, final_slots[k], p.carry_bytes[k],
-                                                     std::function<void()>{}));
-  p.copy->run(in.data(), p.n_carry, into.data());
-  iterations += n;
-}
-
+// Runs the loop: trips times, or while the predicate holds. Two carries serve in turn
+// (allocated once per run: no allocation per iteration): iteration t reads the one t - 1 wrote
+// (the initial carry first) and writes the other; on a GPU reusing them is ordered by the stream.
+// A fixed-trip loop's last iteration writes the program's slots directly; a while loop (whose
+// last iteration is not known ahead), or a body that returns one value for two carry leaves (the
+// program writes one buffer for both), ends by copying the carry into them.
 void run_loop(const LoopPlan& p, char* const* bufs) {
-  if (p.trips < 0) return run_while(p, bufs);
   std::vector<char*> in(bufs, bufs + p.n_carry + p.n_operands);
   char* const* final_slots = bufs + p.n_carry + p.n_operands;
   const runtime::Device memory = p.body->launcher().memory();
-  // The carry of the last iteration: alive while the next one reads it (on a GPU its memory
-  // goes back to the cache once freed, and later work is queued after the reads).
-  std::vector<runtime::BufferRef> carry;
-  for (int64_t t = 0; t < p.trips; ++t) {
-    std::vector<runtime::BufferRef> into;
-    if (t == p.trips - 1)  // the last iteration writes the program's slots
+  std::vector<runtime::BufferRef> last;
+  for (size_t k = 0; k < p.n_carry; ++k)
+    last.push_back(std::make_shared<runtime::Buffer>(memory, final_slots[k], p.carry_bytes[k],
+                                                     std::function<void()>{}));
+  const bool copy_at_end = p.copy != nullptr;
+  std::vector<runtime::BufferRef> turn[2];
+  auto turn_of = [&](int64_t t) -> std::vector<runtime::BufferRef>& {
+    auto& b = turn[t % 2];
+    if (b.empty())
       for (size_t k = 0; k < p.n_carry; ++k)
-        into.push_back(std::make_shared<runtime::Buffer>(memory, final_slots[k], p.carry_bytes[k],
-                                                         std::function<void()>{}));
-    std::vector<runtime::BufferRef> next =
-        p.body->run(in.data(), in.size(), into.empty() ? nullptr : into.data());
-    for (size_t k = 0; k < p.n_carry; ++k) in[k] = static_cast<char*>(next[k]->data);
-    carry = std::move(next);
+        b.push_back(runtime::allocate(memory, p.carry_bytes[k]));
+    return b;
+  };
+  int64_t t = 0;
+  for (; p.trips < 0 ? holds(p, in) : t < p.trips; ++t) {
+    std::vector<runtime::BufferRef>& into = !copy_at_end && t == p.trips - 1 ? last : turn_of(t);
+    p.body->run(in.data(), in.size(), into.data());
+    for (size_t k = 0; k < p.n_carry; ++k) in[k] = static_cast<char*>(into[p.writer[k]]->data);
   }
-  iterations += static_cast<size_t>(p.trips);
+  if (copy_at_end) p.copy->run(in.data(), p.n_carry, last.data());
+  iterations += static_cast<size_t>(t);
 }
 
 }  // namespace
@@ -123,8 +117,17 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
     plan->trips = loop.trips;
     plan->n_carry = loop.body_roots.size();
     plan->n_operands = loop.inputs.size() - plan->n_carry;
-    if (loop.cond_root) {
-      plan->cond = codegen::compile({loop.cond_root}, loop.body_params, device);
+    const auto& outs = plan->body->output_slots;
+    bool shared = false;
+    for (size_t k = 0; k < plan->n_carry; ++k) {
+      size_t w = k;
+      for (size_t j = k + 1; j < plan->n_carry; ++j)
+        if (outs[j] == outs[k]) w = j;
+      shared |= w != k;
+      plan->writer.push_back(w);
+    }
+    if (loop.cond_root) plan->cond = codegen::compile({loop.cond_root}, loop.body_params, device);
+    if (loop.cond_root || shared) {
       std::vector<ir::NodeRef> carry;  // the identity on the carry, into the program's slots
       for (size_t k = 0; k < plan->n_carry; ++k) {
         ir::NodeRef r = loop.body_roots[k];

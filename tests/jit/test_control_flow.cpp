@@ -215,6 +215,27 @@ TEST_P(ControlFlow, CompiledLoopsAreLoopSteps) {
   auto again = jitted(init, on(xs_data() * 0.5));
   EXPECT_EQ(bits(again.first), bits(two_loops(init, on(xs_data() * 0.5)).first));
   EXPECT_EQ(jitted.traces(), 1u);
+  // A body returning one value for two carry leaves (one buffer in its program), in a counted
+  // and a while loop.
+  using P = std::pair<Tensor, Tensor>;
+  auto twice = [](const P& c) {
+    Tensor t = c.first * 0.5 + c.second;
+    return P{t, t};
+  };
+  auto counted = [&](const P& c) {
+    return rune::fori_loop(
+        0, 3, [&](const Tensor&, const P& d) { return twice(d); }, c);
+  };
+  auto until = [&](const P& c) {
+    return rune::while_loop([](const P& d) { return nx::sum(d.first) < 20.0; }, twice, c);
+  };
+  P start{on(nx::create(nx::float32, {2}, {1, 2})), on(nx::create(nx::float32, {2}, {3, 4}))};
+  P c_eager = counted(start), c_jit = rune::jit(counted)(start);
+  EXPECT_EQ(bits(c_jit.first), bits(c_eager.first));
+  EXPECT_EQ(bits(c_jit.second), bits(c_eager.second));
+  P w_eager = until(start), w_jit = rune::jit(until)(start);
+  EXPECT_EQ(bits(w_jit.first), bits(w_eager.first));
+  EXPECT_EQ(bits(w_jit.second), bits(w_eager.second));
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, ControlFlow, ::testing::Values("CPU", "CPU:1", "CUDA:0"),

@@ -1,6 +1,7 @@
 #include "trace/staged_program.h"
 
 #include <atomic>
+#include <optional>
 #include <stdexcept>
 
 #include "codegen/compile.h"
@@ -20,54 +21,84 @@ struct LoopPlan {
   std::shared_ptr<const runtime::Program> cond, copy;
   size_t n_carry = 0, n_operands = 0;
   std::vector<size_t> carry_bytes;
-  // Carry leaf k is in the buffer given for output writer[k]: the program writes one buffer for
-  // outputs sharing a slot (the last one given), so leaves returned twice read that one.
+  // Carry leaf k is in the memory given for output writer[k]: outputs sharing a slot are written
+  // once, to the last one's memory, so leaves returned twice read that one.
   std::vector<size_t> writer;
 };
 
-// while_loop: the carry's predicate, read back on the host (on a GPU a wait for the work queued
-// so far: one host round trip per iteration).
-bool holds(const LoopPlan& p, const std::vector<char*>& in) {
-  std::vector<runtime::BufferRef> out = p.cond->run(in.data(), in.size());
-  bool go = false;
-  const runtime::Launcher& l = p.cond->launcher();
-  if (l.memory().kind == runtime::DeviceKind::CPU)
-    go = *static_cast<const bool*>(out[0]->data);  // CPU:n: this runs on the stream already
-  else
-    l.read(&go, out[0]->data, sizeof go);
-  return go;
-}
+// One program run many times with one slot table: its temporaries share one block for the
+// whole loop (on a GPU, reusing it is ordered by the stream as in Program::run), and each run
+// only points its inputs and outputs at the given memory and launches its steps (no allocation
+// per iteration). Outputs sharing a slot are written once, to the last one's memory.
+class Reruns {
+ public:
+  explicit Reruns(const runtime::Program& p) : p_(p), l_(p.launcher()), ptr_(p.slot_bytes.size()) {
+    if (p.temp_bytes > 0)
+      temps_ = runtime::allocate(l_.memory(), static_cast<size_t>(p.temp_bytes));
+    for (size_t s = p.n_inputs; s < ptr_.size(); ++s)
+      if (p.temp_offset[s] >= 0) ptr_[s] = static_cast<char*>(temps_->data) + p.temp_offset[s];
+  }
+  void run(char* const* inputs, char* const* outputs) {
+    for (int i = 0; i < p_.n_inputs; ++i) ptr_[i] = inputs[i];
+    for (size_t o = 0; o < p_.output_slots.size(); ++o) ptr_[p_.output_slots[o]] = outputs[o];
+    for (const auto& st : p_.steps) {
+      bufs_.resize(st.slots.size());
+      for (size_t k = 0; k < st.slots.size(); ++k) bufs_[k] = ptr_[st.slots[k]];
+      l_.launch(st, bufs_.data());
+    }
+  }
+  const runtime::Launcher& launcher() const { return l_; }
+
+ private:
+  const runtime::Program& p_;
+  const runtime::Launcher& l_;
+  std::vector<char*> ptr_, bufs_;
+  runtime::BufferRef temps_;
+};
 
 // Runs the loop: trips times, or while the predicate holds. Two carries serve in turn
-// (allocated once per run: no allocation per iteration): iteration t reads the one t - 1 wrote
-// (the initial carry first) and writes the other; on a GPU reusing them is ordered by the stream.
-// A fixed-trip loop's last iteration writes the program's slots directly; a while loop (whose
-// last iteration is not known ahead), or a body that returns one value for two carry leaves (the
-// program writes one buffer for both), ends by copying the carry into them.
+// (allocated once per run): iteration t reads the one t - 1 wrote (the initial carry first) and
+// writes the other. A fixed-trip loop's last iteration writes the program's slots directly; a
+// while loop (whose last iteration is not known ahead), or a body that returns one value for two
+// carry leaves, ends by copying the carry into them. A while loop reads its predicate back on
+// the host each iteration (on a GPU a wait for the work queued so far).
 void run_loop(const LoopPlan& p, char* const* bufs) {
   std::vector<char*> in(bufs, bufs + p.n_carry + p.n_operands);
   char* const* final_slots = bufs + p.n_carry + p.n_operands;
-  const runtime::Device memory = p.body->launcher().memory();
-  std::vector<runtime::BufferRef> last;
-  for (size_t k = 0; k < p.n_carry; ++k)
-    last.push_back(std::make_shared<runtime::Buffer>(memory, final_slots[k], p.carry_bytes[k],
-                                                     std::function<void()>{}));
+  Reruns body(*p.body);
+  const runtime::Device memory = body.launcher().memory();
   const bool copy_at_end = p.copy != nullptr;
-  std::vector<runtime::BufferRef> turn[2];
-  auto turn_of = [&](int64_t t) -> std::vector<runtime::BufferRef>& {
-    auto& b = turn[t % 2];
-    if (b.empty())
-      for (size_t k = 0; k < p.n_carry; ++k)
-        b.push_back(runtime::allocate(memory, p.carry_bytes[k]));
-    return b;
+  std::vector<runtime::BufferRef> turn_buffers;
+  std::vector<char*> turn[2];
+  for (int s = 0; s < 2 && (p.trips < 0 || s < p.trips - (copy_at_end ? 0 : 1)); ++s)
+    for (size_t k = 0; k < p.n_carry; ++k) {
+      turn_buffers.push_back(runtime::allocate(memory, p.carry_bytes[k]));
+      turn[s].push_back(static_cast<char*>(turn_buffers.back()->data));
+    }
+  std::optional<Reruns> cond;
+  runtime::BufferRef flag;
+  char* flag_ptr = nullptr;
+  if (p.cond) {
+    cond.emplace(*p.cond);
+    flag = runtime::allocate(memory, 1);
+    flag_ptr = static_cast<char*>(flag->data);
+  }
+  auto holds = [&] {
+    cond->run(in.data(), &flag_ptr);
+    bool go = false;
+    if (memory.kind == runtime::DeviceKind::CPU)
+      go = *reinterpret_cast<const bool*>(flag_ptr);  // CPU:n: this runs on its stream already
+    else
+      cond->launcher().read(&go, flag_ptr, sizeof go);
+    return go;
   };
   int64_t t = 0;
-  for (; p.trips < 0 ? holds(p, in) : t < p.trips; ++t) {
-    std::vector<runtime::BufferRef>& into = !copy_at_end && t == p.trips - 1 ? last : turn_of(t);
-    p.body->run(in.data(), in.size(), into.data());
-    for (size_t k = 0; k < p.n_carry; ++k) in[k] = static_cast<char*>(into[p.writer[k]]->data);
+  for (; p.trips < 0 ? holds() : t < p.trips; ++t) {
+    char* const* into = !copy_at_end && t == p.trips - 1 ? final_slots : turn[t % 2].data();
+    body.run(in.data(), into);
+    for (size_t k = 0; k < p.n_carry; ++k) in[k] = into[p.writer[k]];
   }
-  if (copy_at_end) p.copy->run(in.data(), p.n_carry, last.data());
+  if (copy_at_end) Reruns(*p.copy).run(in.data(), final_slots);
   iterations += static_cast<size_t>(t);
 }
 

@@ -332,6 +332,41 @@ TEST(ControlFlowGrad, ForiLoopAndCond) {
 
 // ---- errors: the API and the offending values ----
 
+// A body with a check is replayed per iteration into the program (its checks stay the
+// program's); a check after a loop that reads the loop's results is refused at trace time.
+TEST(ControlFlowErrors, ChecksAndLoops) {
+  RUNE_SKIP_UNLESS_HOST_DEFAULT("a failing check raises at the call on the host");
+  auto positive = [](const Tensor& v) {
+    nx::check(v > 0.0, v, [](const std::vector<int64_t>& i, const Tensor& at) {
+      return std::invalid_argument("not positive at " + std::to_string(i[0]) + ": " +
+                                   std::to_string(nx::item<float>(at)));
+    });
+  };
+  auto step = [&](const Tensor& c, const Tensor& x) {
+    positive(x);
+    return std::make_pair(c + x, c * x);
+  };
+  auto run = rune::jit([&](const Tensor& c, const Tensor& xs) { return rune::scan(step, c, xs); });
+  Tensor c = nx::full(nx::float32, {2}, 1.0);
+  Tensor good = nx::create(nx::float32, {3, 2}, {1, 2, 3, 4, 5, 6});
+  size_t before = rune::loop_step_iterations();
+  auto [carry, ys] = run(c, good);
+  auto [want_c, want_ys] = rune::scan(step, c, good);
+  EXPECT_EQ(bits(carry), bits(want_c));
+  EXPECT_EQ(bits(ys), bits(want_ys));
+  EXPECT_EQ(rune::loop_step_iterations(), before) << "unrolled: the body has a check";
+  Tensor bad = nx::create(nx::float32, {3, 2}, {1, 2, 3, -4, 5, 6});
+  EXPECT_EQ(rt::error_of([&] { run(c, bad); }), "not positive at 1: -4.000000");
+  auto after = rune::jit([&](const Tensor& v) {
+    Tensor r = rune::fori_loop(
+        0, 2, [](const Tensor&, const Tensor& d) { return d * 2.0; }, v);
+    positive(r);
+    return r;
+  });
+  EXPECT_NE(rt::message_of([&] { after(c); }).find("reads the result of a rune::scan / fori_loop"),
+            std::string::npos);
+}
+
 TEST(ControlFlowErrors, Messages) {
   Tensor x = nx::zeros(nx::float32, {3});
   auto widen = [](const Tensor& c, const Tensor& v) {

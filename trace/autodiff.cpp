@@ -4,6 +4,7 @@
 
 #include "core/interpreter.h"
 #include "core/ops.h"
+#include "trace/control_flow.h"
 #include "trace/graph_eval.h"
 #include "trace/trace_flat.h"
 #include "trace/vjp.h"
@@ -23,6 +24,7 @@ struct Bound : Traced {
 };
 Bound trace(const char* api, const std::vector<nx::Tensor>& params, const FlatFn& f,
             int extra_params) {
+  DifferentiatingScope differentiating;  // rune::while_loop raises inside
   std::vector<Aval> avals;
   for (const auto& p : params) avals.push_back({p.dtype(), p.shape()});
   Bound t{

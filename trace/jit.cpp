@@ -16,6 +16,7 @@
 #include "ir/env.h"
 #include "ir/hash.h"
 #include "runtime/launcher.h"
+#include "trace/staged_program.h"
 
 namespace rune {
 
@@ -246,8 +247,24 @@ nx::Device call_device(const Flat& args, const std::string& api) {
 // A traced program: what a run needs besides the compiled code, and the graph to compile.
 struct Traced {
   std::shared_ptr<Compiled> compiled;
-  std::vector<ir::NodeRef> roots;  // the results, then one first-false index per check
+  std::vector<ir::NodeRef> roots;   // the results, then one first-false index per check
+  std::vector<Tracer::Loop> loops;  // control flow compiled as loop steps (staged_program.h)
 };
+
+// Raises unless no check's data reads a loop's results: a failing check's data are computed by
+// a program of their own over the call's params, where a loop's results are not bound.
+void check_data_outside_loops(const std::vector<Tracer::Check>& checks,
+                              const std::vector<Tracer::Loop>& loops) {
+  std::vector<int> outs;
+  for (const auto& l : loops) outs.insert(outs.end(), l.outputs.begin(), l.outputs.end());
+  for (const auto& k : checks)
+    for (ir::NodeRef n : ir::toposort(k.data))
+      if (n->op == ir::Op::Param &&
+          std::find(outs.begin(), outs.end(), ir::arg_load(n).param) != outs.end())
+        throw jit_error(
+            "rune::jit: a check (e.g. an index bound) reads the result of a "
+            "rune::scan / fori_loop; compute it inside the loop's body instead");
+}
 
 // Step "trace": runs the function over stand-ins of the key's leaves (dtype, shape and layout;
 // offset 0). Concrete tensors it captured become params after the arguments and move to the
@@ -256,6 +273,7 @@ struct Traced {
 Traced trace_program(const Flat& args, const Key& key, const JitCore::TraceFn& trace,
                      nx::Device device) {
   Tracer tracer(device, static_cast<int>(args.leaves.size()));
+  tracer.records_loops = true;
   std::vector<nx::Tensor> stand_ins;
   for (size_t i = 0; i < args.leaves.size(); ++i) {
     const LeafKey& lk = key.leaves[i];
@@ -279,8 +297,11 @@ Traced trace_program(const Flat& args, const Key& key, const JitCore::TraceFn& t
     });
   c->captured = tracer.captured();
   c->n_params = static_cast<int>(args.leaves.size() + c->captured.size());
-  for (auto& cap : c->captured)
-    if (!cap.is_traced() && !(cap.device() == device)) cap = nx::place(cap, device);
+  t.loops = tracer.loops();
+  check_data_outside_loops(c->checks, t.loops);
+  for (auto& cap : c->captured)  // undefined: a loop's result, bound inside the program
+    if (cap.defined() && !cap.is_traced() && !(cap.device() == device))
+      cap = nx::place(cap, device);
   c->result_tokens = std::move(result.tokens);
   for (auto r : t.roots) c->outputs.push_back({r->dtype, r->shape});
   c->device = device;
@@ -290,8 +311,9 @@ Traced trace_program(const Flat& args, const Key& key, const JitCore::TraceFn& t
 
 // Step "compile": schedule, optimise, lower, render and compile the roots for the program's
 // device, all inside codegen (one call per device kind).
-void compile_program(Compiled& c, const std::vector<ir::NodeRef>& roots) {
-  c.program = codegen::compile(roots, c.n_params, c.device);
+void compile_program(Compiled& c, const Traced& t) {
+  c.program = t.loops.empty() ? codegen::compile(t.roots, c.n_params, c.device)
+                              : compile_with_loops(t.roots, t.loops, c.n_params, c.device);
 }
 
 // Donated leaves lend their memory to results that may take it (Program::inplace_inputs).
@@ -366,7 +388,12 @@ std::vector<char*> bind_params(const Compiled& c, const std::vector<nx::Tensor>&
     ptrs.push_back(static_cast<char*>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype));
   };
   for (const auto& l : leaves) bind(l);
-  for (const auto& l : c.captured) bind(l);
+  for (const auto& l : c.captured) {
+    if (l.defined())
+      bind(l);
+    else
+      ptrs.push_back(nullptr);  // a loop's result: the program binds its own slot
+  }
   return ptrs;
 }
 
@@ -438,7 +465,7 @@ struct JitCore::Impl {
       {
         ir::NodeUse use;  // the trace's nodes stay until the program is compiled
         Traced t = trace_program(args, key, trace, device);
-        compile_program(*t.compiled, t.roots);
+        compile_program(*t.compiled, t);
         c = std::move(t.compiled);
       }
       mine.set_value(std::move(c));

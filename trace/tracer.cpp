@@ -73,6 +73,20 @@ void Tracer::check_readable(const nx::Tensor& t, const char* api) {
                     "(use nx::where for data-dependent choices)");
 }
 
+std::vector<nx::Tensor> Tracer::add_loop(Loop loop) {
+  std::vector<nx::Tensor> out;
+  loop.outputs.clear();
+  for (ir::NodeRef r : loop.body_roots) {
+    int index = n_args_ + static_cast<int>(captured_.size());
+    captured_.push_back(nx::Tensor());  // bound inside the program, by the loop's step
+    loop.outputs.push_back(index);
+    out.push_back(wrap(ir::make(ir::Op::Param, r->dtype, r->shape, {},
+                                ir::LoadArg{index, ir::View::contiguous(r->shape)})));
+  }
+  loops_.push_back(std::move(loop));
+  return out;
+}
+
 Tracer* active_tracer() { return dynamic_cast<Tracer*>(&nx::current_interpreter()); }
 
 }  // namespace rune

@@ -47,6 +47,24 @@ class Tracer final : public nx::Interpreter {
   const std::vector<Checkpoint>& checkpoints() const { return checkpoints_; }
 
   int n_args() const { return n_args_; }
+
+  // A loop of the program (rune::scan / fori_loop / while_loop under rune::jit,
+  // trace/staged_program.h): its compiled body runs `trips` times in one step of the program
+  // runner, carry = body(carry).
+  struct Loop {
+    std::vector<ir::NodeRef> inputs;      // the initial carry, then the body's captured operands
+    std::vector<ir::NodeRef> body_roots;  // the body's new carry; its params: carry, captures
+    int body_params = 0;
+    int64_t trips = 0;           // a fixed trip count (scan, fori_loop), or -1: while cond_root
+    ir::NodeRef cond_root = {};  // while_loop: a bool scalar over the body's params
+    std::vector<int> outputs;    // the param standing for each leaf of the final carry
+  };
+  // Set by rune::jit on its own tracer: control flow traced directly into it becomes a Loop.
+  bool records_loops = false;
+  // Records `loop` (outputs are filled here) and returns stand-ins for its final carry: params
+  // after the captures so far, with no concrete value (captured() holds an undefined tensor).
+  std::vector<nx::Tensor> add_loop(Loop loop);
+  const std::vector<Loop>& loops() const { return loops_; }
   // Concrete tensors the trace captured, in param order after the arguments.
   const std::vector<nx::Tensor>& captured() const { return captured_; }
 
@@ -57,6 +75,7 @@ class Tracer final : public nx::Interpreter {
   std::vector<nx::Tensor> captured_;
   std::vector<Check> checks_;
   std::vector<Checkpoint> checkpoints_;
+  std::vector<Loop> loops_;
   std::unordered_map<const nx::TensorImpl*, ir::NodeRef> lifted_;
 };
 

@@ -1,0 +1,385 @@
+#include "trace/control_flow.h"
+
+#include <stdexcept>
+
+#include "core/check.h"
+#include "core/interpreter.h"
+#include "core/ops.h"
+#include "ir/node.h"
+#include "trace/graph_eval.h"
+#include "trace/tracer.h"
+
+namespace rune::detail {
+
+namespace {
+
+thread_local int differentiating_depth = 0;
+
+using Avals = std::vector<std::pair<nx::DType, nx::Shape>>;
+
+std::string aval_text(nx::DType t, const nx::Shape& s) {
+  return std::string(ir::name(t)) + " " + ir::to_string(s);
+}
+
+// A function traced once over stand-ins: its graph, and what its params are bound to on each
+// replay (the arguments, then the concrete tensors and enclosing-trace values it captured).
+struct Body {
+  std::vector<ir::NodeRef> outputs;
+  std::vector<nx::Tensor> bindings;
+  std::vector<Tracer::Check> checks;
+  size_t n_args = 0;
+  nx::Device device;
+};
+
+// Traces f once over stand-ins with the avals `in` (contiguous, on `device`).
+Body trace_body(const char* api, const Avals& in, nx::Device device, const FlatBody& f) {
+  Tracer tracer(device, static_cast<int>(in.size()));
+  std::vector<nx::Tensor> stand_ins;
+  for (size_t i = 0; i < in.size(); ++i)
+    stand_ins.push_back(
+        tracer.stand_in(static_cast<int>(i), in[i].first, ir::View::contiguous(in[i].second)));
+  std::vector<nx::Tensor> outs;
+  {
+    nx::InterpreterScope scope(&tracer);
+    outs = f(stand_ins);
+  }
+  Body b;
+  for (const auto& o : outs) {
+    if (!o.defined())
+      throw std::invalid_argument(std::string(api) + ": the body returned an undefined tensor");
+    b.outputs.push_back(tracer.node_of(o));
+  }
+  b.n_args = in.size();
+  b.bindings.resize(in.size());
+  for (const auto& c : tracer.captured()) b.bindings.push_back(c);
+  b.checks = tracer.checks();
+  b.device = device;
+  return b;
+}
+
+// One iteration: the traced graph replayed on `args` through the current interpreter. The
+// body's checks are replayed too: a check whose first false index is k becomes a check of
+// (flat index != k), which fails at the same index with the same data.
+std::vector<nx::Tensor> run_body(Body& b, const std::vector<nx::Tensor>& args) {
+  for (size_t i = 0; i < b.n_args; ++i) b.bindings[i] = args[i];
+  std::vector<ir::NodeRef> roots = b.outputs;
+  for (const auto& c : b.checks) {
+    roots.push_back(c.first_false);
+    roots.insert(roots.end(), c.data.begin(), c.data.end());
+  }
+  std::vector<nx::Tensor> vals = evaluate(roots, b.bindings, b.device);
+  size_t at = b.outputs.size();
+  for (const auto& c : b.checks) {
+    nx::Tensor first = vals[at++];
+    std::vector<nx::Tensor> data(vals.begin() + static_cast<long>(at),
+                                 vals.begin() + static_cast<long>(at + c.data.size()));
+    at += c.data.size();
+    nx::CreateOn on(b.device);
+    nx::Tensor ok = nx::reshape(nx::not_equal(nx::arange(c.size), first), c.shape);
+    nx::detail::check_flat(ok, data, c.fail);
+  }
+  vals.resize(b.outputs.size());
+  return vals;
+}
+
+nx::Device device_of(const std::vector<nx::Tensor>& ts) {
+  return ts.empty() ? nx::default_device() : ts[0].device();
+}
+
+Avals avals_of(const std::vector<nx::Tensor>& ts) {
+  Avals a;
+  for (const auto& t : ts) a.push_back({t.dtype(), t.shape()});
+  return a;
+}
+
+std::string leaf_name(const std::vector<std::string>& paths, size_t i) {
+  return "'" + (i < paths.size() && !paths[i].empty() ? paths[i] : std::to_string(i)) + "'";
+}
+
+// Raises unless the body's first carry outputs have init's dtypes and shapes.
+void check_carry(const char* api, const Body& b, const std::vector<nx::Tensor>& init,
+                 const std::vector<std::string>& paths) {
+  if (b.outputs.size() < init.size())
+    throw std::invalid_argument(std::string(api) + ": the body returned " +
+                                std::to_string(b.outputs.size()) + " tensors for a carry of " +
+                                std::to_string(init.size()));
+  for (size_t i = 0; i < init.size(); ++i) {
+    ir::NodeRef o = b.outputs[i];
+    if (o->dtype != init[i].dtype() || o->shape != init[i].shape())
+      throw std::invalid_argument(std::string(api) + ": carry leaf " + leaf_name(paths, i) +
+                                  " is " + init[i].describe() + " in init but " +
+                                  aval_text(o->dtype, o->shape) +
+                                  " from the body; the carry keeps its dtypes and shapes");
+  }
+}
+
+void check_scalar(const char* api, const char* what, const nx::Tensor& t, bool want_bool) {
+  bool ok_type = want_bool ? t.dtype() == nx::DType::Bool
+                           : (ir::is_int(t.dtype()) && t.dtype() != nx::DType::Bool);
+  if (!t.shape().empty() || !ok_type)
+    throw std::invalid_argument(std::string(api) + ": " + what + " must be " +
+                                (want_bool ? "a bool scalar" : "an integer scalar") + ", got " +
+                                t.describe());
+}
+
+// scan as one loop step of the rune::jit program being traced (trace/staged_program.h): the
+// traced body `b` is replayed once more into a step over the carry (carry, i, ys) that reads
+// row i of each xs leaf and writes its outputs into row i of the stacked ys; the program runs
+// that step `length` times. The user's body is not called again. A fori_loop whose body ignores
+// its counter carries no counter (the step is then just the body's kernels).
+std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
+    const char* api, Tracer& jit_tracer, Body& b, const std::vector<nx::Tensor>& init,
+    const std::vector<nx::Tensor>& xs, int64_t length, const int64_t* counter_lo) {
+  const size_t n_carry = init.size(), n_y = b.outputs.size() - n_carry;
+  nx::Device device = b.device;
+  bool reads_x = false;  // whether the body reads its per-step input at all
+  for (ir::NodeRef n : ir::toposort(b.outputs))
+    reads_x |= n->op == ir::Op::Param && ir::arg_load(n).param >= static_cast<int>(n_carry) &&
+               ir::arg_load(n).param < static_cast<int>(b.n_args);
+  const size_t counted = n_y > 0 || (reads_x && !xs.empty()) ? 1 : 0;  // the counter's slot
+  std::vector<nx::Tensor> carry0 = init;
+  {
+    nx::CreateOn on(device);
+    if (counted) carry0.push_back(nx::zeros(nx::int32, {}));
+    for (size_t j = 0; j < n_y; ++j) {
+      nx::Shape s{length};
+      s.insert(s.end(), b.outputs[n_carry + j]->shape.begin(), b.outputs[n_carry + j]->shape.end());
+      carry0.push_back(nx::zeros(b.outputs[n_carry + j]->dtype, s));
+    }
+  }
+  auto row_starts = [](const nx::Tensor& i, size_t rank) {
+    std::vector<nx::Tensor> starts{i};
+    for (size_t d = 1; d < rank; ++d) starts.push_back(nx::zeros_like(i));
+    return starts;
+  };
+  FlatBody step = [&](const std::vector<nx::Tensor>& in) {
+    std::vector<nx::Tensor> args(in.begin(), in.begin() + static_cast<long>(n_carry));
+    if (!counted) {  // the body reads no row: any value stands for it
+      for (size_t k = n_carry; k < b.n_args; ++k) args.push_back(nx::zeros(nx::int32, {}));
+      std::vector<nx::Tensor> outs = run_body(b, args);
+      outs.resize(n_carry);
+      return outs;
+    }
+    const nx::Tensor& i = in[n_carry];
+    if (counter_lo)  // fori_loop: the row of the counter is lo + i
+      args.push_back(*counter_lo == 0 ? i : i + static_cast<int>(*counter_lo));
+    else
+      for (const auto& x : xs) {
+        nx::Shape row(x.shape().begin() + 1, x.shape().end()), one = x.shape();
+        one[0] = 1;
+        args.push_back(
+            nx::reshape(nx::dynamic_slice(x, row_starts(i, x.shape().size()), one), row));
+      }
+    std::vector<nx::Tensor> outs = run_body(b, args);
+    std::vector<nx::Tensor> next(outs.begin(), outs.begin() + static_cast<long>(n_carry));
+    next.push_back(i + 1);
+    for (size_t j = 0; j < n_y; ++j) {
+      const nx::Tensor& acc = in[n_carry + 1 + j];
+      nx::Shape one = acc.shape();
+      one[0] = 1;
+      next.push_back(nx::dynamic_update_slice(acc, nx::reshape(outs[n_carry + j], one),
+                                              row_starts(i, acc.shape().size())));
+    }
+    return next;
+  };
+  Body loop_body = trace_body(api, avals_of(carry0), device, step);
+  Tracer::Loop loop;
+  for (const auto& c : carry0) loop.inputs.push_back(jit_tracer.node_of(c));
+  for (size_t k = loop_body.n_args; k < loop_body.bindings.size(); ++k)
+    loop.inputs.push_back(jit_tracer.node_of(loop_body.bindings[k]));
+  loop.body_roots = loop_body.outputs;
+  loop.body_params = static_cast<int>(loop_body.bindings.size());
+  loop.trips = length;
+  std::vector<nx::Tensor> final = jit_tracer.add_loop(std::move(loop));
+  std::vector<nx::Tensor> carry(final.begin(), final.begin() + static_cast<long>(n_carry));
+  std::vector<nx::Tensor> ys(final.begin() + static_cast<long>(n_carry + counted), final.end());
+  return {carry, ys};
+}
+
+}  // namespace
+
+DifferentiatingScope::DifferentiatingScope() { ++differentiating_depth; }
+DifferentiatingScope::~DifferentiatingScope() { --differentiating_depth; }
+
+std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_flat(
+    const char* api, const FlatBody& body, const std::vector<nx::Tensor>& init,
+    const std::vector<std::string>& carry_paths, const std::vector<nx::Tensor>& xs, int64_t length,
+    const int64_t* counter_lo) {
+  for (size_t j = 0; j < xs.size(); ++j)
+    if (xs[j].shape().empty() || xs[j].shape()[0] != length)
+      throw std::invalid_argument(
+          std::string(api) + ": xs leaf " + std::to_string(j) + " is " + xs[j].describe() +
+          (length < 0 ? std::string(": xs leaves need an axis 0 to scan over")
+                      : "; every xs leaf needs " + std::to_string(length) + " rows on axis 0"));
+  ir::NodeUse use;  // the body's nodes stay while it is replayed
+  Avals in = avals_of(init);
+  for (const auto& x : xs)
+    in.push_back({x.dtype(), nx::Shape(x.shape().begin() + 1, x.shape().end())});
+  nx::Device device = device_of(init.empty() ? xs : init);
+  Body b = trace_body(api, in, device, body);
+  check_carry(api, b, init, carry_paths);
+  // Traced straight into rune::jit's own trace (not under autodiff, which differentiates the
+  // replayed iterations), the loop becomes one step of the program. A body with checks is
+  // replayed per iteration instead (its checks become the program's).
+  Tracer* outer = active_tracer();
+  if (outer && outer->records_loops && differentiating_depth == 0 && length > 0 && b.checks.empty())
+    return scan_as_loop(api, *outer, b, init, xs, length, counter_lo);
+  const size_t n_carry = init.size(), n_y = b.outputs.size() - n_carry;
+  std::vector<nx::Tensor> carry = init;
+  std::vector<std::vector<nx::Tensor>> ys(n_y);
+  std::vector<nx::Tensor> args(in.size());
+  for (int64_t i = 0; i < length; ++i) {
+    for (size_t k = 0; k < n_carry; ++k) args[k] = carry[k];
+    for (size_t j = 0; j < xs.size(); ++j) args[n_carry + j] = nx::index(xs[j], 0, i);
+    std::vector<nx::Tensor> out = run_body(b, args);
+    for (size_t k = 0; k < n_carry; ++k) carry[k] = out[k];
+    for (size_t j = 0; j < n_y; ++j) ys[j].push_back(out[n_carry + j]);
+  }
+  std::vector<nx::Tensor> stacked;
+  nx::CreateOn on(device);
+  for (size_t j = 0; j < n_y; ++j) {
+    ir::NodeRef y = b.outputs[n_carry + j];
+    if (length == 0) {
+      nx::Shape s{0};
+      s.insert(s.end(), y->shape.begin(), y->shape.end());
+      stacked.push_back(nx::zeros(y->dtype, s));
+    } else {
+      stacked.push_back(nx::stack(ys[j], 0));
+    }
+  }
+  return {carry, stacked};
+}
+
+std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
+                                   const std::vector<nx::Tensor>& init,
+                                   const std::vector<std::string>& carry_paths) {
+  const char* api = "rune::while_loop";
+  Tracer* outer = active_tracer();
+  if (outer && !(outer->records_loops && differentiating_depth == 0)) {
+    if (differentiating_depth > 0)
+      throw std::invalid_argument(std::string(api) +
+                                  ": cannot be differentiated (rune::grad, vjp, jvp): its trip "
+                                  "count is only known at run time, as in JAX; use "
+                                  "rune::fori_loop or rune::scan with a fixed trip count");
+    throw jit_error(std::string(api) +
+                    ": not supported inside another loop's or branch's body yet (its trip count "
+                    "depends on traced values); call it directly in the function rune::jit "
+                    "compiles, or use rune::fori_loop / rune::scan with a fixed trip count");
+  }
+  ir::NodeUse use;
+  Avals in = avals_of(init);
+  nx::Device device = device_of(init);
+  Body c = trace_body(api, in, device, cond);
+  if (c.outputs.size() != 1 || !c.outputs[0]->shape.empty() ||
+      c.outputs[0]->dtype != nx::DType::Bool)
+    throw std::invalid_argument(std::string(api) + ": cond_fn must return a bool scalar, got " +
+                                (c.outputs.size() == 1
+                                     ? aval_text(c.outputs[0]->dtype, c.outputs[0]->shape)
+                                     : std::to_string(c.outputs.size()) + " tensors"));
+  Body b = trace_body(api, in, device, body);
+  check_carry(api, b, init, carry_paths);
+  if (b.outputs.size() != init.size())
+    throw std::invalid_argument(std::string(api) + ": body_fn returned " +
+                                std::to_string(b.outputs.size()) + " tensors for a carry of " +
+                                std::to_string(init.size()));
+  if (outer) {
+    if (!b.checks.empty() || !c.checks.empty())
+      throw jit_error(std::string(api) +
+                      ": a body or predicate with checks (e.g. index bounds) "
+                      "cannot run as a loop step of rune::jit yet");
+    // One loop step of the program: the predicate and the body replayed into one trace over
+    // the carry (sharing its captures), compiled apart: cond_fn then body_fn per iteration.
+    const size_t n = init.size();
+    FlatBody both = [&](const std::vector<nx::Tensor>& in) {
+      std::vector<nx::Tensor> r = run_body(b, in);
+      r.push_back(run_body(c, in)[0]);
+      return r;
+    };
+    Body lb = trace_body(api, in, device, both);
+    Tracer::Loop loop;
+    for (const auto& t : init) loop.inputs.push_back(outer->node_of(t));
+    for (size_t k = lb.n_args; k < lb.bindings.size(); ++k)
+      loop.inputs.push_back(outer->node_of(lb.bindings[k]));
+    loop.body_roots.assign(lb.outputs.begin(), lb.outputs.begin() + static_cast<long>(n));
+    loop.cond_root = lb.outputs[n];
+    loop.body_params = static_cast<int>(lb.bindings.size());
+    loop.trips = -1;
+    return outer->add_loop(std::move(loop));
+  }
+  std::vector<nx::Tensor> carry = init;
+  while (nx::item<bool>(run_body(c, carry)[0])) carry = run_body(b, carry);
+  return carry;
+}
+
+std::vector<nx::Tensor> switch_flat(const char* api, const nx::Tensor& index,
+                                    const std::vector<FlatBody>& branches,
+                                    const std::vector<nx::Tensor>& operands) {
+  const bool is_cond = std::string(api) == "rune::cond";
+  check_scalar(api, is_cond ? "pred" : "index", index, is_cond);
+  if (branches.empty()) throw std::invalid_argument(std::string(api) + ": no branches");
+  auto branch_name = [&](size_t k) {
+    return is_cond ? std::string(k == 0 ? "true_fn" : "false_fn") : "branch " + std::to_string(k);
+  };
+  ir::NodeUse use;
+  Avals in = avals_of(operands);
+  nx::Device device = operands.empty() ? index.device() : device_of(operands);
+  std::vector<Body> bs;
+  for (const auto& f : branches) bs.push_back(trace_body(api, in, device, f));
+  for (size_t k = 1; k < bs.size(); ++k) {
+    if (bs[k].outputs.size() != bs[0].outputs.size())
+      throw std::invalid_argument(std::string(api) + ": " + branch_name(k) + " returns " +
+                                  std::to_string(bs[k].outputs.size()) + " tensors but " +
+                                  branch_name(0) + " returns " +
+                                  std::to_string(bs[0].outputs.size()));
+    for (size_t i = 0; i < bs[0].outputs.size(); ++i) {
+      ir::NodeRef a = bs[0].outputs[i], o = bs[k].outputs[i];
+      if (a->dtype != o->dtype || a->shape != o->shape)
+        throw std::invalid_argument(std::string(api) + ": output " + std::to_string(i) + " is " +
+                                    aval_text(o->dtype, o->shape) + " from " + branch_name(k) +
+                                    " but " + aval_text(a->dtype, a->shape) + " from " +
+                                    branch_name(0));
+    }
+  }
+  const int64_t n = static_cast<int64_t>(bs.size());
+  if (!index.is_traced()) {
+    // A concrete index: only the chosen branch runs (eagerly, or into the enclosing trace).
+    int64_t k =
+        is_cond ? (nx::item<bool>(index) ? 0 : 1) : nx::item<int64_t>(nx::cast(index, nx::int64));
+    if (k < 0 || k >= n)
+      throw std::invalid_argument(std::string(api) + ": index " + std::to_string(k) +
+                                  " is out of range for " + std::to_string(n) + " branches");
+    return run_body(bs[static_cast<size_t>(k)], operands);
+  }
+  // A traced index: every branch runs and the result is selected element by element (exactly
+  // the chosen branch's bits). switch_'s range is a check of the compiled program.
+  std::vector<std::vector<nx::Tensor>> outs;
+  for (auto& b : bs) outs.push_back(run_body(b, operands));
+  if (is_cond) {
+    std::vector<nx::Tensor> r;
+    for (size_t i = 0; i < outs[0].size(); ++i)
+      r.push_back(nx::where(index, outs[0][i], outs[1][i]));
+    return r;
+  }
+  nx::Tensor i64 = nx::cast(index, nx::int64);
+  std::string name = api;
+  nx::check(
+      nx::logical_and(i64 >= 0.0, i64 < static_cast<double>(n)), i64,
+      [name, n](const std::vector<int64_t>&, const nx::Tensor& at) {
+        return std::invalid_argument(name + ": index " + std::to_string(nx::item<int64_t>(at)) +
+                                     " is out of range for " + std::to_string(n) + " branches");
+      });
+  std::vector<nx::Tensor> r = outs.back();
+  for (int64_t k = n - 2; k >= 0; --k) {
+    nx::Tensor pick = nx::equal(i64, nx::scalar_like(i64, static_cast<double>(k)));
+    for (size_t i = 0; i < r.size(); ++i)
+      r[i] = nx::where(pick, outs[static_cast<size_t>(k)][i], r[i]);
+  }
+  return r;
+}
+
+nx::Tensor step_counter(int64_t lo, int64_t hi, const std::vector<nx::Tensor>& carry) {
+  nx::CreateOn on(device_of(carry));
+  return nx::arange(nx::int32, static_cast<double>(lo), static_cast<double>(hi));
+}
+
+}  // namespace rune::detail

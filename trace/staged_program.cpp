@@ -1,0 +1,197 @@
+#include "trace/staged_program.h"
+
+#include <atomic>
+#include <optional>
+#include <stdexcept>
+
+#include "codegen/compile.h"
+#include "runtime/launcher.h"
+
+namespace rune {
+
+namespace {
+
+std::atomic<size_t> iterations{0};
+
+// What a loop step runs: bufs are the initial carry, the captured operands, then the slots the
+// final carry goes to.
+struct LoopPlan {
+  std::shared_ptr<const runtime::Program> body;
+  int64_t trips = 0;  // -1: while `cond` (then `copy` moves the final carry to its slots)
+  std::shared_ptr<const runtime::Program> cond, copy;
+  size_t n_carry = 0, n_operands = 0;
+  std::vector<size_t> carry_bytes;
+  // Carry leaf k is in the memory given for output writer[k]: outputs sharing a slot are written
+  // once, to the last one's memory, so leaves returned twice read that one.
+  std::vector<size_t> writer;
+};
+
+// One program run many times with one slot table: its temporaries share one block for the
+// whole loop (on a GPU, reusing it is ordered by the stream as in Program::run), and each run
+// only points its inputs and outputs at the given memory and launches its steps (no allocation
+// per iteration). Outputs sharing a slot are written once, to the last one's memory.
+class Reruns {
+ public:
+  explicit Reruns(const runtime::Program& p) : p_(p), l_(p.launcher()), ptr_(p.slot_bytes.size()) {
+    if (p.temp_bytes > 0)
+      temps_ = runtime::allocate(l_.memory(), static_cast<size_t>(p.temp_bytes));
+    for (size_t s = p.n_inputs; s < ptr_.size(); ++s)
+      if (p.temp_offset[s] >= 0) ptr_[s] = static_cast<char*>(temps_->data) + p.temp_offset[s];
+  }
+  void run(char* const* inputs, char* const* outputs) {
+    for (int i = 0; i < p_.n_inputs; ++i) ptr_[i] = inputs[i];
+    for (size_t o = 0; o < p_.output_slots.size(); ++o) ptr_[p_.output_slots[o]] = outputs[o];
+    for (const auto& st : p_.steps) {
+      bufs_.resize(st.slots.size());
+      for (size_t k = 0; k < st.slots.size(); ++k) bufs_[k] = ptr_[st.slots[k]];
+      l_.launch(st, bufs_.data());
+    }
+  }
+  const runtime::Launcher& launcher() const { return l_; }
+
+ private:
+  const runtime::Program& p_;
+  const runtime::Launcher& l_;
+  std::vector<char*> ptr_, bufs_;
+  runtime::BufferRef temps_;
+};
+
+// Runs the loop: trips times, or while the predicate holds. Two carries serve in turn
+// (allocated once per run): iteration t reads the one t - 1 wrote (the initial carry first) and
+// writes the other. A fixed-trip loop's last iteration writes the program's slots directly; a
+// while loop (whose last iteration is not known ahead), or a body that returns one value for two
+// carry leaves, ends by copying the carry into them. A while loop reads its predicate back on
+// the host each iteration (on a GPU a wait for the work queued so far).
+void run_loop(const LoopPlan& p, char* const* bufs) {
+  std::vector<char*> in(bufs, bufs + p.n_carry + p.n_operands);
+  char* const* final_slots = bufs + p.n_carry + p.n_operands;
+  Reruns body(*p.body);
+  const runtime::Device memory = body.launcher().memory();
+  const bool copy_at_end = p.copy != nullptr;
+  std::vector<runtime::BufferRef> turn_buffers;
+  std::vector<char*> turn[2];
+  for (int s = 0; s < 2 && (p.trips < 0 || s < p.trips - (copy_at_end ? 0 : 1)); ++s)
+    for (size_t k = 0; k < p.n_carry; ++k) {
+      turn_buffers.push_back(runtime::allocate(memory, p.carry_bytes[k]));
+      turn[s].push_back(static_cast<char*>(turn_buffers.back()->data));
+    }
+  std::optional<Reruns> cond;
+  runtime::BufferRef flag;
+  char* flag_ptr = nullptr;
+  if (p.cond) {
+    cond.emplace(*p.cond);
+    flag = runtime::allocate(memory, 1);
+    flag_ptr = static_cast<char*>(flag->data);
+  }
+  auto holds = [&] {
+    cond->run(in.data(), &flag_ptr);
+    bool go = false;
+    if (memory.kind == runtime::DeviceKind::CPU)
+      go = *reinterpret_cast<const bool*>(flag_ptr);  // CPU:n: this runs on its stream already
+    else
+      cond->launcher().read(&go, flag_ptr, sizeof go);
+    return go;
+  };
+  int64_t t = 0;
+  for (; p.trips < 0 ? holds() : t < p.trips; ++t) {
+    char* const* into = !copy_at_end && t == p.trips - 1 ? final_slots : turn[t % 2].data();
+    body.run(in.data(), into);
+    for (size_t k = 0; k < p.n_carry; ++k) in[k] = into[p.writer[k]];
+  }
+  if (copy_at_end) Reruns(*p.copy).run(in.data(), final_slots);
+  iterations += static_cast<size_t>(t);
+}
+
+}  // namespace
+
+size_t loop_step_iterations() { return iterations.load(); }
+
+std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir::NodeRef>& roots,
+                                                           const std::vector<Tracer::Loop>& loops,
+                                                           int n_params, nx::Device device) {
+  auto m = std::make_shared<runtime::Program>();
+  m->device = device;
+  m->n_inputs = n_params;
+  m->slot_bytes.assign(static_cast<size_t>(n_params), -1);
+  // Where each param lives in m: an input slot, or (a loop's output) the slot its step writes.
+  std::vector<int> param_slot(static_cast<size_t>(n_params));
+  for (int p = 0; p < n_params; ++p) param_slot[p] = p;
+  auto new_slot = [&](int64_t bytes) {
+    m->slot_bytes.push_back(bytes);
+    return static_cast<int>(m->slot_bytes.size() - 1);
+  };
+  // Appends part p's steps; `map` (p's slot -> m's slot, -1: not yet) gets its other slots.
+  auto append = [&](const runtime::Program& p, std::vector<int>& map) {
+    for (int s = 0; s < p.n_inputs; ++s) map[s] = param_slot[s];
+    for (size_t s = p.n_inputs; s < p.slot_bytes.size(); ++s)
+      if (map[s] < 0) map[s] = new_slot(p.slot_bytes[s]);
+    for (runtime::Step st : p.steps) {
+      for (int& s : st.slots) s = map[s];
+      m->steps.push_back(std::move(st));
+    }
+  };
+  // The results' part is compiled first so the outputs take the first slots after the inputs.
+  auto results = codegen::compile(roots, n_params, device);
+  std::vector<int> results_map(results->slot_bytes.size(), -1);
+  for (int s : results->output_slots) {
+    if (results_map[s] < 0) results_map[s] = new_slot(results->slot_bytes[s]);
+    m->output_slots.push_back(results_map[s]);
+  }
+  for (const auto& loop : loops) {
+    if (loop.trips == 0 || (loop.trips < 0) != (loop.cond_root != nullptr))
+      throw std::logic_error("rune::jit: a loop step needs a trip count or a condition");
+    auto pre = codegen::compile(loop.inputs, n_params, device);
+    std::vector<int> map(pre->slot_bytes.size(), -1);
+    append(*pre, map);
+    auto plan = std::make_shared<LoopPlan>();
+    plan->body = codegen::compile(loop.body_roots, loop.body_params, device);
+    plan->trips = loop.trips;
+    plan->n_carry = loop.body_roots.size();
+    plan->n_operands = loop.inputs.size() - plan->n_carry;
+    const auto& outs = plan->body->output_slots;
+    bool shared = false;
+    for (size_t k = 0; k < plan->n_carry; ++k) {
+      size_t w = k;
+      for (size_t j = k + 1; j < plan->n_carry; ++j)
+        if (outs[j] == outs[k]) w = j;
+      shared |= w != k;
+      plan->writer.push_back(w);
+    }
+    if (loop.cond_root) plan->cond = codegen::compile({loop.cond_root}, loop.body_params, device);
+    if (loop.cond_root || shared) {
+      std::vector<ir::NodeRef> carry;  // the identity on the carry, into the program's slots
+      for (size_t k = 0; k < plan->n_carry; ++k) {
+        ir::NodeRef r = loop.body_roots[k];
+        carry.push_back(ir::make(ir::Op::Param, r->dtype, r->shape, {},
+                                 ir::LoadArg{static_cast<int>(k), ir::View::contiguous(r->shape)}));
+      }
+      plan->copy = codegen::compile(carry, static_cast<int>(plan->n_carry), device);
+    }
+    runtime::Step st;
+    st.kind = runtime::Step::Kind::Library;
+    st.name = "loop";
+    st.items = 1;
+    for (int s : pre->output_slots) st.slots.push_back(map[s]);
+    for (size_t k = 0; k < plan->n_carry; ++k) {
+      ir::NodeRef r = loop.body_roots[k];
+      size_t bytes = static_cast<size_t>(ir::numel(r->shape) * ir::itemsize(r->dtype));
+      plan->carry_bytes.push_back(bytes);
+      int s = new_slot(static_cast<int64_t>(bytes));
+      param_slot[loop.outputs[k]] = s;
+      st.slots.push_back(s);
+    }
+    st.library = [](const void* p, char** bufs, int64_t, int64_t) {
+      run_loop(*static_cast<const LoopPlan*>(p), bufs);
+    };
+    st.queue = [plan](runtime::gpu::Context&, char* const* bufs) { run_loop(*plan, bufs); };
+    st.geometry.grid = 1;  // a GPU launcher skips steps without work items
+    st.plan = plan;
+    m->steps.push_back(std::move(st));
+  }
+  append(*results, results_map);
+  m->inplace_inputs.assign(m->output_slots.size(), {});
+  m->finalize();
+  return m;
+}
+
+}  // namespace rune

@@ -16,6 +16,10 @@ const char* loop_name(Loop l) {
       return "unrolled";
     case Loop::Grid:
       return "grid";
+    case Loop::Blocks:
+      return "blocks";
+    case Loop::Threads:
+      return "threads";
   }
   return "?";
 }
@@ -75,6 +79,12 @@ void block(std::ostringstream& s, const Kernel& k, const Block& b, int depth) {
         s << pad << "p" << st.param << "[" << expr(k, st.b) << " ..+" << st.count << "] = {";
         for (size_t i = 0; i < st.values.size(); ++i) s << (i ? ", " : "") << expr(k, st.values[i]);
         s << "}\n";
+        break;
+      case Stmt::Kind::Shared:
+        s << pad << "shared " << ir::name(st.dtype) << " " << v << "[" << st.count << "]\n";
+        break;
+      case Stmt::Kind::Barrier:
+        s << pad << "barrier\n";
         break;
     }
   }

@@ -232,9 +232,8 @@ class Printer {
     }
     block_ = e.block;
     block(e.body);
-    std::string bounds = e.block && d_.launch_bounds
-                             ? " __launch_bounds__(" + std::to_string(e.block) + ")"
-                             : "";
+    std::string bounds =
+        e.block && d_.launch_bounds ? " __launch_bounds__(" + std::to_string(e.block) + ")" : "";
     std::string marker = e.block && !d_.block_size_symbol.empty()
                              ? "extern \"C\" const int " + d_.block_size_symbol + name_ + e.suffix +
                                    " = " + std::to_string(e.block) + ";\n"

@@ -583,22 +583,20 @@ class Lowerer {
                 NodeRef kw = full_slices ? I(g.bk) : let("kw", min(I(g.bk), b::sub(I(K), V(k0))));
                 barrier();
                 // Stages element e of a slice: (row, kk) of A or (kk, col) of B.
-                auto stage = [&](int param, VarId dst, int64_t width, int64_t s_wide,
-                                 int64_t s_k, NodeRef base, NodeRef first, int64_t extent) {
+                auto stage = [&](int param, VarId dst, int64_t width, int64_t s_wide, int64_t s_k,
+                                 NodeRef base, NodeRef first, int64_t extent) {
                   const bool wide_fast = s_wide == 1 && s_k != 1;
                   VarId u = var("u");
-                  loop(
-                      u, I(0), I(width * g.bk / g.threads), Loop::Unrolled, [&] {
-                        NodeRef e = add(tl, mul(V(u), g.threads));
-                        NodeRef x = wide_fast ? urem(e, width) : udiv(e, g.bk);
-                        NodeRef kk = wide_fast ? udiv(e, width) : urem(e, g.bk);
-                        NodeRef ok = b::band(b::lt(add(first, x), I(extent)), b::lt(kk, kw));
-                        NodeRef off = add(base, add(mul(add(first, x), s_wide),
-                                                    mul(add(V(k0), kk), s_k)));
-                        NodeRef v = b::where(ok, load_at(param, t, b::where(ok, off, I(0))),
-                                             zero(t));
-                        set(dst, add(mul(kk, width), x), legalize(v));
-                      });
+                  loop(u, I(0), I(width * g.bk / g.threads), Loop::Unrolled, [&] {
+                    NodeRef e = add(tl, mul(V(u), g.threads));
+                    NodeRef x = wide_fast ? urem(e, width) : udiv(e, g.bk);
+                    NodeRef kk = wide_fast ? udiv(e, width) : urem(e, g.bk);
+                    NodeRef ok = b::band(b::lt(add(first, x), I(extent)), b::lt(kk, kw));
+                    NodeRef off =
+                        add(base, add(mul(add(first, x), s_wide), mul(add(V(k0), kk), s_k)));
+                    NodeRef v = b::where(ok, load_at(param, t, b::where(ok, off, I(0))), zero(t));
+                    set(dst, add(mul(kk, width), x), legalize(v));
+                  });
                 };
                 stage(k_.contract->a_param, as, g.bm, sam, sak, ao, m0, M);
                 stage(k_.contract->b_param, bs, g.bn, sbn, sbk, bo, n0, N);

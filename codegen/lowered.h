@@ -45,16 +45,16 @@ using Block = std::vector<Stmt>;
 
 struct Stmt {
   enum class Kind {
-    For,     // var over [a, b) by step, kind loop; body
-    If,      // a (bool); body
-    Let,     // var = a (an immutable value; printing may inline or name it)
-    Reg,     // var: a mutable register of dtype, `count` elements, each set to a
-    Set,     // var[b] = a (b: int64 index, Const 0 for a scalar register)
-    Store,   // param[b] = a (param: int64 in `param`; bool stored as a byte)
-    VLoad,   // GPU: var = the `count` elements param[b ..] as one vector (read with RegAt)
-    VStore,  // GPU: param[b ..] = values, as one vector
-    Shared,  // GPU: var: a block-shared array of dtype, `count` elements (uninitialised); read
-             // with RegAt, written with Set, like a Reg, by every thread of the block
+    For,      // var over [a, b) by step, kind loop; body
+    If,       // a (bool); body
+    Let,      // var = a (an immutable value; printing may inline or name it)
+    Reg,      // var: a mutable register of dtype, `count` elements, each set to a
+    Set,      // var[b] = a (b: int64 index, Const 0 for a scalar register)
+    Store,    // param[b] = a (param: int64 in `param`; bool stored as a byte)
+    VLoad,    // GPU: var = the `count` elements param[b ..] as one vector (read with RegAt)
+    VStore,   // GPU: param[b ..] = values, as one vector
+    Shared,   // GPU: var: a block-shared array of dtype, `count` elements (uninitialised); read
+              // with RegAt, written with Set, like a Reg, by every thread of the block
     Barrier,  // GPU: every thread of the block waits here until all have arrived; shared
               // writes before it are visible to reads after it
   } kind;

@@ -69,8 +69,8 @@ Mnk mnk(const KernelSpec& k) {
 
 std::string tiles_name() {
   const GemmTile& t = kGemmTile;
-  return "tiles:" + std::to_string(t.bm) + "x" + std::to_string(t.bn) + "x" +
-         std::to_string(t.bk) + "/" + std::to_string(t.tm) + "x" + std::to_string(t.tn);
+  return "tiles:" + std::to_string(t.bm) + "x" + std::to_string(t.bn) + "x" + std::to_string(t.bk) +
+         "/" + std::to_string(t.tm) + "x" + std::to_string(t.tn);
 }
 
 // Arithmetic nodes of an expression (loads, constants and index leaves excluded).

@@ -52,14 +52,14 @@ std::string format_report(const KernelReport& r) {
   std::string s;
   for (const auto& f : r.functions) {
     char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "%s %s: plan %s; %d registers, %lld B stack, %lld B spill stores, %lld B spill "
-                  "loads, %lld B shared; %.3g FLOP, %.3g global bytes, %.2f FLOP per global byte\n",
-                  r.label.c_str(), f.name.c_str(), r.plan.str().c_str(), f.registers,
-                  static_cast<long long>(f.stack_bytes), static_cast<long long>(f.spill_store_bytes),
-                  static_cast<long long>(f.spill_load_bytes),
-                  static_cast<long long>(f.shared_bytes), r.traffic.flops, r.traffic.global_bytes,
-                  r.flops_per_byte());
+    std::snprintf(
+        buf, sizeof buf,
+        "%s %s: plan %s; %d registers, %lld B stack, %lld B spill stores, %lld B spill "
+        "loads, %lld B shared; %.3g FLOP, %.3g global bytes, %.2f FLOP per global byte\n",
+        r.label.c_str(), f.name.c_str(), r.plan.str().c_str(), f.registers,
+        static_cast<long long>(f.stack_bytes), static_cast<long long>(f.spill_store_bytes),
+        static_cast<long long>(f.spill_load_bytes), static_cast<long long>(f.shared_bytes),
+        r.traffic.flops, r.traffic.global_bytes, r.flops_per_byte());
     s += buf;
   }
   return s;

@@ -153,9 +153,10 @@ inline std::vector<Labelled> corpus_reductions() {
               {{DType::Float32, {48, 96}}, {DType::Float32, {80, 48}}}, [](auto& a) {
                 return std::vector<Tensor>{nx::matmul(nx::transpose(a[0]), nx::transpose(a[1]))};
               });
-  add_program(ks, "matmul tiled batched bias relu",
-              {{DType::Float32, {2, 65, 33}}, {DType::Float32, {2, 33, 72}}, {DType::Float32, {72}}},
-              [](auto& a) { return std::vector<Tensor>{nx::relu(nx::matmul(a[0], a[1]) + a[2])}; });
+  add_program(
+      ks, "matmul tiled batched bias relu",
+      {{DType::Float32, {2, 65, 33}}, {DType::Float32, {2, 33, 72}}, {DType::Float32, {72}}},
+      [](auto& a) { return std::vector<Tensor>{nx::relu(nx::matmul(a[0], a[1]) + a[2])}; });
   add_program(ks, "matmul 4096", {{DType::Float32, {4096, 4096}}, {DType::Float32, {4096, 4096}}},
               [](auto& a) { return std::vector<Tensor>{nx::matmul(a[0], a[1])}; });
   add_program(ks, "empty sum", {{DType::Float32, {4, 0}}},

@@ -167,7 +167,7 @@ inline unsigned long long exchange(unsigned long long v, int k) {
 inline int module_function(void** f, void* m, const char* name) {
   void* entry = dlsym(m, name);
   void* bind = dlsym(m, "rune_fake_bind");
-  if (!entry || !bind) return 500;                         // CUDA_ERROR_NOT_FOUND
+  if (!entry || !bind) return 500;  // CUDA_ERROR_NOT_FOUND
   const void* block = dlsym(m, (std::string("rune_fake_block_") + name).c_str());
   *f = new Function{entry, reinterpret_cast<Bind>(bind),  // lives as long as the module
                     block ? static_cast<unsigned>(*static_cast<const int*>(block)) : 0u};

@@ -77,8 +77,7 @@ TEST(GpuTiles, BatchedProductsAndEpiloguesMatchTheHost) {
   });
   Fn f = [&](const std::vector<Tensor>& a) { return layer(a[0], a[1], a[2]); };
   int before = fake_gpu::counters().launches.load();
-  EXPECT_EQ(expect_host_bits(f, {randn(7, {3, 65, 33}), randn(8, {3, 33, 72}), randn(9, {72})}),
-            1);
+  EXPECT_EQ(expect_host_bits(f, {randn(7, {3, 65, 33}), randn(8, {3, 33, 72}), randn(9, {72})}), 1);
   EXPECT_EQ(fake_gpu::counters().launches.load() - before, 1);  // product and epilogue: one
 }
 

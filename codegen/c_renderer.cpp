@@ -221,6 +221,8 @@ class Printer {
     for (size_t p = 0; p < k_.params.size(); ++p)
       params += std::string(p ? ", " : "") + (k_.params[p].written ? "" : "const ") +
                 mem_type(k_.params[p].dtype) + "* " + d_.restrict_kw + " p" + std::to_string(p);
+    block_ = e.block;
+    block(e.head);
     if (!e.aligned_body.empty()) {
       std::string ored;
       for (size_t p = 0; p < k_.params.size(); ++p)
@@ -230,10 +232,9 @@ class Printer {
       line("return;");
       close();
     }
-    block_ = e.block;
     block(e.body);
     std::string bounds =
-        e.block && d_.launch_bounds ? " __launch_bounds__(" + std::to_string(e.block) + ")" : "";
+        e.block && d_.launch_bounds ? " __launch_bounds__(" + std::to_string(e.block) + ", 1)" : "";
     std::string marker = e.block && !d_.block_size_symbol.empty()
                              ? "extern \"C\" const int " + d_.block_size_symbol + name_ + e.suffix +
                                    " = " + std::to_string(e.block) + ";\n"

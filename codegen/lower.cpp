@@ -553,8 +553,21 @@ class Lowerer {
     const int64_t sbk = bv.strides[nd - 2], sbn = bv.strides[nd - 1];
     const DType t = k_.out_dtype;
     const bool full_slices = K % g.bk == 0;
-    entry("", tiles, tiles * g.threads, [&] {
-      VarId as = shared("as", t, int64_t{g.bk} * g.bm), bs = shared("bs", t, int64_t{g.bk} * g.bn);
+    // Vector staging (the entry's aligned body, run when every param is 16-byte aligned): an
+    // operand whose stride-1 axis is the one staged along (A's k, B's n), with that extent,
+    // its offset and its other strides multiples of 4, loads 4 elements at a time; a vector is
+    // then wholly inside or wholly outside the matrix.
+    auto vectorisable = [&](const View& v, int64_t s_fast, int64_t s_other, int64_t extent) {
+      bool ok = s_fast == 1 && extent % 4 == 0 && v.offset % 4 == 0 && s_other % 4 == 0;
+      for (size_t d = 0; d + 2 < nd; ++d) ok = ok && v.strides[d] % 4 == 0;
+      return ok;
+    };
+    const bool vec_a = vectorisable(a, sak, sam, K), vec_b = vectorisable(bv, sbn, sbk, N);
+    lir::Entry entry_out;
+    entry_out.items = tiles, entry_out.threads = tiles * g.threads, entry_out.block = g.threads;
+    cur_ = &entry_out.head;
+    VarId as = shared("as", t, int64_t{g.bk} * g.bm), bs = shared("bs", t, int64_t{g.bk} * g.bn);
+    auto body = [&](bool va, bool vb) {
       VarId tile = var("tile");
       loop(tile, I(0), I(tiles), Loop::Blocks, [&] {
         NodeRef rest = V(tile);
@@ -598,8 +611,45 @@ class Lowerer {
                     set(dst, add(mul(kk, width), x), legalize(v));
                   });
                 };
-                stage(k_.contract->a_param, as, g.bm, sam, sak, ao, m0, M);
-                stage(k_.contract->b_param, bs, g.bn, sbn, sbk, bo, n0, N);
+                // Vector staging of 4 consecutive elements along the stride-1 axis: A's
+                // (row, k .. k+3), B's (k, col .. col+3); outside the matrix, zeros.
+                auto stage4 = [&](int param, VarId dst, int64_t width, bool along_k,
+                                  int64_t s_other, NodeRef base, NodeRef first, int64_t extent) {
+                  const int64_t per_row = along_k ? g.bk / 4 : width / 4;
+                  VarId u = var("u");
+                  loop(u, I(0), I(width * g.bk / 4 / g.threads), Loop::Unrolled, [&] {
+                    NodeRef e = add(tl, mul(V(u), g.threads));
+                    NodeRef q = urem(e, per_row), r = udiv(e, per_row);
+                    // A: r the row, 4q the k; B: r the k, 4q the column.
+                    NodeRef x = along_k ? r : mul(q, 4), kk = along_k ? mul(q, 4) : r;
+                    NodeRef ok = b::band(b::lt(add(first, x), I(extent)), b::lt(kk, kw));
+                    NodeRef off = along_k
+                                      ? add(base, add(mul(add(first, x), s_other), add(V(k0), kk)))
+                                      : add(base, add(mul(add(V(k0), kk), s_other), add(first, x)));
+                    auto slot = [&](int c) {
+                      return along_k ? add(mul(add(kk, I(c)), width), x)
+                                     : add(mul(kk, width), add(x, I(c)));
+                    };
+                    when(ok, [&] {
+                      VarId v = var("v", t);
+                      Stmt ld{Stmt::Kind::VLoad};
+                      ld.var = v, ld.param = param, ld.count = 4, ld.dtype = t, ld.b = off;
+                      emit(std::move(ld));
+                      for (int c = 0; c < 4; ++c) set(dst, slot(c), at(v, I(c)));
+                    });
+                    when(legalize(b::lnot(ok)), [&] {
+                      for (int c = 0; c < 4; ++c) set(dst, slot(c), zero(t));
+                    });
+                  });
+                };
+                if (va)
+                  stage4(k_.contract->a_param, as, g.bm, true, sam, ao, m0, M);
+                else
+                  stage(k_.contract->a_param, as, g.bm, sam, sak, ao, m0, M);
+                if (vb)
+                  stage4(k_.contract->b_param, bs, g.bn, false, sbk, bo, n0, N);
+                else
+                  stage(k_.contract->b_param, bs, g.bn, sbn, sbk, bo, n0, N);
                 barrier();
                 VarId kk = var("kk");
                 loop(
@@ -631,8 +681,15 @@ class Lowerer {
             }
         });
       });
-    });
-    out_.entries.back().block = g.threads;
+    };
+    cur_ = &entry_out.body;
+    body(false, false);
+    if (vec_a || vec_b) {
+      cur_ = &entry_out.aligned_body;
+      body(vec_a, vec_b);
+    }
+    cur_ = nullptr;
+    out_.entries.push_back(std::move(entry_out));
   }
 
   // The sort order of dtype t as a signed int64 key: integers as themselves; floats (16-bit ones

@@ -122,7 +122,10 @@ std::string to_string(const Kernel& k) {
   for (const auto& p : k.params) s << " " << ir::name(p.dtype) << (p.written ? "*" : "");
   s << "\n";
   for (const auto& e : k.entries) {
-    s << "entry" << e.suffix << " items " << e.items << " threads " << e.threads << ":\n";
+    s << "entry" << e.suffix << " items " << e.items << " threads " << e.threads;
+    if (e.block) s << " block " << e.block;
+    s << ":\n";
+    block(s, k, e.head, 1);
     if (!e.aligned_body.empty()) {
       s << "  when aligned to 16 bytes:\n";
       block(s, k, e.aligned_body, 2);

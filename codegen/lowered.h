@@ -87,6 +87,9 @@ struct Entry {
   // exactly this many threads per block (it uses Blocks / Threads loops, Shared and Barrier),
   // and `threads` is a multiple of it.
   int64_t block = 0;
+  // Printed first, before `aligned_body` and `body`: statements both use (the shared arrays of
+  // a fixed-block entry, which both bodies stage into).
+  Block head;
   Block body;
   // When not empty: run instead of `body` when every param's address is a multiple of 16
   // (vector loads and stores).

@@ -53,6 +53,16 @@ TEST(GpuTiles, EdgeTilesMatchTheHost) {
   EXPECT_EQ(expect_host_bits(matmul(), {randn(3, {64, 1}), randn(4, {1, 64})}), 1);
 }
 
+// K and N multiples of 4 (and the views' offsets and strides): the aligned body stages A and B
+// as 4-element vectors; an offset of 1 (a slice) keeps A on the scalar path.
+TEST(GpuTiles, VectorStagingMatchesTheHost) {
+  EXPECT_EQ(expect_host_bits(matmul(), {randn(14, {130, 72}), randn(15, {72, 152})}), 1);
+  Fn sliced = [](const std::vector<Tensor>& a) {
+    return nx::matmul(nx::slice(a[0], {{0, 66}, {1, 73}}), a[1]);
+  };
+  EXPECT_EQ(expect_host_bits(sliced, {randn(16, {66, 73}), randn(17, {72, 68})}), 1);
+}
+
 // Transposed operands (stride 1 along M of A and along K of B) stage along the other axis.
 TEST(GpuTiles, TransposedOperandsMatchTheHost) {
   Fn f = [](const std::vector<Tensor>& a) {

@@ -3,13 +3,18 @@
 // 256M float32 against the copy, (c) a compiled call on a 3-element tensor (microseconds,
 // launch included), (d) the MLP training step 784-256-10, batch 128, (e) sort and argsort of 16M
 // float32 normal values in one row (CUB's radix sort, docs/sort.md) against a device copy of
-// the same 64 MiB. Prints one line each and exits 0 with "no CUDA device" where there is none.
+// the same 64 MiB, (f) sgemm at 1024^2 and 4096^2 (the tiled plan, codegen/plan.h) against
+// cuBLAS's sgemm (dlopen, bench/cublas_sgemm.h) in the same run, with rune's 1024^2 result
+// checked bit for bit against the host's. Prints one line each and exits 0 with "no CUDA device"
+// where there is none.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench/cublas_sgemm.h"
 #include "runtime/cuda/cub_sort.h"
 #include "runtime/gpu/context.h"
 #include "runtime/gpu/transfer.h"
@@ -119,6 +124,45 @@ int main(int argc, char** argv) {
   Tensor l;
   double step_us = time_us(dev, 50, [&] { std::tie(w1, w2, l) = step(w1, w2, xb, yb); });
   std::printf("mlp step 784-256-10 b128: %.1f us per step, loss %g\n", step_us, nx::item<float>(l));
+
+  // sgemm: rune's tiled product against cuBLAS's on the same device buffers.
+  {
+    bench::CublasSgemm cublas(ctx.handle());
+    auto mm = rune::jit([](const Tensor& a, const Tensor& b) { return nx::matmul(a, b); });
+    for (int64_t d : {int64_t{1024}, int64_t{4096}}) {
+      Tensor ha = nx::randn(nx::key(6), nx::float32, {d, d});
+      Tensor hb = nx::randn(nx::key(7), nx::float32, {d, d});
+      Tensor a = nx::place(ha, dev), b = nx::place(hb, dev);
+      Tensor c;
+      const int reps = d >= 4096 ? 10 : 50;
+      double rune_us = time_us(dev, reps, [&] { c = mm(a, b); });
+      const double tflops = 2.0 * d * d * d / rune_us / 1e6;
+      std::string same;
+      if (d == 1024) {
+        auto got = nx::to_vector<float>(c), want = nx::to_vector<float>(nx::matmul(ha, hb));
+        bool eq = got.size() == want.size() &&
+                  std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
+        same = eq ? ", host bits" : ", NOT THE HOST'S BITS";
+      }
+      if (!cublas.ok()) {
+        std::printf("sgemm %lld^2: %9.1f us  %6.2f TFLOP/s  (cuBLAS: %s)%s\n",
+                    static_cast<long long>(d), rune_us, tflops, cublas.error().c_str(),
+                    same.c_str());
+        continue;
+      }
+      auto out = runtime::allocate(dev, static_cast<size_t>(d * d * 4));
+      const auto* pa = static_cast<const float*>(a.impl().buffer->data);
+      const auto* pb = static_cast<const float*>(b.impl().buffer->data);
+      auto* pc = static_cast<float*>(out->data);
+      const int n = static_cast<int>(d);
+      int rc = 0;
+      double cublas_us = time_us(dev, reps, [&] { rc |= cublas.run(n, n, n, pa, pb, pc); });
+      std::printf(
+          "sgemm %lld^2: %9.1f us  %6.2f TFLOP/s  (%.2f of cuBLAS: %.1f us, %.2f TFLOP/s%s)%s\n",
+          static_cast<long long>(d), rune_us, tflops, cublas_us / rune_us, cublas_us,
+          2.0 * d * d * d / cublas_us / 1e6, rc ? ", cuBLAS FAILED" : "", same.c_str());
+    }
+  }
 
   // Sorts of one row of 16M float32 (the rank sort fallback is O(n^2): not timed).
   std::string no_cub;

@@ -182,7 +182,7 @@ std::string vec_part(DType t, const std::string& v, int64_t c) {
 }
 
 DeviceDesc device_of(const CDialect& d) {
-  return {true, !d.lane_shfl_u32.empty(), d.vector_loads, d.lane_unroll};
+  return {true, !d.lane_shfl_u32.empty(), d.vector_loads, d.lane_unroll, !d.block_sync.empty()};
 }
 
 class Printer {
@@ -221,6 +221,8 @@ class Printer {
     for (size_t p = 0; p < k_.params.size(); ++p)
       params += std::string(p ? ", " : "") + (k_.params[p].written ? "" : "const ") +
                 mem_type(k_.params[p].dtype) + "* " + d_.restrict_kw + " p" + std::to_string(p);
+    block_ = e.block;
+    block(e.head);
     if (!e.aligned_body.empty()) {
       std::string ored;
       for (size_t p = 0; p < k_.params.size(); ++p)
@@ -231,8 +233,14 @@ class Printer {
       close();
     }
     block(e.body);
-    return d_.kernel_qualifier + " void " + name_ + e.suffix + "(" + params + ", long long n) {\n" +
-           out_.str() + "}\n";
+    std::string bounds =
+        e.block && d_.launch_bounds ? " __launch_bounds__(" + std::to_string(e.block) + ", 1)" : "";
+    std::string marker = e.block && !d_.block_size_symbol.empty()
+                             ? "extern \"C\" const int " + d_.block_size_symbol + name_ + e.suffix +
+                                   " = " + std::to_string(e.block) + ";\n"
+                             : "";
+    return d_.kernel_qualifier + bounds + " void " + name_ + e.suffix + "(" + params +
+           ", long long n) {\n" + out_.str() + "}\n" + marker;
   }
 
   // ---- statements ----
@@ -303,6 +311,15 @@ class Printer {
                std::to_string(h) + "] = " + o + std::to_string(h) + ";");
         return;
       }
+      case Stmt::Kind::Shared:
+        if (!block_ || d_.block_sync.empty())
+          throw std::logic_error("print_c: a shared array outside a fixed-block entry");
+        return line(d_.shared_kw + " " + reg_type(s.dtype) + " " + var_name(s.var) + "[" +
+                    std::to_string(s.count) + "];");
+      case Stmt::Kind::Barrier:
+        if (!block_ || d_.block_sync.empty())
+          throw std::logic_error("print_c: a barrier outside a fixed-block entry");
+        return line(d_.block_sync + ";");
     }
   }
 
@@ -317,7 +334,17 @@ class Printer {
     std::string v = var_name(s.var), lo = value(s.a), hi = value(s.b);
     vars_[s.var] = v;
     if (s.unroll > 0) line("#pragma unroll " + std::to_string(s.unroll));
-    if (s.loop == Loop::Grid)
+    const std::string B = std::to_string(block_) + "ull";
+    if ((s.loop == Loop::Blocks || s.loop == Loop::Threads) && !block_)
+      throw std::logic_error("print_c: a block loop outside a fixed-block entry");
+    if (s.loop == Loop::Blocks)
+      open("for (long long " + v + " = " + lo + " + (long long)(" + d_.thread_id + " / " + B +
+           "); " + v + " < " + hi + "; " + v + " += (long long)(" + d_.thread_stride + " / " + B +
+           "))");
+    else if (s.loop == Loop::Threads)
+      open("for (long long " + v + " = " + lo + " + (long long)(" + d_.thread_id + " % " + B +
+           "); " + v + " < " + hi + "; " + v + " += " + std::to_string(block_) + "LL)");
+    else if (s.loop == Loop::Grid)
       open("for (long long " + v + " = (long long)" + d_.thread_id + " + " + lo + "; " + v + " < " +
            hi + "; " + v + " += (long long)" + d_.thread_stride + ")");
     else
@@ -488,6 +515,7 @@ class Printer {
   const CDialect& d_;
   std::ostringstream out_;
   int indent_ = 1, next_ = 0;
+  int64_t block_ = 0;  // the entry's fixed block size (0: none)
   std::unordered_map<lir::VarId, std::string> vars_;
   std::unordered_map<lir::VarId, DType> vectors_;
   lir::PrintedValues printed_;
@@ -530,6 +558,9 @@ const CDialect& cuda_dialect() {
     // in flight per SM to reach the memory's bandwidth.
     c.lane_unroll = 32;
     c.vector_loads = true;
+    c.shared_kw = "__shared__";
+    c.block_sync = "__syncthreads()";
+    c.launch_bounds = true;
     return c;
   }();
   return d;
@@ -574,7 +605,8 @@ CKernel render_c_kernel_for_launch(const KernelSpec& k, const std::string& name,
   debug_print_lowered(k, plan, lowered, d.name);
   CKernel r;
   r.text = "// rune kernel " + name + " (plan: " + plan.str() + ")\n" + print_c(lowered, name, d);
-  for (const auto& e : lowered.entries) r.launches.push_back({e.suffix, e.items, e.threads});
+  for (const auto& e : lowered.entries)
+    r.launches.push_back({e.suffix, e.items, e.threads, e.block});
   return r;
 }
 

@@ -7,10 +7,11 @@
 // "_p1" first for a two-phase reduction):  name<suffix>(P0* p0, const P1* p1, ..., long long n)
 // Params are the lowered kernel's (c_param_dtypes: output first, a two-phase reduction's scratch
 // last); n is the entry's work-item count, for the launch (the loops' extents are constants).
-// Every entry is a grid-stride loop: any grid is correct. With lane threads (c_lane_threads) the
-// 8 lanes of a reduction block are 8 consecutive work items; with vector loads (c_vector_loads)
-// a thread moves 4 outputs when every pointer is 16-byte aligned. Bool is stored as one byte;
-// float16 and bfloat16 travel as their 16-bit patterns.
+// Every entry is a grid-stride loop: any grid is correct; except a fixed-block entry (the tiled
+// product, CLaunch::block), which needs exactly that many threads per block and any grid. With lane
+// threads (c_lane_threads) the 8 lanes of a reduction block are 8 consecutive work items; with
+// vector loads (c_vector_loads) a thread moves 4 outputs when every pointer is 16-byte aligned.
+// Bool is stored as one byte; float16 and bfloat16 travel as their 16-bit patterns.
 #pragma once
 #include <string>
 #include <vector>
@@ -45,6 +46,16 @@ struct CDialect {
   // The dialect has CUDA's vector types (uchar4, ushort4, int4, float4, longlong2, double2 with
   // members x, y, z, w) for elementwise kernels' vector loads (c_vector_loads).
   bool vector_loads = false;
+  // Block-level work (the tiled matrix product, plan part tiles): the qualifier of a
+  // block-shared array ("__shared__"; the fake driver's "static", whose host threads share one
+  // block) and the block barrier statement ("__syncthreads()"). Empty block_sync: no tiles.
+  std::string shared_kw, block_sync;
+  // Entries with a fixed block size print __launch_bounds__(block) (CUDA and HIP).
+  bool launch_bounds = false;
+  // When not empty, each entry with a fixed block size is followed by
+  //   extern "C" const int <block_size_symbol><entry name> = <block>;
+  // (the fake driver reads it to run that many host threads as one block).
+  std::string block_size_symbol;
 };
 
 const CDialect& cuda_dialect();
@@ -74,6 +85,7 @@ std::vector<ir::DType> c_param_dtypes(const KernelSpec& k);
 struct CLaunch {
   std::string suffix;
   int64_t items = 0, threads = 0;
+  int64_t block = 0;  // 0: any block size; else exactly this many threads per block
 };
 // A kernel printed for launching: its text and its entries in launch order.
 struct CKernel {

@@ -161,8 +161,11 @@ class GpuBackend final : public Backend {
       }
       for (const CLaunch& l : r.launches[j]) {
         const bool combine = combine_bytes && l.suffix.empty();
-        p.steps.push_back(launch_step(function(name + l.suffix), name + l.suffix, l.items,
-                                      combine ? combine_bytes : bytes, slots, geometry(l.threads)));
+        p.steps.push_back(launch_step(
+            function(name + l.suffix), name + l.suffix, l.items, combine ? combine_bytes : bytes,
+            slots,
+            l.block ? runtime::gpu::fixed_block_geometry(l.threads, l.block, info.multiprocessors)
+                    : geometry(l.threads)));
       }
     }
   }

@@ -98,8 +98,9 @@ class Lowerer {
     if (!k_.rbody || k_.contract || k_.library) p_.lane_threads = false;
     if (k_.rbody || k_.contract || k_.library) p_.vector4 = false;
     if (!one_block_rows || k_.contract || k_.library) p_.group = 1;
+    if (!k_.contract || !p_.gpu) p_.tiles = false;
     if (k_.contract) {
-      contraction();
+      p_.tiles ? tiled_contraction() : contraction();
     } else if (k_.library) {
       library();
     } else if (!k_.rbody) {
@@ -184,6 +185,16 @@ class Lowerer {
     cur_ = nullptr;
     out_.entries.push_back(std::move(e));
   }
+
+  // A block-shared array and a block barrier (GPU entries with a fixed block size).
+  VarId shared(const std::string& name, DType t, int64_t count) {
+    VarId v = var(name, t);
+    Stmt s{Stmt::Kind::Shared};
+    s.var = v, s.dtype = t, s.count = count;
+    emit(std::move(s));
+    return v;
+  }
+  void barrier() { emit(Stmt{Stmt::Kind::Barrier}); }
 
   // ---- scalar expressions ----
   // `root` with its kernel leaves at index `idx`: loads read their param at the view's offset
@@ -512,6 +523,173 @@ class Lowerer {
         store(0, w, epilogue ? at_index(k_.body, unflatten(w, k_.shape), {prod}) : prod);
       });
     });
+  }
+
+  // GPU tiled float32 matrix product (plan part tiles, codegen/plan.h kGemmTile): block-stride
+  // over the output tiles (batch, tile row, tile column); per tile, each thread owns the outputs
+  // (m0 + ty + 16 i, n0 + tx + 16 j) and keeps their chains in registers while the block walks
+  // k in slices of bk: barrier (the last slice's reads are done), the block stages the slice of
+  // A (bm x bk) and B (bk x bn) in shared memory, consecutive threads reading consecutive
+  // addresses along whichever axis has stride 1, elements outside the matrix staged as 0;
+  // barrier; then kk over the slice's [0, min(bk, K - k0)) in increasing order: acc =
+  // fma(a, b, acc). The kk loop stops at K, so no chain sees a padded element, and each output
+  // is the fma chain over k = 0, 1, ..., K - 1 from +0, as contraction() and the host compute it.
+  void tiled_contraction() {
+    const GemmTile g = kGemmTile;
+    static_assert(kGemmTile.bm / kGemmTile.tm == 16 && kGemmTile.bn / kGemmTile.tn == 16 &&
+                      kGemmTile.threads == 256,
+                  "the thread layout is 16 x 16 threads of tm x tn outputs");
+    static_assert(kGemmTile.bm * kGemmTile.bk % kGemmTile.threads == 0 &&
+                      kGemmTile.bn * kGemmTile.bk % kGemmTile.threads == 0,
+                  "each thread stages whole elements of a slice");
+    const View& a = k_.contract->a;
+    const View& bv = k_.contract->b;
+    const size_t nd = a.shape.size();
+    const int64_t M = a.shape[nd - 2], N = bv.shape[nd - 1], K = a.shape[nd - 1];
+    const Shape batch(a.shape.begin(), a.shape.end() - 2);
+    const int64_t tiles_m = (M + g.bm - 1) / g.bm, tiles_n = (N + g.bn - 1) / g.bn;
+    const int64_t tiles = numel(batch) * tiles_m * tiles_n;
+    const int64_t sam = a.strides[nd - 2], sak = a.strides[nd - 1];
+    const int64_t sbk = bv.strides[nd - 2], sbn = bv.strides[nd - 1];
+    const DType t = k_.out_dtype;
+    const bool full_slices = K % g.bk == 0;
+    // Vector staging (the entry's aligned body, run when every param is 16-byte aligned): an
+    // operand whose stride-1 axis is the one staged along (A's k, B's n), with that extent,
+    // its offset and its other strides multiples of 4, loads 4 elements at a time; a vector is
+    // then wholly inside or wholly outside the matrix.
+    auto vectorisable = [&](const View& v, int64_t s_fast, int64_t s_other, int64_t extent) {
+      bool ok = s_fast == 1 && extent % 4 == 0 && v.offset % 4 == 0 && s_other % 4 == 0;
+      for (size_t d = 0; d + 2 < nd; ++d) ok = ok && v.strides[d] % 4 == 0;
+      return ok;
+    };
+    const bool vec_a = vectorisable(a, sak, sam, K), vec_b = vectorisable(bv, sbn, sbk, N);
+    lir::Entry entry_out;
+    entry_out.items = tiles, entry_out.threads = tiles * g.threads, entry_out.block = g.threads;
+    cur_ = &entry_out.head;
+    VarId as = shared("as", t, int64_t{g.bk} * g.bm), bs = shared("bs", t, int64_t{g.bk} * g.bn);
+    auto body = [&](bool va, bool vb) {
+      VarId tile = var("tile");
+      loop(tile, I(0), I(tiles), Loop::Blocks, [&] {
+        NodeRef rest = V(tile);
+        NodeRef tn = urem(rest, tiles_n);
+        rest = udiv(rest, tiles_n);
+        NodeRef tm = urem(rest, tiles_m);
+        NodeRef bt = let("bt", udiv(rest, tiles_m));
+        NodeRef m0 = let("m0", mul(tm, g.bm)), n0 = let("n0", mul(tn, g.bn));
+        NodeRef ao = I(a.offset), bo = I(bv.offset);
+        if (!batch.empty()) {
+          auto q = unflatten(bt, batch);
+          for (size_t d = 0; d < batch.size(); ++d)
+            ao = add(ao, mul(q[d], a.strides[d])), bo = add(bo, mul(q[d], bv.strides[d]));
+        }
+        ao = let("ao", ao);
+        bo = let("bo", bo);
+        VarId th = var("th");
+        loop(th, I(0), I(g.threads), Loop::Threads, [&] {
+          NodeRef tl = V(th);
+          NodeRef tx = let("tx", urem(tl, 16)), ty = let("ty", udiv(tl, 16));
+          VarId acc = reg("acc", t, int64_t{g.tm} * g.tn, b::cf(t, 0));
+          VarId k0 = var("k0");
+          loop(
+              k0, I(0), I(K), Loop::Serial,
+              [&] {
+                NodeRef kw = full_slices ? I(g.bk) : let("kw", min(I(g.bk), b::sub(I(K), V(k0))));
+                barrier();
+                // Stages element e of a slice: (row, kk) of A or (kk, col) of B.
+                auto stage = [&](int param, VarId dst, int64_t width, int64_t s_wide, int64_t s_k,
+                                 NodeRef base, NodeRef first, int64_t extent) {
+                  const bool wide_fast = s_wide == 1 && s_k != 1;
+                  VarId u = var("u");
+                  loop(u, I(0), I(width * g.bk / g.threads), Loop::Unrolled, [&] {
+                    NodeRef e = add(tl, mul(V(u), g.threads));
+                    NodeRef x = wide_fast ? urem(e, width) : udiv(e, g.bk);
+                    NodeRef kk = wide_fast ? udiv(e, width) : urem(e, g.bk);
+                    NodeRef ok = b::band(b::lt(add(first, x), I(extent)), b::lt(kk, kw));
+                    NodeRef off =
+                        add(base, add(mul(add(first, x), s_wide), mul(add(V(k0), kk), s_k)));
+                    NodeRef v = b::where(ok, load_at(param, t, b::where(ok, off, I(0))), zero(t));
+                    set(dst, add(mul(kk, width), x), legalize(v));
+                  });
+                };
+                // Vector staging of 4 consecutive elements along the stride-1 axis: A's
+                // (row, k .. k+3), B's (k, col .. col+3); outside the matrix, zeros.
+                auto stage4 = [&](int param, VarId dst, int64_t width, bool along_k,
+                                  int64_t s_other, NodeRef base, NodeRef first, int64_t extent) {
+                  const int64_t per_row = along_k ? g.bk / 4 : width / 4;
+                  VarId u = var("u");
+                  loop(u, I(0), I(width * g.bk / 4 / g.threads), Loop::Unrolled, [&] {
+                    NodeRef e = add(tl, mul(V(u), g.threads));
+                    NodeRef q = urem(e, per_row), r = udiv(e, per_row);
+                    // A: r the row, 4q the k; B: r the k, 4q the column.
+                    NodeRef x = along_k ? r : mul(q, 4), kk = along_k ? mul(q, 4) : r;
+                    NodeRef ok = b::band(b::lt(add(first, x), I(extent)), b::lt(kk, kw));
+                    NodeRef off = along_k
+                                      ? add(base, add(mul(add(first, x), s_other), add(V(k0), kk)))
+                                      : add(base, add(mul(add(V(k0), kk), s_other), add(first, x)));
+                    auto slot = [&](int c) {
+                      return along_k ? add(mul(add(kk, I(c)), width), x)
+                                     : add(mul(kk, width), add(x, I(c)));
+                    };
+                    when(ok, [&] {
+                      VarId v = var("v", t);
+                      Stmt ld{Stmt::Kind::VLoad};
+                      ld.var = v, ld.param = param, ld.count = 4, ld.dtype = t, ld.b = off;
+                      emit(std::move(ld));
+                      for (int c = 0; c < 4; ++c) set(dst, slot(c), at(v, I(c)));
+                    });
+                    when(legalize(b::lnot(ok)), [&] {
+                      for (int c = 0; c < 4; ++c) set(dst, slot(c), zero(t));
+                    });
+                  });
+                };
+                if (va)
+                  stage4(k_.contract->a_param, as, g.bm, true, sam, ao, m0, M);
+                else
+                  stage(k_.contract->a_param, as, g.bm, sam, sak, ao, m0, M);
+                if (vb)
+                  stage4(k_.contract->b_param, bs, g.bn, false, sbk, bo, n0, N);
+                else
+                  stage(k_.contract->b_param, bs, g.bn, sbn, sbk, bo, n0, N);
+                barrier();
+                VarId kk = var("kk");
+                loop(
+                    kk, I(0), kw, Loop::Serial,
+                    [&] {
+                      std::vector<NodeRef> av, bw;
+                      for (int i = 0; i < g.tm; ++i)
+                        av.push_back(let("a", at(as, add(mul(V(kk), g.bm), add(ty, I(16 * i))))));
+                      for (int j = 0; j < g.tn; ++j)
+                        bw.push_back(let("b", at(bs, add(mul(V(kk), g.bn), add(tx, I(16 * j))))));
+                      for (int i = 0; i < g.tm; ++i)
+                        for (int j = 0; j < g.tn; ++j) {
+                          NodeRef slot = I(int64_t{i} * g.tn + j);
+                          set(acc, slot, make(Op::Fma, t, {}, {av[i], bw[j], at(acc, slot)}));
+                        }
+                    },
+                    1, full_slices ? g.bk : 0);
+              },
+              g.bk);
+          const bool epilogue = k_.body && k_.body->op != Op::Acc;
+          for (int i = 0; i < g.tm; ++i)
+            for (int j = 0; j < g.tn; ++j) {
+              NodeRef m = add(m0, add(ty, I(16 * i))), n = add(n0, add(tx, I(16 * j)));
+              when(b::band(b::lt(m, I(M)), b::lt(n, I(N))), [&] {
+                NodeRef w = let("w", add(mul(bt, M * N), add(mul(m, N), n)));
+                NodeRef prod = let("prod", at(acc, I(int64_t{i} * g.tn + j)));
+                store(0, w, epilogue ? at_index(k_.body, unflatten(w, k_.shape), {prod}) : prod);
+              });
+            }
+        });
+      });
+    };
+    cur_ = &entry_out.body;
+    body(false, false);
+    if (vec_a || vec_b) {
+      cur_ = &entry_out.aligned_body;
+      body(vec_a, vec_b);
+    }
+    cur_ = nullptr;
+    out_.entries.push_back(std::move(entry_out));
   }
 
   // The sort order of dtype t as a signed int64 key: integers as themselves; floats (16-bit ones

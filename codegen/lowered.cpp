@@ -16,6 +16,10 @@ const char* loop_name(Loop l) {
       return "unrolled";
     case Loop::Grid:
       return "grid";
+    case Loop::Blocks:
+      return "blocks";
+    case Loop::Threads:
+      return "threads";
   }
   return "?";
 }
@@ -76,6 +80,12 @@ void block(std::ostringstream& s, const Kernel& k, const Block& b, int depth) {
         for (size_t i = 0; i < st.values.size(); ++i) s << (i ? ", " : "") << expr(k, st.values[i]);
         s << "}\n";
         break;
+      case Stmt::Kind::Shared:
+        s << pad << "shared " << ir::name(st.dtype) << " " << v << "[" << st.count << "]\n";
+        break;
+      case Stmt::Kind::Barrier:
+        s << pad << "barrier\n";
+        break;
     }
   }
 }
@@ -112,7 +122,10 @@ std::string to_string(const Kernel& k) {
   for (const auto& p : k.params) s << " " << ir::name(p.dtype) << (p.written ? "*" : "");
   s << "\n";
   for (const auto& e : k.entries) {
-    s << "entry" << e.suffix << " items " << e.items << " threads " << e.threads << ":\n";
+    s << "entry" << e.suffix << " items " << e.items << " threads " << e.threads;
+    if (e.block) s << " block " << e.block;
+    s << ":\n";
+    block(s, k, e.head, 1);
     if (!e.aligned_body.empty()) {
       s << "  when aligned to 16 bytes:\n";
       block(s, k, e.aligned_body, 2);

@@ -30,6 +30,14 @@ enum class Loop {
              // loop metadata, width = trip count); C prints a plain loop
   Unrolled,  // lo, hi, step constants: printed once per iteration with v a constant
   Grid,      // GPU: the launch's threads share [lo, hi) grid-stride (v = first thread item)
+  // GPU, entries with a fixed block size (Entry::block): the launch's blocks share [lo, hi)
+  // block-stride (v = lo + block index, stepping by the grid's block count). Every thread of a
+  // block runs the same iterations, so a Barrier inside is reached by the whole block.
+  Blocks,
+  // GPU, entries with a fixed block size: the threads of one block share [lo, hi) (v = lo +
+  // the thread's index in its block, stepping by the block size). Over [0, block) each thread
+  // runs exactly one iteration (v = its index), so a Barrier inside is still uniform.
+  Threads,
 };
 
 struct Stmt;
@@ -37,14 +45,18 @@ using Block = std::vector<Stmt>;
 
 struct Stmt {
   enum class Kind {
-    For,     // var over [a, b) by step, kind loop; body
-    If,      // a (bool); body
-    Let,     // var = a (an immutable value; printing may inline or name it)
-    Reg,     // var: a mutable register of dtype, `count` elements, each set to a
-    Set,     // var[b] = a (b: int64 index, Const 0 for a scalar register)
-    Store,   // param[b] = a (param: int64 in `param`; bool stored as a byte)
-    VLoad,   // GPU: var = the `count` elements param[b ..] as one vector (read with RegAt)
-    VStore,  // GPU: param[b ..] = values, as one vector
+    For,      // var over [a, b) by step, kind loop; body
+    If,       // a (bool); body
+    Let,      // var = a (an immutable value; printing may inline or name it)
+    Reg,      // var: a mutable register of dtype, `count` elements, each set to a
+    Set,      // var[b] = a (b: int64 index, Const 0 for a scalar register)
+    Store,    // param[b] = a (param: int64 in `param`; bool stored as a byte)
+    VLoad,    // GPU: var = the `count` elements param[b ..] as one vector (read with RegAt)
+    VStore,   // GPU: param[b ..] = values, as one vector
+    Shared,   // GPU: var: a block-shared array of dtype, `count` elements (uninitialised); read
+              // with RegAt, written with Set, like a Reg, by every thread of the block
+    Barrier,  // GPU: every thread of the block waits here until all have arrived; shared
+              // writes before it are visible to reads after it
   } kind;
   explicit Stmt(Kind k) : kind(k) {}
   VarId var = -1;
@@ -71,6 +83,13 @@ struct Entry {
   std::string suffix;   // appended to the kernel's name ("" or "_p1")
   int64_t items = 0;    // host: the range the thread pool splits; GPU: the Grid loop's extent
   int64_t threads = 0;  // GPU: threads launched for the grid-stride loop
+  // GPU: 0, any block size (grid-stride loops only); else the entry must be launched with
+  // exactly this many threads per block (it uses Blocks / Threads loops, Shared and Barrier),
+  // and `threads` is a multiple of it.
+  int64_t block = 0;
+  // Printed first, before `aligned_body` and `body`: statements both use (the shared arrays of
+  // a fixed-block entry, which both bodies stage into).
+  Block head;
   Block body;
   // When not empty: run instead of `body` when every param's address is a multiple of 16
   // (vector loads and stores).

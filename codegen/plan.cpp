@@ -1,5 +1,6 @@
 #include "codegen/plan.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -53,6 +54,42 @@ bool vector4_possible(const KernelSpec& k) {
 
 bool reduction(const KernelSpec& k) { return k.rbody && !k.contract && !k.library; }
 
+// The product's M, N, K (the last two dims of a over [batch..., M, K] and b).
+struct Mnk {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+};
+Mnk mnk(const KernelSpec& k) {
+  const auto& a = k.contract->a.shape;
+  const auto& b = k.contract->b.shape;
+  const size_t nd = a.size();
+  Mnk r{a[nd - 2], b[nd - 1], a[nd - 1], 1};
+  for (size_t d = 0; d + 2 < nd; ++d) r.batch *= a[d];
+  return r;
+}
+
+std::string tiles_name() {
+  const GemmTile& t = kGemmTile;
+  return "tiles:" + std::to_string(t.bm) + "x" + std::to_string(t.bn) + "x" + std::to_string(t.bk) +
+         "/" + std::to_string(t.tm) + "x" + std::to_string(t.tn);
+}
+
+// Arithmetic nodes of an expression (loads, constants and index leaves excluded).
+double arith_nodes(NodeRef root) {
+  double n = 0;
+  if (!root) return 0;
+  for (NodeRef x : toposort({root}))
+    if (!x->src.empty() && x->op != Op::Load && x->op != Op::Cast) n += 1;
+  return n;
+}
+// Bytes the loads of an expression issue per evaluation.
+double load_bytes(NodeRef root) {
+  double n = 0;
+  if (!root) return 0;
+  for (NodeRef x : toposort({root}))
+    if (x->op == Op::Load) n += static_cast<double>(itemsize(x->dtype));
+  return n;
+}
+
 }  // namespace
 
 std::string Plan::str() const {
@@ -62,6 +99,7 @@ std::string Plan::str() const {
   } else {
     s << "gpu lanes:" << (lane_threads ? "threads/" + std::to_string(lane_unroll) : "unrolled");
     if (vector4) s << " vec4";
+    if (tiles) s << " " << tiles_name();
   }
   return s.str();
 }
@@ -91,6 +129,9 @@ std::optional<Plan> parse_plan(const std::string& text, std::string* error) {
       if (p.lane_unroll < 0 || p.lane_unroll > 64) return fail("unroll is 0 to 64");
     } else if (p.gpu && word == "vec4") {
       p.vector4 = true;
+    } else if (p.gpu && word.rfind("tiles:", 0) == 0) {
+      if (word != tiles_name()) return fail("the one tiled product is " + tiles_name());
+      p.tiles = true;
     } else {
       return fail("unknown part \"" + word + "\"");
     }
@@ -107,7 +148,43 @@ std::string validate(const KernelSpec& k, const Plan& plan) {
   if (plan.vector4 && !k.rbody && !k.contract && !k.library && !vector4_possible(k))
     return "vec4 needs every load to read the output's own index (from an offset that is a "
            "multiple of 4) or one element";
+  if (plan.tiles && !plan.gpu) return "tiles is a GPU plan";
+  if (plan.tiles && k.contract && k.out_dtype != DType::Float32)
+    return "tiles needs a float32 product, not " + std::string(name(k.out_dtype));
   return "";
+}
+
+Traffic traffic(const KernelSpec& k, const Plan& plan) {
+  Traffic t;
+  const double outs = static_cast<double>(numel(k.shape));
+  const double out_bytes = outs * static_cast<double>(itemsize(k.out_dtype));
+  if (k.contract) {
+    const Mnk d = mnk(k);
+    const double item = static_cast<double>(itemsize(k.out_dtype));
+    const double M = static_cast<double>(d.m), N = static_cast<double>(d.n),
+                 K = static_cast<double>(d.k), B = static_cast<double>(d.batch);
+    t.flops = 2 * B * M * N * K + outs * arith_nodes(k.body);
+    // The epilogue's own loads, once per output.
+    t.global_bytes = out_bytes + outs * load_bytes(k.body);
+    if (plan.gpu && plan.tiles) {
+      // Each tile stages bm x K of A and K x bn of B once (partial tiles load what is inside).
+      const GemmTile& g = kGemmTile;
+      const double tm = std::ceil(M / g.bm), tn = std::ceil(N / g.bn);
+      t.global_bytes += B * item * K * (tn * M + tm * N);
+    } else {
+      // One thread per output reads its row of A and column of B.
+      t.global_bytes += B * M * N * 2 * K * item;
+    }
+    return t;
+  }
+  if (k.library) {
+    t.global_bytes = 2 * out_bytes;
+    return t;
+  }
+  const double R = k.rbody ? static_cast<double>(k.reduce_size()) : 0;
+  t.flops = outs * (arith_nodes(k.body) + R * (arith_nodes(k.rbody) + 1));
+  t.global_bytes = out_bytes + outs * (load_bytes(k.body) + R * load_bytes(k.rbody));
+  return t;
 }
 
 Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
@@ -130,6 +207,11 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
     p.lane_unroll = device.lane_unroll;
   }
   if (device.gpu && device.vector_types && vector4_possible(k)) p.vector4 = true;
+  if (device.gpu && device.block_tiles && k.contract && k.out_dtype == DType::Float32) {
+    // Tiles pay once a block's tile is at least half used along both axes.
+    const Mnk d = mnk(k);
+    if (d.m >= kGemmTile.bm / 2 && d.n >= kGemmTile.bn / 2 && d.k >= 1) p.tiles = true;
+  }
   // RUNE_PLAN, read once: where valid for this kernel on this kind of device, it replaces the
   // default (the bits cannot change; tests/lower/test_plans.cpp checks that they do not).
   static const std::optional<Plan> forced = []() -> std::optional<Plan> {

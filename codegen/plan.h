@@ -23,7 +23,19 @@ struct DeviceDesc {
   bool lane_exchange = false;  // GPU: 8 consecutive threads can exchange values (shuffles)
   bool vector_types = false;   // GPU: float4-style vector loads and stores
   int lane_unroll = 0;         // GPU: unroll hint for a lane thread's loop (loads in flight)
+  bool block_tiles = false;    // GPU: block-shared arrays and a block barrier (tiled products)
 };
+
+// The GPU's tiled float32 matrix product (plan part "tiles"): each block of `threads` threads
+// computes a bm x bn tile of outputs; the k axis is walked in slices of bk, each slice of A and
+// B staged in shared memory by the whole block (coalesced loads), then every thread
+// accumulates its tm x tn outputs (rows ty + 16 i, columns tx + 16 j of the tile) in
+// registers. Each output keeps one fma chain over k in increasing order from +0, the host's:
+// outputs are tiled, k is never split.
+struct GemmTile {
+  int bm = 128, bn = 128, bk = 16, tm = 8, tn = 8, threads = 256;
+};
+inline constexpr GemmTile kGemmTile{};
 
 struct Plan {
   bool gpu = false;
@@ -37,6 +49,8 @@ struct Plan {
   int lane_unroll = 0;
   // GPU: elementwise kernels move 4 outputs per thread as vectors when aligned.
   bool vector4 = false;
+  // GPU: a float32 matrix product runs as kGemmTile (else one thread per output).
+  bool tiles = false;
 
   std::string str() const;  // e.g. "host lanes:vector group:16", "gpu lanes:threads/32 vec4"
   bool operator==(const Plan&) const = default;
@@ -47,6 +61,15 @@ std::optional<Plan> parse_plan(const std::string& text, std::string* error = nul
 
 // Why `plan` cannot run kernel `k` (empty: it can). lower() calls it first.
 std::string validate(const KernelSpec& k, const Plan& plan);
+
+// A kernel's arithmetic and the global memory traffic its plan issues (every load a thread
+// issues to global memory counts, as if no cache served it; shared-memory reads do not): what
+// the plan report (codegen/cuda/kernel_report.h) prints as FLOP per global byte.
+struct Traffic {
+  double flops = 0;         // floating-point and integer ops of the kernel's expressions
+  double global_bytes = 0;  // bytes loaded from and stored to params
+};
+Traffic traffic(const KernelSpec& k, const Plan& plan);
 
 // The default plan of a kernel on a device; RUNE_PLAN (when set and valid for the kernel)
 // replaces it.

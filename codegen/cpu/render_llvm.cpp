@@ -197,7 +197,8 @@ class Printer {
   }
 
   void loop(const Stmt& s) {
-    if (s.loop == Loop::Grid) throw std::logic_error("render_llvm: a grid loop in a host kernel");
+    if (s.loop == Loop::Grid || s.loop == Loop::Blocks || s.loop == Loop::Threads)
+      throw std::logic_error("render_llvm: a GPU loop in a host kernel");
     if (s.loop == Loop::Unrolled) {
       for (int64_t v = arg_int(s.a); v < arg_int(s.b); v += s.step) {
         vars_[s.var] = std::to_string(v);

@@ -94,6 +94,11 @@ std::string nvrtc_version() {
 }
 
 std::string nvrtc_compile(const std::string& source, const std::string& arch) {
+  return nvrtc_compile(source, arch, nullptr);
+}
+
+std::string nvrtc_compile(const std::string& source, const std::string& arch,
+                          std::string* ptxas_log) {
   const auto& n = nvrtc();
   if (!n.lib) throw std::runtime_error("nvrtc_compile: " + n.error);
   nvrtcProgram prog = nullptr;
@@ -109,9 +114,10 @@ std::string nvrtc_compile(const std::string& source, const std::string& arch) {
   // No contraction into FMA, IEEE division / sqrt, denormals kept: the bits of every primitive
   // are those of the host backend.
   std::string arch_opt = "--gpu-architecture=" + arch;
-  const char* opts[] = {arch_opt.c_str(),   "--fmad=false", "--prec-div=true",
-                        "--prec-sqrt=true", "--ftz=false",  "--std=c++17"};
-  r = n.CompileProgram(prog, static_cast<int>(sizeof opts / sizeof opts[0]), opts);
+  std::vector<const char*> opts = {arch_opt.c_str(),   "--fmad=false", "--prec-div=true",
+                                   "--prec-sqrt=true", "--ftz=false",  "--std=c++17"};
+  if (ptxas_log) opts.push_back("--ptxas-options=-v");  // per-function resource lines in the log
+  r = n.CompileProgram(prog, static_cast<int>(opts.size()), opts.data());
   size_t log_size = 0;
   std::string log;
   if (n.GetProgramLogSize(prog, &log_size) == 0 && log_size > 1) {
@@ -133,6 +139,7 @@ std::string nvrtc_compile(const std::string& source, const std::string& arch) {
   r = n.GetCUBIN(prog, cubin.data());
   if (r != 0)
     throw std::runtime_error(std::string("nvrtc_compile: nvrtcGetCUBIN: ") + n.GetErrorString(r));
+  if (ptxas_log) *ptxas_log = log;
   return cubin;
 }
 

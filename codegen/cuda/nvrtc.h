@@ -10,6 +10,10 @@ namespace codegen::cuda {
 // Throws std::runtime_error with NVRTC's log and the numbered source when compilation fails,
 // and a message naming libnvrtc when the library cannot be loaded.
 std::string nvrtc_compile(const std::string& source, const std::string& arch);
+// The same, with ptxas's verbose report (registers, stack, spills, shared memory per function)
+// in *ptxas_log (codegen/cuda/kernel_report.h parses it).
+std::string nvrtc_compile(const std::string& source, const std::string& arch,
+                          std::string* ptxas_log);
 
 // Whether libnvrtc can be loaded (loads it on first call).
 bool nvrtc_available();

@@ -32,6 +32,10 @@ const CDialect& hip_dialect() {
     c.lane_shfl_u64 = "rune_shfl_u64";
     c.lane_unroll = 16;
     c.vector_loads = true;
+    // The tiled product's blocks are 256 threads: 4 wavefronts of 64 or 8 of 32.
+    c.shared_kw = "__shared__";
+    c.block_sync = "__syncthreads()";
+    c.launch_bounds = true;
     c.kernel_qualifier = "extern \"C\" __global__";
     c.device_fn = "static __device__ __forceinline__";
     c.restrict_kw = "__restrict__";

@@ -32,4 +32,16 @@ inline LaunchGeometry launch_geometry(int64_t n, int multiprocessors, int warp_s
   return {static_cast<unsigned>(blocks), static_cast<unsigned>(block)};
 }
 
+// An entry that needs exactly `block` threads per block (block-shared tiles, codegen/lowered.h
+// Entry::block) over n threads (a multiple of block): grid = min(n / block, 8 * multiprocessors),
+// its block-stride loop covers the rest.
+inline LaunchGeometry fixed_block_geometry(int64_t n, int64_t block, int multiprocessors) {
+  if (n <= 0 || block <= 0) return {};
+  if (multiprocessors <= 0) multiprocessors = 1;
+  int64_t blocks = (n + block - 1) / block;
+  int64_t cap = static_cast<int64_t>(kBlocksPerMultiprocessor) * multiprocessors;
+  if (blocks > cap) blocks = cap;
+  return {static_cast<unsigned>(blocks), static_cast<unsigned>(block)};
+}
+
 }  // namespace runtime::gpu

@@ -145,6 +145,20 @@ inline std::vector<Labelled> corpus_reductions() {
   add_program(ks, "batched matmul tanh float64",
               {{DType::Float64, {3, 4, 5}}, {DType::Float64, {3, 5, 2}}},
               [](auto& a) { return std::vector<Tensor>{nx::tanh(nx::matmul(a[0], a[1]))}; });
+  // Tiled float32 products (plan part tiles): edge tiles, transposed operands, a batched
+  // product with an epilogue, and bench_gpu's 4096^2.
+  add_program(ks, "matmul tiled", {{DType::Float32, {130, 70}}, {DType::Float32, {70, 150}}},
+              [](auto& a) { return std::vector<Tensor>{nx::matmul(a[0], a[1])}; });
+  add_program(ks, "matmul tiled transposed",
+              {{DType::Float32, {48, 96}}, {DType::Float32, {80, 48}}}, [](auto& a) {
+                return std::vector<Tensor>{nx::matmul(nx::transpose(a[0]), nx::transpose(a[1]))};
+              });
+  add_program(
+      ks, "matmul tiled batched bias relu",
+      {{DType::Float32, {2, 65, 33}}, {DType::Float32, {2, 33, 72}}, {DType::Float32, {72}}},
+      [](auto& a) { return std::vector<Tensor>{nx::relu(nx::matmul(a[0], a[1]) + a[2])}; });
+  add_program(ks, "matmul 4096", {{DType::Float32, {4096, 4096}}, {DType::Float32, {4096, 4096}}},
+              [](auto& a) { return std::vector<Tensor>{nx::matmul(a[0], a[1])}; });
   add_program(ks, "empty sum", {{DType::Float32, {4, 0}}},
               [](auto& a) { return std::vector<Tensor>{nx::sum(a[0], {1})}; });
   // Library kernels: sort, argsort (rank sorts) and cumsum (one chain per row), every dtype,

@@ -32,6 +32,7 @@ namespace fake_gpu {
 struct Counters {
   std::atomic<int> mem_alloc{0}, mem_free{0}, launches{0}, htod{0}, dtoh{0}, dtod{0}, syncs{0},
       modules{0};
+  std::atomic<int> block_launches{0};  // launches of fixed-block entries (tiled products)
 };
 inline Counters& counters() {
   static Counters c;
@@ -127,16 +128,21 @@ inline constexpr unsigned kThreads = 8;
 using Exchange = unsigned long long (*)(unsigned long long, int);
 using Bind = void (*)(unsigned long long tid, unsigned long long threads, Exchange);
 
-// A kernel: its entry and its module's rune_fake_bind (which sets the thread's id).
+// A kernel: its entry and its module's rune_fake_bind (which sets the thread's id); `block`:
+// 0, or the fixed block size its source declares (rune_fake_block_<name>, a tiled product),
+// which runs as one block of that many host threads.
 struct Function {
   void* entry;
   Bind bind;
+  unsigned block = 0;
 };
 
-// One launch at a time (a mutex in launch): the exchange's slots and barrier are global.
+// One launch at a time (a mutex in launch): the exchange's slots and barriers are global.
 struct Lanes {
+  explicit Lanes(unsigned threads) : block_sync(threads) {}
   unsigned long long slot[kThreads] = {};
   std::barrier<> sync{kThreads};
+  std::barrier<> block_sync;  // the block barrier (exchange with k < 0) of all the launch's threads
 };
 inline Lanes*& current_lanes() {
   static Lanes* l = nullptr;
@@ -144,8 +150,13 @@ inline Lanes*& current_lanes() {
 }
 inline thread_local unsigned this_lane = 0;
 // Lane l gets the value of lane l + k (its own when l + k >= 8); all 8 threads call it together.
+// k < 0: the block barrier (__syncthreads) of a fixed-block entry.
 inline unsigned long long exchange(unsigned long long v, int k) {
   Lanes& g = *current_lanes();
+  if (k < 0) {
+    g.block_sync.arrive_and_wait();
+    return v;
+  }
   g.slot[this_lane] = v;
   g.sync.arrive_and_wait();
   unsigned long long r = this_lane + k < kThreads ? g.slot[this_lane + k] : v;
@@ -156,8 +167,10 @@ inline unsigned long long exchange(unsigned long long v, int k) {
 inline int module_function(void** f, void* m, const char* name) {
   void* entry = dlsym(m, name);
   void* bind = dlsym(m, "rune_fake_bind");
-  if (!entry || !bind) return 500;                         // CUDA_ERROR_NOT_FOUND
-  *f = new Function{entry, reinterpret_cast<Bind>(bind)};  // lives as long as the module
+  if (!entry || !bind) return 500;  // CUDA_ERROR_NOT_FOUND
+  const void* block = dlsym(m, (std::string("rune_fake_block_") + name).c_str());
+  *f = new Function{entry, reinterpret_cast<Bind>(bind),  // lives as long as the module
+                    block ? static_cast<unsigned>(*static_cast<const int*>(block)) : 0u};
   return 0;
 }
 // Every param is 8 bytes (pointers and n); the x86-64 calling convention lets a call pass
@@ -181,11 +194,16 @@ inline int launch(void* f, unsigned grid, unsigned block, void*, void** params, 
                uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
                uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
   const Function& fn = *static_cast<const Function*>(f);
-  Lanes lanes;
+  // A fixed-block entry must be launched with exactly its block size (as on a GPU, where a
+  // different one would compute wrong tiles); it runs as one block, its loops covering the grid.
+  if (fn.block && block != fn.block) return 1;
+  const unsigned n_threads = fn.block ? fn.block : kThreads;
+  if (fn.block) ++counters().block_launches;
+  Lanes lanes(n_threads);
   current_lanes() = &lanes;
   auto run = [&](unsigned t) {
-    this_lane = t;
-    fn.bind(t, kThreads, exchange);
+    this_lane = t % kThreads;
+    fn.bind(t, n_threads, exchange);
     reinterpret_cast<Fn>(fn.entry)(
         a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13],
         a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26],
@@ -194,7 +212,7 @@ inline int launch(void* f, unsigned grid, unsigned block, void*, void** params, 
         a[53], a[54], a[55], a[56], a[57], a[58], a[59], a[60], a[61], a[62], a[63]);
   };
   std::vector<std::thread> threads;
-  for (unsigned t = 1; t < kThreads; ++t) threads.emplace_back(run, t);
+  for (unsigned t = 1; t < n_threads; ++t) threads.emplace_back(run, t);
   run(0);
   for (auto& t : threads) t.join();
   current_lanes() = nullptr;
@@ -288,6 +306,10 @@ inline const codegen::CDialect& host_dialect() {
     c.thread_stride = "rune_fake_threads";
     c.lane_shfl_u32 = "rune_shfl_u32";
     c.lane_shfl_u64 = "rune_shfl_u64";
+    // Tiled products: the launch's host threads are one block sharing `static` arrays.
+    c.shared_kw = "static";
+    c.block_sync = "rune_fake_exchange(0ull, -1)";
+    c.block_size_symbol = "rune_fake_block_";
     // CUDA's vector types, with CUDA's alignment (the kernels check 16-byte alignment).
     c.prelude +=
         "struct alignas(4) uchar4 { unsigned char x, y, z, w; };\n"

@@ -120,6 +120,24 @@ TEST(OnGpu, BroadcastsAndMovementAreBitIdentical) {
                    [](auto& x) { return nx::matmul(x[0], nx::transpose(x[1])); });
 }
 
+// The tiled float32 product (docs/gpu.md): edge tiles, transposed operands, a chain that must
+// stay -0, a batched product with a fused epilogue, and 1024^2 (a grid of 64 tiles).
+TEST(OnGpu, TiledProductsAreBitIdentical) {
+  REQUIRE_GPU();
+  auto r = [](uint64_t k, ir::Shape s) { return nx::randn(nx::key(k), nx::float32, s); };
+  auto mm = [](auto& x) { return nx::matmul(x[0], x[1]); };
+  expect_same_bits(dev, "tiled edges", {r(40, {130, 70}), r(41, {70, 150})}, mm);
+  expect_same_bits(dev, "tiled transposed", {r(42, {40, 96}), r(43, {80, 40})},
+                   [](auto& x) { return nx::matmul(nx::transpose(x[0]), nx::transpose(x[1])); });
+  expect_same_bits(
+      dev, "tiled -0 chain",
+      {nx::full(nx::float32, {64, 17}, -1e-30), nx::full(nx::float32, {17, 70}, 1e-30)}, mm);
+  expect_same_bits(dev, "tiled batched bias relu",
+                   {r(44, {3, 65, 33}), r(45, {3, 33, 72}), r(46, {72})},
+                   [](auto& x) { return nx::relu(nx::matmul(x[0], x[1]) + x[2]); });
+  expect_same_bits(dev, "tiled 1024", {r(47, {1024, 1024}), r(48, {1024, 1024})}, mm);
+}
+
 TEST(OnGpu, TrainingStepIsBitIdentical) {
   REQUIRE_GPU();
   auto loss = [](const Tensor& w1, const Tensor& w2, const Tensor& x, const Tensor& y) {

@@ -51,6 +51,10 @@ int main() {
   // product primitive itself, and elementwise kernels (contiguous, broadcast, strided).
   show("dot_as_sum", nx::sum(nx::reshape(a, {37, 301, 1}) * nx::reshape(b, {1, 301, 40}), {1}));
   show("matmul", nx::matmul(a, b));
+  // At least 64 x 64 outputs: the GPU's tiled plan by default, one thread per output under a
+  // forced plan without `tiles` (the same bits).
+  show("matmul_tiled",
+       nx::matmul(nx::concatenate({a, a * -2.0, a}, 0), nx::concatenate({b, b * 0.5}, 1)));
   show("elementwise", nx::tanh(a) * a + 1.0);
   show("broadcast", a + nx::sum(a, {0}, true));
   show("strided", nx::transpose(a) * 2.0);

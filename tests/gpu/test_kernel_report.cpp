@@ -1,0 +1,80 @@
+// The plan report (codegen/cuda/kernel_report.h): ptxas's resource lines parse, and the tiled
+// float32 product compiles for sm_80 and sm_90 without spills, with its shared tiles, at 16 or
+// more FLOP per global byte at 4096^2 (the one-thread-per-output plan: 0.25). Needs libnvrtc
+// (skips without it); no GPU. Label: nvrtc.
+#include <gtest/gtest.h>
+
+#include "codegen/c_renderer.h"
+#include "codegen/cuda/gpu_source_check.h"
+#include "codegen/cuda/kernel_report.h"
+#include "codegen/cuda/nvrtc.h"
+#include "gpu_corpus.h"
+
+namespace {
+
+using namespace gpu_test;
+
+TEST(KernelReport, ParsesPtxasLines) {
+  const std::string log =
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function 'a' for 'sm_90'\n"
+      "ptxas info    : Function properties for a\n"
+      "ptxas         .     256 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 36 registers, used 1 barriers, 256 bytes cumulative stack size, "
+      "16384 bytes smem\n"
+      "ptxas info    : Compiling entry function 'b' for 'sm_90'\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 8 registers, used 0 barriers\n";
+  auto f = codegen::cuda::parse_ptxas_log(log);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].name, "a");
+  EXPECT_EQ(f[0].registers, 36);
+  EXPECT_EQ(f[0].stack_bytes, 256);
+  EXPECT_EQ(f[0].spill_store_bytes, 8);
+  EXPECT_EQ(f[0].spill_load_bytes, 12);
+  EXPECT_EQ(f[0].shared_bytes, 16384);
+  EXPECT_EQ(f[1].name, "b");
+  EXPECT_EQ(f[1].registers, 8);
+  EXPECT_EQ(f[1].shared_bytes, 0);
+}
+
+const codegen::KernelSpec& corpus_kernel(const std::string& label) {
+  static const auto ks = corpus_reductions();
+  for (const auto& [l, k] : ks)
+    if (l == label) return k;
+  throw std::runtime_error("no corpus kernel " + label);
+}
+
+TEST(KernelReport, TheTiledProductAt4096HasNoSpillsAndAtLeast16FlopPerByte) {
+  const auto& k = corpus_kernel("matmul 4096 #0");
+  ASSERT_TRUE(k.contract);
+  const codegen::Plan plan = codegen::c_plan(k, codegen::cuda_dialect());
+  EXPECT_TRUE(plan.tiles) << plan.str();
+  // The model: each 128 x 128 tile stages 128 x 4096 of A and of B once: 32 FLOP per byte of
+  // A and B (the output's stores bring it just below).
+  const auto t = codegen::traffic(k, plan);
+  EXPECT_DOUBLE_EQ(t.flops, 2.0 * 4096 * 4096 * 4096);
+  EXPECT_GE(t.flops / t.global_bytes, 16.0);
+  codegen::Plan naive = plan;
+  naive.tiles = false;
+  const auto n = codegen::traffic(k, naive);
+  EXPECT_DOUBLE_EQ(n.flops / n.global_bytes, 2.0 * 4096 / (2.0 * 4096 * 4 + 4));
+  if (!codegen::cuda::nvrtc_available())
+    GTEST_SKIP() << "libnvrtc not available: " << codegen::cuda::nvrtc_load_error();
+  for (const char* arch : codegen::kCheckArchs) {
+    auto r = codegen::cuda::report_kernel(k, "matmul 4096", arch);
+    std::printf("%s: %s", arch, codegen::cuda::format_report(r).c_str());
+    ASSERT_EQ(r.functions.size(), 1u) << arch;
+    const auto& f = r.functions[0];
+    EXPECT_GT(f.registers, 0) << arch;
+    EXPECT_LE(f.registers, 255) << arch;
+    EXPECT_EQ(f.spill_store_bytes, 0) << arch;
+    EXPECT_EQ(f.spill_load_bytes, 0) << arch;
+    EXPECT_EQ(f.stack_bytes, 0) << arch;  // the accumulators live in registers, not local memory
+    const auto& g = codegen::kGemmTile;
+    EXPECT_EQ(f.shared_bytes, int64_t{4} * g.bk * (g.bm + g.bn)) << arch;
+    EXPECT_GE(r.flops_per_byte(), 16.0) << arch;
+  }
+}
+
+}  // namespace

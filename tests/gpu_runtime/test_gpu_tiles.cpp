@@ -1,0 +1,111 @@
+// The tiled float32 matrix product (plan part tiles, codegen/plan.h kGemmTile) on the fake CUDA
+// driver: its launches run as one block of 256 host threads sharing the staged slices, with the
+// block barrier, so every index, edge and barrier of the rendered kernel runs here. Each case
+// compares the bits with the host's gemm (the fma chain over k in increasing order) and checks
+// that the tiled kernel ran (a fixed-block launch) or did not (small products).
+#include <cstring>
+#include <functional>
+
+#include "fake_driver.h"
+#include "runtime/gpu/geometry.h"
+#include "test_util.h"
+#include "trace/rune.h"
+
+using nx::Tensor;
+
+namespace {
+
+const bool installed = (fake_gpu::install_fake_cuda(), true);
+const nx::Device kCuda{runtime::DeviceKind::CUDA, 0};
+
+std::vector<uint64_t> bits(const Tensor& t) {
+  auto v = nx::to_array(t);
+  std::vector<uint64_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * 8);
+  return b;
+}
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// f on the host and on CUDA:0 (the same bits); returns the device run's fixed-block launches.
+int expect_host_bits(const Fn& f, const std::vector<Tensor>& args) {
+  EXPECT_TRUE(installed);
+  Tensor want = f(args);
+  std::vector<Tensor> dev;
+  for (const auto& a : args) dev.push_back(nx::place(a, kCuda));
+  int before = fake_gpu::counters().block_launches.load();
+  Tensor got = f(dev);
+  EXPECT_EQ(got.device().name(), "CUDA:0");
+  EXPECT_EQ(bits(got), bits(want));
+  return fake_gpu::counters().block_launches.load() - before;
+}
+
+Tensor randn(uint64_t key, ir::Shape shape) { return nx::randn(nx::key(key), nx::float32, shape); }
+
+Fn matmul() {
+  return [](const std::vector<Tensor>& a) { return nx::matmul(a[0], a[1]); };
+}
+
+// M, N and K off the tile sizes (130 = 128 + 2 rows, 150 columns, K = 70 = 4 slices + 6): the
+// edge tiles stage zeros outside the matrices and the last slice's kk loop stops at K.
+TEST(GpuTiles, EdgeTilesMatchTheHost) {
+  EXPECT_EQ(expect_host_bits(matmul(), {randn(1, {130, 70}), randn(2, {70, 150})}), 1);
+  EXPECT_EQ(expect_host_bits(matmul(), {randn(3, {64, 1}), randn(4, {1, 64})}), 1);
+}
+
+// K and N multiples of 4 (and the views' offsets and strides): the aligned body stages A and B
+// as 4-element vectors; an offset of 1 (a slice) keeps A on the scalar path.
+TEST(GpuTiles, VectorStagingMatchesTheHost) {
+  EXPECT_EQ(expect_host_bits(matmul(), {randn(14, {130, 72}), randn(15, {72, 152})}), 1);
+  Fn sliced = [](const std::vector<Tensor>& a) {
+    return nx::matmul(nx::slice(a[0], {{0, 66}, {1, 73}}), a[1]);
+  };
+  EXPECT_EQ(expect_host_bits(sliced, {randn(16, {66, 73}), randn(17, {72, 68})}), 1);
+}
+
+// Transposed operands (stride 1 along M of A and along K of B) stage along the other axis.
+TEST(GpuTiles, TransposedOperandsMatchTheHost) {
+  Fn f = [](const std::vector<Tensor>& a) {
+    return nx::matmul(nx::transpose(a[0]), nx::transpose(a[1]));
+  };
+  EXPECT_EQ(expect_host_bits(f, {randn(5, {40, 96}), randn(6, {80, 40})}), 1);
+}
+
+// A chain that ends at -0 (every product underflows to -0) stays -0: no output's chain sees a
+// padded k (fma(0, 0, -0) would give +0). K = 17 leaves one element in the second slice.
+TEST(GpuTiles, NoChainSeesAPaddedK) {
+  auto a = nx::full(nx::float32, {64, 17}, -1e-30), b = nx::full(nx::float32, {17, 70}, 1e-30);
+  EXPECT_EQ(expect_host_bits(matmul(), {a, b}), 1);
+  auto r = nx::to_vector<float>(nx::matmul(nx::place(a, kCuda), nx::place(b, kCuda)));
+  EXPECT_TRUE(std::signbit(r[0]) && r[0] == 0.0f);
+}
+
+// Batched products and a fused epilogue (bias, relu) in one tiled kernel, compiled.
+TEST(GpuTiles, BatchedProductsAndEpiloguesMatchTheHost) {
+  auto layer = rune::jit([](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return nx::relu(nx::matmul(x, w) + b);
+  });
+  Fn f = [&](const std::vector<Tensor>& a) { return layer(a[0], a[1], a[2]); };
+  int before = fake_gpu::counters().launches.load();
+  EXPECT_EQ(expect_host_bits(f, {randn(7, {3, 65, 33}), randn(8, {3, 33, 72}), randn(9, {72})}), 1);
+  EXPECT_EQ(fake_gpu::counters().launches.load() - before, 1);  // product and epilogue: one
+}
+
+// Products too small for a tile keep one thread per output (no fixed-block launch), as do
+// float64 products.
+TEST(GpuTiles, SmallAndFloat64ProductsKeepOneThreadPerOutput) {
+  EXPECT_EQ(expect_host_bits(matmul(), {randn(10, {16, 32}), randn(11, {32, 8})}), 0);
+  EXPECT_EQ(expect_host_bits(matmul(), {nx::cast(randn(12, {64, 20}), nx::float64),
+                                        nx::cast(randn(13, {20, 64}), nx::float64)}),
+            0);
+}
+
+// A fixed-block entry launches exactly its block size, a grid of at most 8 blocks per SM.
+TEST(GpuTiles, FixedBlockGeometry) {
+  using runtime::gpu::fixed_block_geometry;
+  EXPECT_EQ(fixed_block_geometry(4 * 256, 256, 132), (runtime::gpu::LaunchGeometry{4, 256}));
+  EXPECT_EQ(fixed_block_geometry(1024 * 256, 256, 2), (runtime::gpu::LaunchGeometry{16, 256}));
+  EXPECT_EQ(fixed_block_geometry(0, 256, 2), runtime::gpu::LaunchGeometry{});
+}
+
+}  // namespace

@@ -38,6 +38,15 @@ inline const std::vector<DType> kFloatTypes = {nx::float16, nx::bfloat16, nx::fl
 
 inline std::string dname(DType t) { return std::string(ir::name(t)); }
 
+// The exact bits of t's values, read as float64 on the host (every dtype converts exactly, so
+// -0 and +0 differ, as do NaNs of another sign or payload): what "bit for bit" compares.
+inline std::vector<uint64_t> bits(const Tensor& t) {
+  std::vector<double> v = nx::to_array(nx::place(t, "CPU"));
+  std::vector<uint64_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * sizeof(double));
+  return b;
+}
+
 // A value of dtype t: floats rounded to t, integers wrapped to t.
 inline Value F(DType t, double v) { return Value::of_float(t, v); }
 inline Value I(DType t, int64_t v) { return Value::of_int(t, v); }

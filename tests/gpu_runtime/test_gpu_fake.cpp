@@ -8,6 +8,7 @@
 #include "fake_driver.h"
 #include "runtime/gpu/context.h"
 #include "runtime/test_donation_checks.cpp"
+#include "test_util.h"
 
 namespace {
 
@@ -19,14 +20,7 @@ INSTANTIATE_TEST_SUITE_P(FakeGpu, OnDevice, testing::Values("CUDA:0"),
 
 const nx::Device kCuda{runtime::DeviceKind::CUDA, 0};
 
-// The exact bits of any dtype's values, read as float64 (every dtype converts exactly, so -0
-// and +0 differ, as do NaNs of another sign or payload): what "bit for bit" compares.
-std::vector<uint64_t> bits(const Tensor& t) {
-  auto v = nx::to_array(t);
-  std::vector<uint64_t> b(v.size());
-  std::memcpy(b.data(), v.data(), v.size() * 8);
-  return b;
-}
+using rt::bits;  // the exact bits of any dtype's values (tests/test_util.h)
 
 TEST(FakeGpu, DeviceFactsAndCountErrors) {
   ASSERT_TRUE(installed);

@@ -18,12 +18,7 @@ namespace {
 const bool installed = (fake_gpu::install_fake_cuda(), true);
 const nx::Device kCuda{runtime::DeviceKind::CUDA, 0};
 
-std::vector<uint64_t> bits(const Tensor& t) {
-  auto v = nx::to_array(t);
-  std::vector<uint64_t> b(v.size());
-  std::memcpy(b.data(), v.data(), v.size() * 8);
-  return b;
-}
+using rt::bits;
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 

@@ -14,6 +14,7 @@
 
 #include "fake_driver.h"
 #include "ir/dtype.h"
+#include "test_util.h"
 #include "trace/rune.h"
 
 namespace {
@@ -41,12 +42,7 @@ double uniform64(uint64_t key, uint64_t index, uint64_t stream) {
 }
 
 // The exact bits of any dtype's values, read as float64 (every dtype converts exactly).
-std::vector<uint64_t> bits(const Tensor& t) {
-  auto v = nx::to_array(nx::place(t, "CPU"));
-  std::vector<uint64_t> b(v.size());
-  std::memcpy(b.data(), v.data(), v.size() * 8);
-  return b;
-}
+using rt::bits;
 
 TEST(Random, FixedValues) {
   // Literal values, so a change to the generator (or to the reference with it) shows here.

@@ -27,13 +27,7 @@ using nx::Tensor;
 // alone, it installs it itself.
 const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
-std::vector<uint64_t> bits(const Tensor& t) {
-  Tensor h = nx::place(t, "CPU");
-  std::vector<uint64_t> out;
-  for (double v : nx::to_vector<double>(nx::cast(h, nx::float64)))
-    out.push_back(std::bit_cast<uint64_t>(v));
-  return out;  // widening to float64 is exact: -0 and NaN stay visible
-}
+using rt::bits;
 
 using Carry = std::pair<Tensor, Tensor>;  // (h [3], running total [])
 

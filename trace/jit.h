@@ -96,7 +96,7 @@ class Jitted<R(Args...)> {
       for (size_t l = a == 0 ? 0 : leaf_end[a - 1]; l < leaf_end[a]; ++l)
         nx::donate(flat.leaves[l]);
     auto trace = [&](const std::vector<nx::Tensor>& stand_ins) {
-      Unflat u{stand_ins, flat.tokens};
+      [[maybe_unused]] Unflat u{stand_ins, flat.tokens};  // unread when f takes no arguments
       std::tuple<std::decay_t<Args>...> a{Tree<std::decay_t<Args>>::build(u)...};
       R r = std::apply(f_, a);
       Flat out;

@@ -55,6 +55,14 @@ std::vector<BufferRef> Program::run(char* const* inputs, size_t n, const BufferR
     if (!owned[s]) owned[s] = allocate(memory, static_cast<size_t>(slot_bytes[s]));
     ptr[s] = static_cast<char*>(owned[s]->data);
   }
+  launch_steps(ptr);
+  std::vector<BufferRef> out;
+  out.reserve(output_slots.size());
+  for (int s : output_slots) out.push_back(std::move(owned[s]));
+  return out;
+}
+
+void Program::launch_steps(char* const* slot_ptrs) const {
   for (const auto& st : steps) {
     constexpr size_t kParams = 64;
     char* bufs[kParams];
@@ -64,13 +72,9 @@ std::vector<BufferRef> Program::run(char* const* inputs, size_t n, const BufferR
       big.resize(st.slots.size());
       b = big.data();
     }
-    for (size_t p = 0; p < st.slots.size(); ++p) b[p] = ptr[st.slots[p]];
-    launcher.launch(st, b);
+    for (size_t p = 0; p < st.slots.size(); ++p) b[p] = slot_ptrs[st.slots[p]];
+    launcher_->launch(st, b);
   }
-  std::vector<BufferRef> out;
-  out.reserve(output_slots.size());
-  for (int s : output_slots) out.push_back(std::move(owned[s]));
-  return out;
 }
 
 }  // namespace runtime

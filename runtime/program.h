@@ -89,6 +89,10 @@ struct Program {
   std::vector<BufferRef> run(const std::vector<char*>& inputs) const {
     return run(inputs.data(), inputs.size());
   }
+  // Launches every step in order with slot s at slot_ptrs[s] (every slot bound by the caller):
+  // run's last part, and what a caller that owns the slots' memory (a loop step rerunning its
+  // body, trace/staged_program.cpp) calls directly.
+  void launch_steps(char* const* slot_ptrs) const;
 
  private:
   const Launcher* launcher_ = nullptr;

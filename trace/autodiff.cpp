@@ -13,10 +13,6 @@ namespace rune::detail {
 
 namespace {
 
-nx::Device device_of(const std::vector<nx::Tensor>& params) {
-  return params.empty() ? nx::default_device() : params[0].device();
-}
-
 // Traces f over stand-ins for `params` (Params 0..n-1); `bindings` holds the params, room for
 // `extra_params` more, then the captured tensors.
 struct Bound : Traced {

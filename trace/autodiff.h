@@ -13,6 +13,7 @@
 
 #include "core/tree.h"
 #include "trace/trace_flat.h"
+#include "trace/tree_util.h"
 
 namespace rune {
 
@@ -34,11 +35,6 @@ Flat flat_with_paths(const P& p, std::vector<std::string>& paths) {
   Tree<P>::flatten(p, f, "");
   f.paths = nullptr;
   return f;
-}
-template <class P>
-P rebuild(const std::vector<nx::Tensor>& leaves, const std::vector<int64_t>& tokens) {
-  Unflat u{leaves, tokens};
-  return Tree<P>::build(u);
 }
 }  // namespace detail
 

@@ -3,6 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/rewrite.h"
 #include "trace/vjp.h"
 
 namespace rune {
@@ -45,41 +46,21 @@ std::vector<NodeRef> rematerialise(const std::vector<NodeRef>& grads,
     auto inner = inner_nodes(b);
     std::unordered_set<NodeRef> mine(inner.begin(), inner.end());
     std::unordered_set<NodeRef> inputs(b.inputs.begin(), b.inputs.end());
-    std::unordered_map<NodeRef, NodeRef> local;
-    for (NodeRef n : ir::toposort(b.outputs)) {  // sources first
-      if (!mine.count(n)) continue;
-      std::vector<NodeRef> src;
-      for (NodeRef s : n->src) {
-        if (inputs.count(s))
-          src.push_back(ir::make(Op::Copy, s->dtype, s->shape, {s}));
-        else if (auto it = local.find(s); it != local.end())
-          src.push_back(it->second);
-        else
-          src.push_back(s);
-      }
-      local[n] = ir::make(n->op, n->dtype, n->shape, std::move(src), n->arg);
-    }
-    for (const auto& [n, r] : local)
-      if (in_forward.count(n)) recomputed.emplace(n, r);
+    // Inner nodes are rebuilt from their rebuilt sources; the block's inputs read as copies;
+    // anything else (leaves, the graph below the inputs) is kept.
+    auto rebuilt = ir::rewrite(inner, [&](NodeRef n, const std::vector<NodeRef>&) -> NodeRef {
+      if (inputs.count(n)) return ir::make(Op::Copy, n->dtype, n->shape, {n});
+      return mine.count(n) ? nullptr : n;
+    });
+    for (size_t i = 0; i < inner.size(); ++i)
+      if (in_forward.count(inner[i])) recomputed.emplace(inner[i], rebuilt[i]);
   }
-  // The backward nodes, reading recomputed values in place of the blocks' inner nodes.
-  std::unordered_map<NodeRef, NodeRef> now;
-  for (NodeRef n : ir::toposort(grads)) {
-    if (auto it = recomputed.find(n); it != recomputed.end()) {
-      now[n] = it->second;
-      continue;
-    }
-    if (in_forward.count(n) || is_leaf(n)) {
-      now[n] = n;
-      continue;
-    }
-    std::vector<NodeRef> src;
-    for (NodeRef s : n->src) src.push_back(now.at(s));
-    now[n] = ir::make(n->op, n->dtype, n->shape, std::move(src), n->arg);
-  }
-  std::vector<NodeRef> out;
-  for (NodeRef g : grads) out.push_back(now.at(g));
-  return out;
+  // The backward nodes, reading recomputed values in place of the blocks' inner nodes (the
+  // other forward nodes are kept as they are).
+  return ir::rewrite(grads, [&](NodeRef n, const std::vector<NodeRef>&) -> NodeRef {
+    if (auto it = recomputed.find(n); it != recomputed.end()) return it->second;
+    return in_forward.count(n) ? n : nullptr;
+  });
 }
 
 size_t count_residuals(const std::vector<NodeRef>& grads,

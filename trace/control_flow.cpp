@@ -7,6 +7,7 @@
 #include "core/ops.h"
 #include "ir/node.h"
 #include "trace/graph_eval.h"
+#include "trace/trace_flat.h"
 #include "trace/tracer.h"
 
 namespace rune::detail {
@@ -15,7 +16,7 @@ namespace {
 
 thread_local int differentiating_depth = 0;
 
-using Avals = std::vector<std::pair<nx::DType, nx::Shape>>;
+using Avals = std::vector<Aval>;
 
 std::string aval_text(nx::DType t, const nx::Shape& s) {
   return std::string(ir::name(t)) + " " + ir::to_string(s);
@@ -33,26 +34,13 @@ struct Body {
 
 // Traces f once over stand-ins with the avals `in` (contiguous, on `device`).
 Body trace_body(const char* api, const Avals& in, nx::Device device, const FlatBody& f) {
-  Tracer tracer(device, static_cast<int>(in.size()));
-  std::vector<nx::Tensor> stand_ins;
-  for (size_t i = 0; i < in.size(); ++i)
-    stand_ins.push_back(
-        tracer.stand_in(static_cast<int>(i), in[i].first, ir::View::contiguous(in[i].second)));
-  std::vector<nx::Tensor> outs;
-  {
-    nx::InterpreterScope scope(&tracer);
-    outs = f(stand_ins);
-  }
+  Traced t = trace_flat(api, in, device, f, static_cast<int>(in.size()), "the body");
   Body b;
-  for (const auto& o : outs) {
-    if (!o.defined())
-      throw std::invalid_argument(std::string(api) + ": the body returned an undefined tensor");
-    b.outputs.push_back(tracer.node_of(o));
-  }
+  b.outputs = std::move(t.outputs);
   b.n_args = in.size();
   b.bindings.resize(in.size());
-  for (const auto& c : tracer.captured()) b.bindings.push_back(c);
-  b.checks = tracer.checks();
+  b.bindings.insert(b.bindings.end(), t.captured.begin(), t.captured.end());
+  b.checks = std::move(t.checks);
   b.device = device;
   return b;
 }
@@ -80,10 +68,6 @@ std::vector<nx::Tensor> run_body(Body& b, const std::vector<nx::Tensor>& args) {
   }
   vals.resize(b.outputs.size());
   return vals;
-}
-
-nx::Device device_of(const std::vector<nx::Tensor>& ts) {
-  return ts.empty() ? nx::default_device() : ts[0].device();
 }
 
 Avals avals_of(const std::vector<nx::Tensor>& ts) {

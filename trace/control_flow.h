@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/tree.h"
+#include "trace/tree_util.h"
 
 namespace rune {
 
@@ -51,19 +52,6 @@ class DifferentiatingScope {
   DifferentiatingScope& operator=(const DifferentiatingScope&) = delete;
 };
 
-template <class T>
-std::pair<Flat, std::vector<std::string>> flatten_named(const T& t) {
-  std::pair<Flat, std::vector<std::string>> r;
-  r.first.paths = &r.second;
-  Tree<T>::flatten(t, r.first, "");
-  r.first.paths = nullptr;
-  return r;
-}
-template <class T>
-T build_from(const std::vector<nx::Tensor>& leaves, const std::vector<int64_t>& tokens) {
-  Unflat u{leaves, tokens};
-  return Tree<T>::build(u);
-}
 }  // namespace detail
 
 // lax.scan: f(carry, x) -> std::pair<Carry, Y>, over the rows of xs (axis 0 of every leaf of
@@ -75,7 +63,7 @@ auto scan(F f, const C& init, const X& xs) {
   using Y = typename Out::second_type;
   static_assert(std::is_same_v<std::decay_t<typename Out::first_type>, C>,
                 "rune::scan: f(carry, x) returns std::pair<Carry, Y> with init's type as Carry");
-  auto [cflat, cpaths] = detail::flatten_named(init);
+  const auto [cflat, cpaths, ctoken_paths] = detail::flatten_with_paths(init);
   Flat xflat;
   Tree<X>::flatten(xs, xflat, "");
   if (xflat.leaves.empty())
@@ -89,7 +77,7 @@ auto scan(F f, const C& init, const X& xs) {
   auto body = [&](const std::vector<nx::Tensor>& in) {
     std::vector<nx::Tensor> c(in.begin(), in.begin() + static_cast<long>(n_carry));
     std::vector<nx::Tensor> x(in.begin() + static_cast<long>(n_carry), in.end());
-    Out o = f(detail::build_from<C>(c, cflat.tokens), detail::build_from<X>(x, xflat.tokens));
+    Out o = f(detail::rebuild<C>(c, cflat.tokens), detail::rebuild<X>(x, xflat.tokens));
     Flat of;
     Tree<C>::flatten(o.first, of, "");
     if (of.tokens != cflat.tokens)
@@ -102,8 +90,7 @@ auto scan(F f, const C& init, const X& xs) {
   };
   auto [carry, ys] =
       detail::scan_flat("rune::scan", body, cflat.leaves, cpaths, xflat.leaves, length);
-  return std::pair<C, Y>{detail::build_from<C>(carry, cflat.tokens),
-                         detail::build_from<Y>(ys, y_tokens)};
+  return std::pair<C, Y>{detail::rebuild<C>(carry, cflat.tokens), detail::rebuild<Y>(ys, y_tokens)};
 }
 
 // lax.fori_loop: carry = body(i, carry) for i in [lo, hi), i an int32 scalar tensor; lo and hi
@@ -113,11 +100,11 @@ C fori_loop(int64_t lo, int64_t hi, F body, const C& init) {
   if (hi < lo)
     throw std::invalid_argument("rune::fori_loop: hi (" + std::to_string(hi) + ") < lo (" +
                                 std::to_string(lo) + ")");
-  auto [cflat, cpaths] = detail::flatten_named(init);
+  const auto [cflat, cpaths, ctoken_paths] = detail::flatten_with_paths(init);
   const size_t n_carry = cflat.leaves.size();
   auto step = [&](const std::vector<nx::Tensor>& in) {
     std::vector<nx::Tensor> c(in.begin(), in.begin() + static_cast<long>(n_carry));
-    C next = body(in[n_carry], detail::build_from<C>(c, cflat.tokens));
+    C next = body(in[n_carry], detail::rebuild<C>(c, cflat.tokens));
     Flat of;
     Tree<C>::flatten(next, of, "");
     if (of.tokens != cflat.tokens)
@@ -130,7 +117,7 @@ C fori_loop(int64_t lo, int64_t hi, F body, const C& init) {
   nx::Tensor is = detail::step_counter(lo, hi, cflat.leaves);
   auto carry =
       detail::scan_flat("rune::fori_loop", step, cflat.leaves, cpaths, {is}, hi - lo, &lo).first;
-  return detail::build_from<C>(carry, cflat.tokens);
+  return detail::rebuild<C>(carry, cflat.tokens);
 }
 
 // lax.while_loop: while cond_fn(carry) (a bool scalar) carry = body_fn(carry). Both are traced
@@ -139,20 +126,20 @@ C fori_loop(int64_t lo, int64_t hi, F body, const C& init) {
 // differentiated (as in JAX).
 template <class P, class B, class C>
 C while_loop(P cond_fn, B body_fn, const C& init) {
-  auto [cflat, cpaths] = detail::flatten_named(init);
+  const auto [cflat, cpaths, ctoken_paths] = detail::flatten_with_paths(init);
   auto cond = [&](const std::vector<nx::Tensor>& in) {
-    return std::vector<nx::Tensor>{cond_fn(detail::build_from<C>(in, cflat.tokens))};
+    return std::vector<nx::Tensor>{cond_fn(detail::rebuild<C>(in, cflat.tokens))};
   };
   auto body = [&](const std::vector<nx::Tensor>& in) {
     Flat of;
-    Tree<C>::flatten(body_fn(detail::build_from<C>(in, cflat.tokens)), of, "");
+    Tree<C>::flatten(body_fn(detail::rebuild<C>(in, cflat.tokens)), of, "");
     if (of.tokens != cflat.tokens)
       throw std::invalid_argument(
           "rune::while_loop: body_fn returned a carry whose structure "
           "differs from init's");
     return of.leaves;
   };
-  return detail::build_from<C>(detail::while_flat(cond, body, cflat.leaves, cpaths), cflat.tokens);
+  return detail::rebuild<C>(detail::while_flat(cond, body, cflat.leaves, cpaths), cflat.tokens);
 }
 
 namespace detail {
@@ -161,7 +148,7 @@ FlatBody branch_body(const char* api, F& fn, const std::vector<int64_t>& in_toke
                      std::vector<int64_t>& out_tokens, bool& seen) {
   return [api, &fn, in_tokens, &out_tokens, &seen](const std::vector<nx::Tensor>& in) {
     Flat of;
-    Tree<R>::flatten(fn(build_from<P>(in, in_tokens)), of, "");
+    Tree<R>::flatten(fn(rebuild<P>(in, in_tokens)), of, "");
     if (seen && of.tokens != out_tokens)
       throw std::invalid_argument(std::string(api) +
                                   ": the branches return trees of different structures");
@@ -187,7 +174,7 @@ auto cond(const nx::Tensor& pred, T true_fn, E false_fn, const P& operands) {
   std::vector<detail::FlatBody> bs{
       detail::branch_body<R, P>("rune::cond", true_fn, in.tokens, out_tokens, seen),
       detail::branch_body<R, P>("rune::cond", false_fn, in.tokens, out_tokens, seen)};
-  return detail::build_from<R>(detail::switch_flat("rune::cond", pred, bs, in.leaves), out_tokens);
+  return detail::rebuild<R>(detail::switch_flat("rune::cond", pred, bs, in.leaves), out_tokens);
 }
 
 // lax.switch: branches[index](operands) for an integer scalar index; an index outside
@@ -202,8 +189,7 @@ R switch_(const nx::Tensor& index, std::vector<std::function<R(const P&)>> branc
   std::vector<detail::FlatBody> bs;
   for (auto& b : branches)
     bs.push_back(detail::branch_body<R, P>("rune::switch_", b, in.tokens, out_tokens, seen));
-  return detail::build_from<R>(detail::switch_flat("rune::switch_", index, bs, in.leaves),
-                               out_tokens);
+  return detail::rebuild<R>(detail::switch_flat("rune::switch_", index, bs, in.leaves), out_tokens);
 }
 
 }  // namespace rune

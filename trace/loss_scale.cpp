@@ -9,7 +9,8 @@ namespace {
 void check_config(const DynamicLossScale& c) {
   const char* api = "rune::optim::DynamicLossScale";
   if (!(c.initial > 0) || !std::isfinite(c.initial))
-    throw std::invalid_argument(std::string(api) + ": initial scale must be positive and finite, got " +
+    throw std::invalid_argument(std::string(api) +
+                                ": initial scale must be positive and finite, got " +
                                 std::to_string(c.initial));
   if (c.period <= 0)
     throw std::invalid_argument(std::string(api) + ": period must be positive, got " +

@@ -32,8 +32,8 @@ nx::Tensor all_finite(const T& tree) {
 // overflowed keeps the old params and optimizer state inside one compiled program.
 template <class T>
 T select_tree(const nx::Tensor& pred, const T& a, const T& b) {
-  return tree_map([&](const nx::Tensor& x, const nx::Tensor& y) { return nx::where(pred, x, y); }, a,
-                  b);
+  return tree_map([&](const nx::Tensor& x, const nx::Tensor& y) { return nx::where(pred, x, y); },
+                  a, b);
 }
 
 struct DynamicLossScale {

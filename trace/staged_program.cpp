@@ -32,27 +32,22 @@ struct LoopPlan {
 // per iteration). Outputs sharing a slot are written once, to the last one's memory.
 class Reruns {
  public:
-  explicit Reruns(const runtime::Program& p) : p_(p), l_(p.launcher()), ptr_(p.slot_bytes.size()) {
+  explicit Reruns(const runtime::Program& p) : p_(p), ptr_(p.slot_bytes.size()) {
     if (p.temp_bytes > 0)
-      temps_ = runtime::allocate(l_.memory(), static_cast<size_t>(p.temp_bytes));
+      temps_ = runtime::allocate(launcher().memory(), static_cast<size_t>(p.temp_bytes));
     for (size_t s = p.n_inputs; s < ptr_.size(); ++s)
       if (p.temp_offset[s] >= 0) ptr_[s] = static_cast<char*>(temps_->data) + p.temp_offset[s];
   }
   void run(char* const* inputs, char* const* outputs) {
     for (int i = 0; i < p_.n_inputs; ++i) ptr_[i] = inputs[i];
     for (size_t o = 0; o < p_.output_slots.size(); ++o) ptr_[p_.output_slots[o]] = outputs[o];
-    for (const auto& st : p_.steps) {
-      bufs_.resize(st.slots.size());
-      for (size_t k = 0; k < st.slots.size(); ++k) bufs_[k] = ptr_[st.slots[k]];
-      l_.launch(st, bufs_.data());
-    }
+    p_.launch_steps(ptr_.data());
   }
-  const runtime::Launcher& launcher() const { return l_; }
+  const runtime::Launcher& launcher() const { return p_.launcher(); }
 
  private:
   const runtime::Program& p_;
-  const runtime::Launcher& l_;
-  std::vector<char*> ptr_, bufs_;
+  std::vector<char*> ptr_;
   runtime::BufferRef temps_;
 };
 

@@ -4,12 +4,17 @@
 #include <string>
 
 #include "core/interpreter.h"
+#include "core/ops.h"
 #include "trace/tracer.h"
 
 namespace rune::detail {
 
+nx::Device device_of(const std::vector<nx::Tensor>& ts) {
+  return ts.empty() ? nx::default_device() : ts[0].device();
+}
+
 Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device device,
-                  const FlatFn& f, int first_capture) {
+                  const FlatFn& f, int first_capture, const char* fn_name) {
   Tracer tracer(device, first_capture);
   Traced t;
   t.device = device;
@@ -26,12 +31,13 @@ Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device de
   }
   for (const auto& o : outs) {
     if (!o.defined())
-      throw std::invalid_argument(std::string(api) + ": f returned an undefined tensor");
+      throw std::invalid_argument(std::string(api) + ": " + fn_name +
+                                  " returned an undefined tensor");
     t.outputs.push_back(tracer.node_of(o));
   }
   t.captured = tracer.captured();
   t.checkpoints = tracer.checkpoints();
-  t.checks = tracer.checks().size();
+  t.checks = tracer.checks();
   return t;
 }
 

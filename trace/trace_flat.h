@@ -24,13 +24,17 @@ struct Traced {
   std::vector<nx::Tensor> captured;  // bound to Params first_capture, first_capture + 1, ...
   nx::Device device;                 // where the graph runs
   std::vector<Tracer::Checkpoint> checkpoints;  // rune::checkpoint blocks met while tracing
-  size_t checks = 0;                            // nx::check calls recorded while tracing
+  std::vector<Tracer::Check> checks;            // nx::check calls recorded while tracing
 };
+
+// Where a function of these tensors is traced and runs: the first one's device (the default
+// device when there are none).
+nx::Device device_of(const std::vector<nx::Tensor>& ts);
 
 // Traces f over stand-ins of `avals` on `device`; captured tensors are numbered from
 // first_capture (>= avals.size(): room for extra params such as cotangents). The caller holds
-// an ir::NodeUse until the graph ran. Raises `<api>: f returned an undefined tensor`.
+// an ir::NodeUse until the graph ran. Raises `<api>: <fn_name> returned an undefined tensor`.
 Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device device,
-                  const FlatFn& f, int first_capture);
+                  const FlatFn& f, int first_capture, const char* fn_name = "f");
 
 }  // namespace rune::detail

@@ -47,6 +47,13 @@ T tree_unflatten(const TreeDef& def, const std::vector<nx::Tensor>& leaves) {
 }
 
 namespace detail {
+// The tree of type T with the structure `tokens` (a Flat's) and these leaves.
+template <class T>
+T rebuild(const std::vector<nx::Tensor>& leaves, const std::vector<int64_t>& tokens) {
+  Unflat u{leaves, tokens};
+  return Tree<T>::build(u);
+}
+
 struct FlatWithPaths {
   Flat flat;
   std::vector<std::string> paths, token_paths;

@@ -5,6 +5,7 @@
 
 #include "core/interpreter.h"
 #include "core/ops.h"
+#include "ir/shape.h"
 #include "trace/batching.h"
 #include "trace/graph_eval.h"
 
@@ -76,12 +77,12 @@ std::vector<nx::Tensor> vmap_flat(const char* api, const std::vector<nx::Tensor>
                                 ": no argument is batched (every in_axes is none)");
 
   ir::NodeUse use;  // the traced graph and its batched form stay until they ran
-  nx::Device device = leaves.empty() ? nx::default_device() : leaves[0].device();
+  nx::Device device = device_of(leaves);
   int n = static_cast<int>(leaves.size());
   Traced t = trace_flat(api, avals, device, f, n);
   // A check's first failing index is a per-example scalar with no batched form yet: refuse
   // rather than drop it.
-  if (t.checks)
+  if (!t.checks.empty())
     throw std::invalid_argument(std::string(api) +
                                 ": f calls nx::check, which vmap does not batch yet; check the "
                                 "batched values outside vmap");
@@ -126,17 +127,12 @@ Aval out_aval(const char* api, const TensorFn& f, const nx::Tensor& x) {
       [&](const std::vector<nx::Tensor>& xs) { return std::vector<nx::Tensor>{f(xs[0])}; }, 1);
   return {t.outputs[0]->dtype, t.outputs[0]->shape};
 }
-int64_t size_of(const nx::Shape& s) {
-  int64_t n = 1;
-  for (auto e : s) n *= e;
-  return n;
-}
 // The unit vectors of a space of shape s, stacked: [size(s)] ++ s, on x's device.
 nx::Tensor basis(nx::DType t, const nx::Shape& s, const nx::Tensor& x) {
   nx::CreateOn on(x.device());
-  nx::Shape b{size_of(s)};
+  nx::Shape b{ir::numel(s)};
   b.insert(b.end(), s.begin(), s.end());
-  return nx::reshape(nx::eye(t, size_of(s)), b);
+  return nx::reshape(nx::eye(t, ir::numel(s)), b);
 }
 void require_float(const char* api, const nx::Tensor& x) {
   if (!ir::is_float(x.dtype()))

@@ -38,16 +38,22 @@ std::pair<Carry, Tensor> rnn_step(const Carry& c, const Tensor& x) {
   return {Carry{h, total}, h * 2.0};
 }
 
-// The same loop unrolled in C++: what scan must equal bit for bit.
-std::pair<Carry, Tensor> rnn_unrolled(const Carry& init, const Tensor& xs) {
+// A scan unrolled in C++ (step over the rows of xs, its outputs stacked): what rune::scan must
+// equal bit for bit.
+template <class Step>
+std::pair<Carry, Tensor> unrolled_scan(const Step& step, const Carry& init, const Tensor& xs) {
   Carry c = init;
   std::vector<Tensor> ys;
   for (int64_t i = 0; i < xs.shape()[0]; ++i) {
-    auto [next, y] = rnn_step(c, nx::index(xs, 0, i));
+    auto [next, y] = step(c, nx::index(xs, 0, i));
     c = next;
     ys.push_back(y);
   }
   return {c, nx::stack(ys, 0)};
+}
+
+std::pair<Carry, Tensor> rnn_unrolled(const Carry& init, const Tensor& xs) {
+  return unrolled_scan(rnn_step, init, xs);
 }
 
 std::pair<Carry, Tensor> rnn_scan(const Carry& init, const Tensor& xs) {
@@ -287,18 +293,8 @@ Tensor scan_loss(const Tensor& w, const Tensor& xs, bool unrolled) {
     Tensor h = nx::tanh(c.first * w + x);
     return std::pair<Carry, Tensor>{Carry{h, c.second + nx::sum(h * h)}, nx::sin(h)};
   };
-  if (!unrolled) {
-    auto [c, ys] = rune::scan(step, init, xs);
-    return c.second + nx::sum(ys);
-  }
-  Carry c = init;
-  std::vector<Tensor> ys;
-  for (int64_t i = 0; i < xs.shape()[0]; ++i) {
-    auto [n, y] = step(c, nx::index(xs, 0, i));
-    c = n;
-    ys.push_back(y);
-  }
-  return c.second + nx::sum(nx::stack(ys, 0));
+  auto [c, ys] = unrolled ? unrolled_scan(step, init, xs) : rune::scan(step, init, xs);
+  return c.second + nx::sum(ys);
 }
 
 // Central differences of f at w along each coordinate.

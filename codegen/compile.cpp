@@ -8,6 +8,7 @@
 
 #include "codegen/backend.h"
 #include "codegen/inplace.h"
+#include "codegen/memory_order.h"
 #include "codegen/schedule.h"
 #include "ir/debug.h"
 #include "ir/hash.h"
@@ -94,6 +95,7 @@ std::shared_ptr<const runtime::Program> build(const std::vector<NodeRef>& roots,
   auto p = std::make_shared<runtime::Program>();
   p->device = device;
   Schedule s = schedule(roots, n_inputs, /*fuse_epilogues=*/true);
+  order_for_memory(s);  // before anything reads the order: the steps, the donation rule
   if (debug_level() >= 3) {
     std::string where = device.kind == runtime::DeviceKind::CPU ? "" : " for " + device.name();
     std::fprintf(stderr, "rune: schedule%s: %zu kernels, %zu slots\n", where.c_str(),

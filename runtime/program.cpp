@@ -1,8 +1,10 @@
 #include "runtime/program.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "runtime/launcher.h"
+#include "runtime/temp_placement.h"
 
 namespace runtime {
 
@@ -13,11 +15,28 @@ void Program::finalize() {
   temp_bytes = 0;
   std::vector<bool> is_output(slot_bytes.size(), false);
   for (int s : output_slots) is_output[s] = true;
+  // Each slot's first and last step. A temporary no step names is kept alive for the whole run
+  // (never shared), so nothing relies on a step list that names every buffer it touches twice.
+  const int last_step = std::max<int>(static_cast<int>(steps.size()) - 1, 0);
+  std::vector<int> first(slot_bytes.size(), -1), last(slot_bytes.size(), -1);
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (int s : steps[i].slots) {
+      if (first[s] < 0) first[s] = static_cast<int>(i);
+      last[s] = static_cast<int>(i);
+    }
+  std::vector<int> temps;
+  std::vector<TempInterval> intervals;
   for (size_t s = n_inputs; s < slot_bytes.size(); ++s) {
     if (is_output[s]) continue;
-    temp_offset[s] = temp_bytes;
-    temp_bytes += (std::max<int64_t>(slot_bytes[s], 1) + align - 1) / align * align;
+    temps.push_back(static_cast<int>(s));
+    if (first[s] < 0)
+      intervals.push_back({slot_bytes[s], 0, last_step});
+    else
+      intervals.push_back({slot_bytes[s], first[s], last[s]});
   }
+  TempPlacement placed = place_temporaries(intervals, align);
+  for (size_t t = 0; t < temps.size(); ++t) temp_offset[temps[t]] = placed.offset[t];
+  temp_bytes = placed.bytes;
 }
 
 std::vector<BufferRef> Program::run(char* const* inputs, size_t n, const BufferRef* reuse) const {

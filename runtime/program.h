@@ -69,13 +69,16 @@ struct Program {
   std::vector<std::vector<int>> inplace_inputs;
   // Temporaries (slots that are neither inputs nor outputs) share one block per run: byte
   // offset of each slot in it (-1 for other slots), and the block's size. Each offset is
-  // aligned as the device's launcher says (host: 64 bytes, GPU: 256). Set by finalize().
+  // aligned as the device's launcher says (host: 64 bytes, GPU: 256). Temporaries are placed by
+  // their lifetimes (runtime/temp_placement.h): one whose last step ran gives its bytes to one
+  // whose first step comes later, which is safe because a program's steps run in order on one
+  // stream and only its own steps see its temporaries. Set by finalize().
   std::vector<int64_t> temp_offset;
   int64_t temp_bytes = 0;
 
   // Chooses the launcher of `device` (a GPU's must exist: raises "<api>: device ... is
   // unavailable" otherwise) and computes temp_offset and temp_bytes; call once the device,
-  // slots and outputs are set.
+  // slots, outputs and steps are set.
   void finalize();
   const Launcher& launcher() const { return *launcher_; }
 

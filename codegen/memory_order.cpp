@@ -1,0 +1,90 @@
+#include "codegen/memory_order.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace codegen {
+
+void order_for_memory(Schedule& s) {
+  const size_t n = s.kernels.size();
+  if (n < 3) return;
+  const size_t n_slots = s.slots.size();
+  std::vector<bool> temp(n_slots, true);
+  for (int i = 0; i < s.n_inputs; ++i) temp[i] = false;
+  for (int o : s.output_slots) temp[o] = false;
+  std::vector<int64_t> bytes(n_slots, 0);
+  for (size_t i = 0; i < n_slots; ++i)
+    if (temp[i]) bytes[i] = std::max<int64_t>(s.slots[i].numel, 1) * itemsize(s.slots[i].dtype);
+  // Per kernel: the distinct slots it reads (slots[1...], less its own output).
+  std::vector<std::vector<int>> reads(n);
+  for (size_t k = 0; k < n; ++k) {
+    const auto& sl = s.kernels[k].slots;
+    for (size_t p = 1; p < sl.size(); ++p)
+      if (sl[p] != sl[0] && std::find(reads[k].begin(), reads[k].end(), sl[p]) == reads[k].end())
+        reads[k].push_back(sl[p]);
+  }
+  // Dependencies from the scheduler's order: per slot, its last writer and its readers since.
+  std::vector<std::vector<int>> after(n);  // kernels that must wait for k
+  std::vector<int> waiting(n, 0);
+  {
+    std::vector<int> last_writer(n_slots, -1);
+    std::vector<std::vector<int>> readers_since(n_slots);
+    std::vector<std::vector<int>> deps(n);
+    for (size_t k = 0; k < n; ++k) {
+      for (int r : reads[k]) {
+        if (last_writer[r] >= 0) deps[k].push_back(last_writer[r]);
+        readers_since[r].push_back(static_cast<int>(k));
+      }
+      int w = s.kernels[k].slots[0];
+      if (last_writer[w] >= 0) deps[k].push_back(last_writer[w]);
+      for (int r : readers_since[w])
+        if (r != static_cast<int>(k)) deps[k].push_back(r);
+      readers_since[w].clear();
+      last_writer[w] = static_cast<int>(k);
+      std::sort(deps[k].begin(), deps[k].end());
+      deps[k].erase(std::unique(deps[k].begin(), deps[k].end()), deps[k].end());
+      waiting[k] = static_cast<int>(deps[k].size());
+      for (int d : deps[k]) after[d].push_back(static_cast<int>(k));
+    }
+  }
+  // Readers still to run per slot; whether a temporary holds memory yet.
+  std::vector<int> unread(n_slots, 0);
+  for (size_t k = 0; k < n; ++k)
+    for (int r : reads[k]) ++unread[r];
+  std::vector<bool> live(n_slots, false);
+  auto gain = [&](size_t k) {  // bytes freed minus bytes allocated by running k now
+    int64_t g = 0;
+    int w = s.kernels[k].slots[0];
+    if (temp[w] && !live[w]) g -= bytes[w];
+    for (int r : reads[k])
+      if (temp[r] && unread[r] == 1) g += bytes[r];
+    return g;
+  };
+  std::vector<int> ready;
+  for (size_t k = 0; k < n; ++k)
+    if (waiting[k] == 0) ready.push_back(static_cast<int>(k));
+  std::vector<KernelSpec> ordered;
+  ordered.reserve(n);
+  while (!ready.empty()) {
+    size_t best = 0;
+    int64_t best_gain = gain(ready[0]);
+    for (size_t i = 1; i < ready.size(); ++i) {
+      int64_t g = gain(ready[i]);
+      if (g > best_gain || (g == best_gain && ready[i] < ready[best])) {
+        best = i;
+        best_gain = g;
+      }
+    }
+    int k = ready[best];
+    ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
+    live[s.kernels[k].slots[0]] = true;
+    for (int r : reads[k]) --unread[r];
+    for (int a : after[k])
+      if (--waiting[a] == 0) ready.push_back(a);
+    ordered.push_back(std::move(s.kernels[k]));
+  }
+  s.kernels = std::move(ordered);
+}
+
+}  // namespace codegen

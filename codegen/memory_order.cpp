@@ -6,6 +6,59 @@
 
 namespace codegen {
 
+namespace {
+
+// The greedy choice is myopic: when every ready kernel allocates, the tie goes to the
+// scheduler's order, which can run a kernel long before its result is read (the recomputed
+// first block of a checkpointed gradient, right after the forward pass, holding its values
+// through the whole backward pass). So, last to first, a kernel that allocates a temporary at
+// least as large as the temporaries it is the last reader of moves down to just before the
+// first kernel that waits for it (and never past the last reader of another temporary it
+// reads): its result is born later by as many steps as what it frees dies later, so no step
+// holds more bytes than before. Last to first, a chain of such kernels moves down together.
+// Dependencies are kept, so the bits are too.
+void sink_allocations(std::vector<int>& order, const std::vector<std::vector<int>>& after,
+                      const std::vector<std::vector<int>>& reads, const std::vector<bool>& temp,
+                      const std::vector<int64_t>& bytes, const Schedule& s) {
+  const size_t n = order.size();
+  std::vector<int> pos(n);
+  auto renumber = [&](size_t from, size_t to) {
+    for (size_t i = from; i <= to; ++i) pos[order[i]] = static_cast<int>(i);
+  };
+  renumber(0, n - 1);
+  std::vector<std::vector<int>> readers(temp.size()), writers(temp.size());
+  for (size_t k = 0; k < n; ++k) {
+    for (int r : reads[k]) readers[r].push_back(static_cast<int>(k));
+    writers[s.kernels[k].slots[0]].push_back(static_cast<int>(k));
+  }
+  for (size_t i = n; i-- > 0;) {
+    const int k = order[i];
+    const int w = s.kernels[k].slots[0];
+    if (!temp[w] || after[k].empty()) continue;
+    bool first_writer = true;  // a slot written twice is allocated by its first writer
+    for (int other : writers[w]) first_writer &= pos[other] >= static_cast<int>(i);
+    if (!first_writer) continue;
+    int to = static_cast<int>(n);
+    for (int a : after[k]) to = std::min(to, pos[a] - 1);
+    int64_t freed = 0;
+    for (int r : reads[k]) {
+      if (!temp[r]) continue;
+      int last = -1;
+      for (int reader : readers[r]) last = std::max(last, pos[reader]);
+      if (last == static_cast<int>(i))
+        freed += bytes[r];  // k is r's last reader: r lives as long as k waits
+      else
+        to = std::min(to, last - 1);  // never past r's last reader
+    }
+    if (freed > bytes[w] || to <= static_cast<int>(i)) continue;
+    order.erase(order.begin() + static_cast<std::ptrdiff_t>(i));
+    order.insert(order.begin() + to, k);
+    renumber(i, static_cast<size_t>(to));
+  }
+}
+
+}  // namespace
+
 void order_for_memory(Schedule& s) {
   const size_t n = s.kernels.size();
   if (n < 3) return;
@@ -64,8 +117,8 @@ void order_for_memory(Schedule& s) {
   std::vector<int> ready;
   for (size_t k = 0; k < n; ++k)
     if (waiting[k] == 0) ready.push_back(static_cast<int>(k));
-  std::vector<KernelSpec> ordered;
-  ordered.reserve(n);
+  std::vector<int> order;  // kernels by their index in the scheduler's order
+  order.reserve(n);
   while (!ready.empty()) {
     size_t best = 0;
     int64_t best_gain = gain(ready[0]);
@@ -82,8 +135,12 @@ void order_for_memory(Schedule& s) {
     for (int r : reads[k]) --unread[r];
     for (int a : after[k])
       if (--waiting[a] == 0) ready.push_back(a);
-    ordered.push_back(std::move(s.kernels[k]));
+    order.push_back(k);
   }
+  sink_allocations(order, after, reads, temp, bytes, s);
+  std::vector<KernelSpec> ordered;
+  ordered.reserve(n);
+  for (int k : order) ordered.push_back(std::move(s.kernels[k]));
   s.kernels = std::move(ordered);
 }
 

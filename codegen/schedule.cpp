@@ -257,16 +257,32 @@ class Scheduler {
   // Materialising never changes bits: a fused kernel rounds every op to its dtype, as the
   // buffer does.
   static constexpr int kRecomputeLimit = 48;
+  // The same when recomputing it would read at least this many buffers that earlier kernels
+  // computed: each reader would load all of them again, and would keep every one of them alive
+  // until the last reader's kernel ran (temporaries are placed by their lifetimes,
+  // runtime/temp_placement.h). A running sum over layers (the residual stream's gradient in a
+  // backward pass: each layer adds its term to the next layer's) is then stored every few
+  // layers, and its terms die there, instead of all living to the last layer's kernel. Program
+  // inputs do not count: they are alive for the whole run anyway. Only values of at least
+  // kStoredBytes: below, a kernel launch costs more than the memory and traffic it saves (the
+  // small training steps of the samples keep their kernels).
+  static constexpr int kRecomputeBufferLimit = 3;
+  static constexpr int64_t kStoredBytes = 16 << 10;
 
   bool costly_to_recompute(NodeRef n) {
     std::unordered_set<NodeRef> seen;
     std::vector<NodeRef> stack{n};
-    int ops = 0;
+    int ops = 0, buffers = 0;
     while (!stack.empty()) {
       NodeRef x = stack.back();
       stack.pop_back();
       if (!seen.insert(x).second) continue;
-      if (x != n && slot_of_.count(x)) continue;  // a buffer: a load
+      if (x != n && slot_of_.count(x)) {  // a buffer: a load
+        if (x->op != Op::Param && ++buffers >= kRecomputeBufferLimit &&
+            numel(n->shape) * itemsize(n->dtype) >= kStoredBytes)
+          return true;
+        continue;
+      }
       switch (op_category(x->op)) {
         case OpCategory::Unary:
         case OpCategory::Binary:

@@ -1,8 +1,10 @@
 #include "runtime/program.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
+#include "ir/debug.h"
 #include "runtime/launcher.h"
 #include "runtime/temp_placement.h"
 
@@ -37,6 +39,26 @@ void Program::finalize() {
   TempPlacement placed = place_temporaries(intervals, align);
   for (size_t t = 0; t < temps.size(); ++t) temp_offset[temps[t]] = placed.offset[t];
   temp_bytes = placed.bytes;
+  if (ir::debug_level() >= 3 && !temps.empty()) print_temp_lifetimes(intervals, temp_bytes);
+}
+
+// DEBUG=3: the temporaries' block against the most bytes alive at one step (a lower bound of
+// any placement), and that step: where a program's memory goes.
+void Program::print_temp_lifetimes(const std::vector<TempInterval>& intervals,
+                                   int64_t block) const {
+  std::vector<int64_t> live(std::max<size_t>(steps.size(), 1), 0);
+  std::vector<int> count(live.size(), 0);
+  for (const auto& t : intervals)
+    for (int i = t.first; i <= t.last; ++i) {
+      live[i] += t.bytes;
+      ++count[i];
+    }
+  const size_t at = static_cast<size_t>(std::max_element(live.begin(), live.end()) - live.begin());
+  std::fprintf(stderr,
+               "rune: memory: %zu temporaries in a block of %lld bytes; at most %lld bytes alive "
+               "(%d temporaries, at step %zu of %zu)\n",
+               intervals.size(), static_cast<long long>(block), static_cast<long long>(live[at]),
+               count[at], at, steps.size());
 }
 
 std::vector<BufferRef> Program::run(char* const* inputs, size_t n, const BufferRef* reuse) const {

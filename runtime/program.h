@@ -22,6 +22,7 @@ namespace gpu {
 class Context;
 }
 class Launcher;
+struct TempInterval;  // runtime/temp_placement.h
 
 using HostKernelFn = void (*)(char** bufs, int64_t lo, int64_t hi);
 // A hand-written library kernel (e.g. the matrix product), with its plan as the first argument.
@@ -98,6 +99,7 @@ struct Program {
   void launch_steps(char* const* slot_ptrs) const;
 
  private:
+  void print_temp_lifetimes(const std::vector<TempInterval>& intervals, int64_t block) const;
   const Launcher* launcher_ = nullptr;
 };
 

@@ -293,6 +293,34 @@ TEST(ScheduleFusion, ACheapSharedComputationIsRecomputed) {
                }));
 }
 
+// A cheap sum of 16 KiB or more that reads three computed buffers and has two readers is stored
+// once: recomputed, each reader would load all three again and keep them alive until the last
+// reader ran (a backward pass's residual stream gradient, a running sum of one term per layer).
+// Smaller, it is recomputed (a launch costs more), as it is when it reads two.
+TEST(ScheduleFusion, ASharedSumOfThreeComputedBuffersIsStored) {
+  auto k = kernels_of({{nx::float32, {4096, 8}}}, [](const std::vector<Tensor>& a) {
+    Tensor g = nx::sum(a[0], {1}, true) + nx::max(a[0], {1}, true) + nx::min(a[0], {1}, true) +
+               nx::prod(a[0], {1}, true);
+    return std::vector<Tensor>{g * 3.0, nx::sqrt(g)};
+  });
+  // (Without the rule each reader recomputed g: the sum twice, and max, min, prod all alive to
+  // the second reader.)
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   "reduce float32 [4096, 1] over [8] by ReduceMax, 1 param, 0+0 ops",
+                   "reduce float32 [4096, 1] over [8] by ReduceMin, 1 param, 0+0 ops",
+                   "reduce float32 [4096, 1] over [8] by ReduceProd, 1 param, 0+0 ops",
+                   "reduce float32 [4096, 1] over [8] by ReduceSum, 4 params, 0+3 ops",  // g
+                   "elementwise float32 [4096, 1], 1 param, 1 ops",                      // g * 3
+                   "elementwise float32 [4096, 1], 1 param, 1 ops",                      // sqrt(g)
+               }));
+  auto small = kernels_of({{nx::float32, {4, 8}}}, [](const std::vector<Tensor>& a) {
+    Tensor g = nx::sum(a[0], {1}, true) + nx::max(a[0], {1}, true) + nx::min(a[0], {1}, true) +
+               nx::prod(a[0], {1}, true);
+    return std::vector<Tensor>{g * 3.0, nx::sqrt(g)};
+  });
+  EXPECT_EQ(small.size(), 5u);  // max, min, prod, then each reader sums and adds again
+}
+
 TEST(ScheduleFusion, AReductionOfAReductionIsTwoKernels) {
   auto k = kernels_of({{nx::float64, {4, 8}}}, [](const std::vector<Tensor>& x) {
     return std::vector<Tensor>{nx::max(nx::sum(x[0], {1}))};

@@ -28,19 +28,28 @@ class HostLauncher : public Launcher {
   bool defers_calls() const override { return false; }
   bool after_runs_at_wait() const override { return false; }
 
+  // Below this much work (items times operations per item) a step runs on the calling thread:
+  // the pool's hand-off costs more than the work.
+  static bool tiny(const Step& st) { return st.items * st.cost < (1 << 15); }
+
+  HostKernelFn inline_kernel(const Step& st) const override {
+    const bool timed = ir::debug_level() >= 2 || profile_enabled();
+    return st.kind == Step::Kind::Kernel && tiny(st) && !timed ? st.host_kernel() : nullptr;
+  }
+
   void launch(const Step& st, char* const* bufs) const override {
     char** b = const_cast<char**>(bufs);  // kernels take char**; they never write the table
     const bool print = ir::debug_level() >= 2, timed = print || profile_enabled();
     auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (st.kind == Step::Kind::Library) {
-      if (st.items * st.cost < (1 << 15))
-        st.library(st.plan.get(), b, 0, st.items);  // tiny: no pool, no std::function
+      if (tiny(st))
+        st.library(st.plan.get(), b, 0, st.items);  // no pool, no std::function
       else
         parallel_for(st.items, st.cost,
                      [&](int64_t lo, int64_t hi) { st.library(st.plan.get(), b, lo, hi); });
     } else {
       HostKernelFn fn = st.host_kernel();
-      if (st.items * st.cost < (1 << 15))
+      if (tiny(st))
         fn(b, 0, st.items);
       else
         parallel_for(st.items, st.cost, [&](int64_t lo, int64_t hi) { fn(b, lo, hi); });

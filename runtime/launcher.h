@@ -68,6 +68,10 @@ class Launcher {
   // "rune: kernel <name> on <device>: <items> items, <us> us, <GB/s> GB/s" and RUNE_PROFILE
   // records a "kernel" span, for every device.
   virtual void launch(const Step& step, char* const* bufs) const = 0;
+  // The function launch(step, ...) would call as fn(bufs, 0, step.items) on the calling thread,
+  // with nothing else to do (a small host kernel, neither timed nor profiled), or null. A caller
+  // that reruns a step many times (a loop step's body) may call it directly: the same work.
+  virtual HostKernelFn inline_kernel(const Step&) const { return nullptr; }
   // Runs, or orders against the device's stream, one call of `p` (see the table above).
   virtual Launched call(const std::shared_ptr<const Program>& p, const Call& c) const = 0;
   // n bytes between the device's memory and host memory (a GPU's read waits for the device

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <optional>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "codegen/compile.h"
 #include "runtime/launcher.h"
@@ -30,25 +32,56 @@ struct LoopPlan {
 // whole loop (on a GPU, reusing it is ordered by the stream as in Program::run), and each run
 // only points its inputs and outputs at the given memory and launches its steps (no allocation
 // per iteration). Outputs sharing a slot are written once, to the last one's memory.
+//
+// Each step's params are bound once: a run patches only the params that are the program's
+// inputs or outputs, and calls a small host kernel directly where its launcher would do just
+// that (Launcher::inline_kernel): a loop's iteration costs its kernels, not their dispatch.
 class Reruns {
  public:
-  explicit Reruns(const runtime::Program& p) : p_(p), ptr_(p.slot_bytes.size()) {
+  explicit Reruns(const runtime::Program& p) : p_(p) {
+    std::vector<char*> ptr(p.slot_bytes.size(), nullptr);
     if (p.temp_bytes > 0)
       temps_ = runtime::allocate(launcher().memory(), static_cast<size_t>(p.temp_bytes));
-    for (size_t s = p.n_inputs; s < ptr_.size(); ++s)
-      if (p.temp_offset[s] >= 0) ptr_[s] = static_cast<char*>(temps_->data) + p.temp_offset[s];
+    for (size_t s = p.n_inputs; s < ptr.size(); ++s)
+      if (p.temp_offset[s] >= 0) ptr[s] = static_cast<char*>(temps_->data) + p.temp_offset[s];
+    // Per slot: where a run's pointer for it comes from (-1: bound now; else an index into
+    // the run's inputs, then its outputs).
+    std::vector<int> source(p.slot_bytes.size(), -1);
+    for (int i = 0; i < p.n_inputs; ++i) source[i] = i;
+    for (size_t o = 0; o < p.output_slots.size(); ++o)
+      source[p.output_slots[o]] = p.n_inputs + static_cast<int>(o);
+    for (const auto& st : p.steps) {
+      Bound b{&st, launcher().inline_kernel(st), {}, {}};
+      for (size_t q = 0; q < st.slots.size(); ++q) {
+        b.bufs.push_back(ptr[st.slots[q]]);
+        if (source[st.slots[q]] >= 0) b.patches.push_back({q, source[st.slots[q]]});
+      }
+      steps_.push_back(std::move(b));
+    }
   }
   void run(char* const* inputs, char* const* outputs) {
-    for (int i = 0; i < p_.n_inputs; ++i) ptr_[i] = inputs[i];
-    for (size_t o = 0; o < p_.output_slots.size(); ++o) ptr_[p_.output_slots[o]] = outputs[o];
-    p_.launch_steps(ptr_.data());
+    const int n_in = p_.n_inputs;
+    for (auto& b : steps_) {
+      for (const auto& [q, from] : b.patches)
+        b.bufs[q] = from < n_in ? inputs[from] : outputs[from - n_in];
+      if (b.inline_fn)
+        b.inline_fn(b.bufs.data(), 0, b.step->items);
+      else
+        launcher().launch(*b.step, b.bufs.data());
+    }
   }
   const runtime::Launcher& launcher() const { return p_.launcher(); }
 
  private:
+  struct Bound {
+    const runtime::Step* step;
+    runtime::HostKernelFn inline_fn;  // non-null: call it directly
+    std::vector<char*> bufs;
+    std::vector<std::pair<size_t, int>> patches;  // (param, source) set by each run
+  };
   const runtime::Program& p_;
-  std::vector<char*> ptr_;
   runtime::BufferRef temps_;
+  std::vector<Bound> steps_;
 };
 
 // Runs the loop: trips times, or while the predicate holds. Two carries serve in turn

@@ -24,7 +24,13 @@ ir::NodeRef Tracer::node_of(const nx::Tensor& t) {
                     " escaped the function that traced it; return it instead");
   // Concrete tensors, and values of an enclosing trace (grad inside jit), are captured: they
   // become extra params bound to those values whenever the graph runs.
-  if (auto it = lifted_.find(&im); it != lifted_.end()) return it->second;
+  // A key is an address, so an entry is valid only while the tensor it was made for lives: a
+  // TensorImpl freed during the trace (a capture of an inner grad's trace, a temporary) leaves
+  // its address to the next one allocated, which must not read the old one's param.
+  if (auto it = lifted_.find(&im); it != lifted_.end()) {
+    if (it->second.tensor.lock().get() == &im) return it->second.node;
+    lifted_.erase(it);
+  }
   int index = n_args_ + static_cast<int>(captured_.size());
   ir::View layout = im.node ? ir::View::contiguous(im.shape) : im.view;
   layout.offset = 0;
@@ -36,7 +42,7 @@ ir::NodeRef Tracer::node_of(const nx::Tensor& t) {
     captured_.push_back(t);
   else
     captured_.push_back(nx::make_concrete(im.dtype, im.buffer, im.view, im.device, im.poison));
-  lifted_[&im] = n;
+  lifted_[&im] = Lifted{t.impl_ptr(), n};
   return n;
 }
 

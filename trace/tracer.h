@@ -3,6 +3,7 @@
 // by the traced function) are lifted to extra params and bound at every call: they are
 // constants of the program.
 #pragma once
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -76,7 +77,13 @@ class Tracer final : public nx::Interpreter {
   std::vector<Check> checks_;
   std::vector<Checkpoint> checkpoints_;
   std::vector<Loop> loops_;
-  std::unordered_map<const nx::TensorImpl*, ir::NodeRef> lifted_;
+  // The param each captured value became, by its TensorImpl's address; `tensor` tells whether
+  // that TensorImpl is still the one at the address (node_of).
+  struct Lifted {
+    std::weak_ptr<nx::TensorImpl> tensor;
+    ir::NodeRef node;
+  };
+  std::unordered_map<const nx::TensorImpl*, Lifted> lifted_;
 };
 
 // The tracer active on this thread, if any.

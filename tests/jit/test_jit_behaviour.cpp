@@ -48,6 +48,28 @@ TEST(Jit, CapturedTensorsAreConstants) {
   EXPECT_EQ(nx::to_vector<float>(f(nx::full(nx::float32, {3}, 3))), (std::vector<float>{3, 6, 9}));
 }
 
+// Captures are found again by their TensorImpl's address; a concrete tensor that dies during
+// the trace leaves its address to the next one allocated. A grad inside jit captures fresh
+// copies of x and y per step, which die with grad's own trace: the 20-step SGD loop unrolled
+// under jit read another step's constants at those addresses (other values each run, up to
+// 1e27; before the fix this failed in about half of the traces).
+TEST(Jit, ACaptureThatDiesLeavesNoStaleConstant) {
+  Tensor x = nx::create(nx::float32, {4, 2}, {1, 0, 0, 1, 1, 1, 2, -1});
+  Tensor y = nx::create(nx::float32, {4, 1}, {1, -1, 0.5, 2});
+  auto sgd = [&](const Tensor& w) {
+    Tensor c = w;
+    for (int i = 0; i < 20; ++i) {
+      auto loss = [&](const Tensor& p) { return nx::mean(nx::square(nx::matmul(x, p) - y)); };
+      c = c - rune::grad(loss, c) * 0.1;
+    }
+    return c;
+  };
+  Tensor w0 = nx::zeros(nx::float32, {2, 1});
+  const auto want = rt::bits(sgd(w0));
+  for (int trace = 0; trace < 6; ++trace)  // each rune::jit traces anew
+    EXPECT_EQ(rt::bits(rune::jit(sgd)(w0)), want) << "trace " << trace;
+}
+
 TEST(Jit, JitInsideJitIsInlined) {
   int inner_traces = 0, outer_traces = 0;
   auto inner = rune::jit([&](const Tensor& x) {

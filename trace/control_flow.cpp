@@ -361,6 +361,8 @@ std::vector<nx::Tensor> switch_flat(const char* api, const nx::Tensor& index,
   return r;
 }
 
+nx::Tensor flip_rows(const nx::Tensor& x) { return x.shape().empty() ? x : nx::flip(x, {0}); }
+
 nx::Tensor step_counter(int64_t lo, int64_t hi, const std::vector<nx::Tensor>& carry) {
   nx::CreateOn on(device_of(carry));
   return nx::arange(nx::int32, static_cast<double>(lo), static_cast<double>(hi));

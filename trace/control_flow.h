@@ -30,6 +30,8 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_flat(
     const char* api, const FlatBody& body, const std::vector<nx::Tensor>& init,
     const std::vector<std::string>& carry_paths, const std::vector<nx::Tensor>& xs, int64_t length,
     const int64_t* counter_lo = nullptr);
+// x flipped along axis 0; a 0-d x as it is (scan_flat then names it).
+nx::Tensor flip_rows(const nx::Tensor& x);
 // int32 [lo, lo + 1, ..., hi - 1] on the carry's device (fori_loop's scanned step counter).
 nx::Tensor step_counter(int64_t lo, int64_t hi, const std::vector<nx::Tensor>& carry);
 std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
@@ -54,11 +56,17 @@ class DifferentiatingScope {
 
 }  // namespace detail
 
+// lax.scan's options. reverse: the steps visit the rows of xs last to first, and ys[i] is still
+// the output of the step that read row i (lax.scan(..., reverse=True)).
+struct ScanOptions {
+  bool reverse = false;
+};
+
 // lax.scan: f(carry, x) -> std::pair<Carry, Y>, over the rows of xs (axis 0 of every leaf of
 // the tree X). Returns (final carry, ys) where ys stacks each step's Y on a new axis 0. The
 // carry keeps init's structure, dtypes and shapes (a mismatch raises naming the leaf).
 template <class F, class C, class X>
-auto scan(F f, const C& init, const X& xs) {
+auto scan(F f, const C& init, const X& xs, ScanOptions options = {}) {
   using Out = std::decay_t<decltype(f(init, xs))>;
   using Y = typename Out::second_type;
   static_assert(std::is_same_v<std::decay_t<typename Out::first_type>, C>,
@@ -88,8 +96,14 @@ auto scan(F f, const C& init, const X& xs) {
     y_tokens.assign(of.tokens.begin() + static_cast<long>(cflat.tokens.size()), of.tokens.end());
     return of.leaves;
   };
+  // reverse scans the rows flipped (a view: nothing is copied) and flips the stacked outputs
+  // back, so under rune::jit it is the same loop step over reversed views.
+  if (options.reverse)
+    for (auto& x : xflat.leaves) x = detail::flip_rows(x);
   auto [carry, ys] =
       detail::scan_flat("rune::scan", body, cflat.leaves, cpaths, xflat.leaves, length);
+  if (options.reverse)
+    for (auto& y : ys) y = detail::flip_rows(y);
   return std::pair<C, Y>{detail::rebuild<C>(carry, cflat.tokens), detail::rebuild<Y>(ys, y_tokens)};
 }
 

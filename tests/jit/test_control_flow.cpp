@@ -91,6 +91,23 @@ TEST_P(ControlFlow, ScanEqualsUnrolledLoop) {
   expect_same(eager, rnn_unrolled(host_init, xs_data()));
 }
 
+// reverse (lax.scan's reverse=True): the steps read the rows last to first and ys[i] is the
+// output of the step that read row i: the unrolled loop over the flipped rows, its ys flipped
+// back. Eagerly and compiled, the same bits.
+TEST_P(ControlFlow, ReverseScanVisitsTheRowsLastToFirst) {
+  Carry init{on(nx::zeros(nx::float32, {3})), on(nx::zeros(nx::float32, {}))};
+  Tensor xs = on(xs_data());
+  auto reversed = [](const Carry& c, const Tensor& x) {
+    return rune::scan(rnn_step, c, x, rune::ScanOptions{.reverse = true});
+  };
+  auto [c, ys] = rnn_unrolled(init, nx::flip(xs, {0}));
+  const std::pair<Carry, Tensor> want{c, nx::flip(ys, {0})};
+  expect_same(reversed(init, xs), want);
+  expect_same(rune::jit(reversed)(init, xs), want);
+  // Not the forward scan: the rows differ, so the carries do.
+  EXPECT_NE(bits(reversed(init, xs).first.first), bits(rnn_scan(init, xs).first.first));
+}
+
 TEST_P(ControlFlow, ForiLoopEqualsUnrolledLoop) {
   auto body = [](const Tensor& i, const Tensor& x) {
     return x * 0.75 + nx::cast(i, nx::float32) * x;

@@ -263,9 +263,11 @@ class Scheduler {
   // runtime/temp_placement.h). A running sum over layers (the residual stream's gradient in a
   // backward pass: each layer adds its term to the next layer's) is then stored every few
   // layers, and its terms die there, instead of all living to the last layer's kernel. Program
-  // inputs do not count: they are alive for the whole run anyway. Only values of at least
-  // kStoredBytes: below, a kernel launch costs more than the memory and traffic it saves (the
-  // small training steps of the samples keep their kernels).
+  // inputs do not count: they are alive for the whole run anyway. Three is where storing
+  // never costs traffic: two readers recomputing load 2 x 3 buffers; storing loads 3, writes 1
+  // and each reader loads 1 (6 either way); more readers or buffers favour the store. Only
+  // values of at least kStoredBytes: below, a kernel launch costs more than the memory and
+  // traffic it saves (the small training steps of the samples keep their kernels).
   static constexpr int kRecomputeBufferLimit = 3;
   static constexpr int64_t kStoredBytes = 16 << 10;
 

@@ -2,7 +2,8 @@
 // MPI_Allreduce (MPI's own algorithm and order), float32 sum, 4 KiB .. 256 MiB, in one run:
 //   mpirun -np 2 build/bench/bench_allreduce [max MiB]
 // Bus bandwidth, as nccl-tests defines it: bytes * 2 (W - 1) / W / time. rune's time includes
-// what its API does around the messages: reading the tensor's bytes and making the result tensor.
+// what its API does around the messages: the one-op program whose host step runs the collective
+// over the tensor's memory (distributed/collective_fn.h) and the result's allocation.
 // C bindings only (Open MPI's mpi.h pulls in its C++ bindings from C++ otherwise).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <stdexcept>
 #include <string>
 
 #include "codegen/backend.h"
@@ -113,6 +114,11 @@ class GpuBackend final : public Backend {
   void set_target(GpuTarget t) { target_ = std::move(t); }
 
   void add_steps(const Schedule& s, runtime::Program& p, CompileStats& stats) override {
+    for (const auto& k : s.kernels)
+      if (k.library && k.library->op == Op::HostCall)
+        throw std::invalid_argument(
+            k.library->host.fn->api() + ": cannot run inside a program for " + p.device.name() +
+            " yet (host calls run in programs for CPU devices); call it between compiled steps");
     runtime::gpu::Context& ctx = runtime::gpu::context(p.device, "rune::compile");
     const GpuTarget target = target_;
     Rendered r = render(s, *target.dialect);

@@ -1,6 +1,7 @@
 // The host backend: each kernel decomposed, rendered as LLVM IR (cpu::render_llvm), compiled
 // by ORC through the kernel disk cache, loaded, and run on the thread pool; matrix products and
-// sorts / scans are library steps with their plans (codegen/cpu/gemm.h, sort_scan.h).
+// sorts / scans are library steps with their plans (codegen/cpu/gemm.h, sort_scan.h); a host call
+// (ir/host_fn.h) is a library step that runs its function on the calling thread.
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -86,6 +87,8 @@ class HostBackend final : public Backend {
     for (const auto& k : s.kernels) {
       if (k.contract)
         p.steps.push_back(gemm_step(k, stats));
+      else if (k.library && k.library->op == Op::HostCall)
+        p.steps.push_back(host_call_step(k));
       else if (k.library)
         p.steps.push_back(sort_scan_step(k));
       else
@@ -184,6 +187,32 @@ class HostBackend final : public Backend {
     st.library = cpu::run_gemm;
     st.plan = std::move(plan);
     st.keep = std::move(epilogue_code);
+    return st;
+  }
+
+  // One call of the function over the whole operand (items 1: never split over the pool, so it
+  // runs on the thread running the program).
+  struct HostCallPlan {
+    std::shared_ptr<const HostFn> fn;
+    DType dtype;
+    Shape in_shape, out_shape;
+    int64_t offset;
+  };
+  static runtime::Step host_call_step(const KernelSpec& k) {
+    const LibraryCall& lib = *k.library;
+    auto plan = std::make_shared<HostCallPlan>(
+        HostCallPlan{lib.host.fn, lib.in_dtype, lib.in_shape, k.shape, lib.offset});
+    runtime::Step st;
+    st.kind = runtime::Step::Kind::Library;
+    st.name = lib.host.fn->describe();
+    st.items = 1;
+    st.bytes = (numel(lib.in_shape) + numel(k.shape)) * itemsize(lib.in_dtype);
+    st.slots = k.slots;
+    st.library = [](const void* p, char** bufs, int64_t, int64_t) {
+      const auto& h = *static_cast<const HostCallPlan*>(p);
+      h.fn->run(bufs[1] + h.offset * itemsize(h.dtype), bufs[0], h.dtype, h.in_shape, h.out_shape);
+    };
+    st.plan = std::move(plan);
     return st;
   }
 

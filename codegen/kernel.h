@@ -11,9 +11,10 @@
 // are read through the views in `contract`; `body` computes each output from its Acc leaf (the
 // product) and, when an epilogue fused, other loads at the output's shape.
 //
-// A library kernel (ir::OpCategory::Library: Sort, Argsort, Cumsum) has `library` set and neither
-// body nor rbody: param 1 is the operand, contiguous over `shape` from element `offset`; the op
-// acts along the last axis of `shape`, row by row.
+// A library kernel (ir::OpCategory::Library: Sort, Argsort, Cumsum, HostCall) has `library` set and
+// neither body nor rbody: param 1 is the operand, contiguous from element `offset`; Sort, Argsort
+// and Cumsum act along the last axis of `shape` (the operand's shape too), row by row; a HostCall
+// runs its host function once over the operand (`in_shape`) into the output (`shape`).
 #pragma once
 #include <memory>
 #include <optional>
@@ -38,11 +39,14 @@ struct Contraction {
   bool operator==(const Contraction&) const = default;
 };
 
-// The operation of a library kernel and its operand's dtype and first element.
+// The operation of a library kernel and its operand's dtype and first element; a HostCall's
+// function and operand shape.
 struct LibraryCall {
   ir::Op op = ir::Op::Sort;
   ir::DType in_dtype = ir::DType::Float32;
   int64_t offset = 0;
+  ir::HostFnArg host = {};
+  ir::Shape in_shape = {};
   bool operator==(const LibraryCall&) const = default;
 };
 

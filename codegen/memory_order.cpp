@@ -84,10 +84,16 @@ void order_for_memory(Schedule& s) {
     std::vector<int> last_writer(n_slots, -1);
     std::vector<std::vector<int>> readers_since(n_slots);
     std::vector<std::vector<int>> deps(n);
+    int last_host = -1;
     for (size_t k = 0; k < n; ++k) {
       for (int r : reads[k]) {
         if (last_writer[r] >= 0) deps[k].push_back(last_writer[r]);
         readers_since[r].push_back(static_cast<int>(k));
+      }
+      // Host calls (ir/host_fn.h) keep the scheduler's order among themselves.
+      if (s.kernels[k].library && s.kernels[k].library->op == ir::Op::HostCall) {
+        if (last_host >= 0) deps[k].push_back(last_host);
+        last_host = static_cast<int>(k);
       }
       int w = s.kernels[k].slots[0];
       if (last_writer[w] >= 0) deps[k].push_back(last_writer[w]);

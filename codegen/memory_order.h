@@ -13,8 +13,9 @@ namespace codegen {
 // it allocates runs next (ties: the earlier kernel of the scheduler's order). A kernel depends
 // on every earlier kernel that shares a slot with it where either writes that slot (reads
 // after writes, writes after reads and after writes keep their order), so every kernel reads
-// what it read before and the bits are the same. Inputs and outputs weigh nothing: they are
-// held for the whole run anyway.
+// what it read before and the bits are the same. Host calls (ir::Op::HostCall) also keep their
+// order among themselves. Inputs and outputs weigh nothing: they are held for the whole run
+// anyway.
 void order_for_memory(Schedule& s);
 
 }  // namespace codegen

@@ -23,9 +23,12 @@ size_t KernelSpec::hash() const {
       for (auto d : v->strides) h = h * 139 + static_cast<size_t>(d);
       h = h * 149 + static_cast<size_t>(v->offset);
     }
-  if (library)
+  if (library) {
     h = (h * 151 + static_cast<size_t>(library->op)) * 157 +
         static_cast<size_t>(library->in_dtype) * 163 + static_cast<size_t>(library->offset);
+    if (library->host.fn)
+      for (auto w : library->host.fn->key()) h = h * 167 + static_cast<size_t>(w);
+  }
   if (contract) h = h * 151 + static_cast<size_t>(contract->a_param * 8 + contract->b_param);
   return h ^ (static_cast<size_t>(reduce_op) << 3) ^ static_cast<size_t>(out_dtype);
 }
@@ -109,10 +112,18 @@ class Scheduler {
   }
 
   Schedule run() {
+    // Host calls first, in the structural order of the graph (a post-order walk from the roots,
+    // the same in every process that traced the same function; a call feeding another comes
+    // first): order_for_memory keeps their relative order, so processes exchanging data in
+    // them (rune::distributed's collectives) make their calls in the same order.
+    for (NodeRef n : toposort(roots_))
+      if (n->op == Op::HostCall) realize(n);
     for (size_t i = 0; i < roots_.size(); ++i) {
       NodeRef r = roots_[i];
       int slot = out_.output_slots[i];
       auto it = slot_of_.find(r);
+      if (r->op == Op::HostCall && it != slot_of_.end() && it->second == slot)
+        continue;  // realised first, into its output slot
       if (it != slot_of_.end() || r->op == Op::Param) {
         // Already materialised (an input or an earlier root): copy it into this output.
         NodeRef c = make(Op::Copy, r->dtype, r->shape, {r});
@@ -229,6 +240,13 @@ class Scheduler {
     k_.out_dtype = target->dtype;
     k_.slots = {slot, sx};
     k_.library = LibraryCall{target->op, x->dtype, vx.offset};
+    if (target->op == Op::HostCall) {
+      // Always a step, even over no elements: the function may talk to other processes.
+      k_.library->host = std::get<HostFnArg>(target->arg);
+      k_.library->in_shape = x->shape;
+      out_.kernels.push_back(k_);
+      return;
+    }
     if (numel(k_.shape) > 0) out_.kernels.push_back(k_);
   }
 
@@ -612,7 +630,8 @@ std::string slot_list(const std::vector<int>& slots, size_t from) {
 std::string describe(const KernelSpec& k) {
   std::string s;
   if (k.library)
-    s = "library " + std::string(op_name(k.library->op));
+    s = "library " +
+        (k.library->host.fn ? k.library->host.fn->describe() : std::string(op_name(k.library->op)));
   else if (k.contract)
     s = "contract";
   else if (k.rbody)

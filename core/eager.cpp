@@ -88,6 +88,10 @@ void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape,
         } else if constexpr (std::is_same_v<T, ir::Pairs>) {
           v.push_back(static_cast<int64_t>(a.size()));
           for (auto [x, y] : a) v.push_back(x), v.push_back(y);
+        } else if constexpr (std::is_same_v<T, ir::HostFnArg>) {
+          const auto& k = a.fn->key();
+          v.push_back(static_cast<int64_t>(k.size()));
+          v.insert(v.end(), k.begin(), k.end());
         } else if constexpr (!std::is_same_v<T, std::monostate>) {
           throw std::logic_error("nx: unexpected eager op argument");
         }

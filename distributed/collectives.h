@@ -1,13 +1,23 @@
-// Collectives over a rune::distributed::Communicator on concrete (eager) tensors. Every rank of
-// the communicator makes the same calls in the same order with tensors of the same dtype and
-// shape; a small header exchange checks that first and raises on every rank, naming the ranks
-// that differ and what each passed.
+// Collectives over a rune::distributed::Communicator, on concrete tensors (eagerly) and on
+// traced ones inside rune::jit, where each becomes one step of the compiled program (the same
+// HostCall primitive in both cases, distributed/collective_fn.h, so both give the same bits).
+// Every rank of the communicator makes the same calls in the same order with tensors of the same
+// dtype and shape; a small header exchange checks that first and raises on every rank, naming
+// the ranks that differ and what each passed. Inside one compiled program the collectives run in
+// an order fixed by the program's structure (a collective feeding another runs first), the same
+// on every rank running the same function.
 //
 // Determinism: all_reduce and reduce_scatter never use MPI's reductions (whose order over ranks
 // is unspecified). The element range is cut into one chunk per rank; rank c receives chunk c
 // from every rank and folds it in rank order, ((x_0 op x_1) op x_2) ..., then (all_reduce) every
 // rank receives every reduced chunk. So the result has the same bits on every rank, and the same
 // bits as one process computing x_0 + x_1 + ... left to right.
+//
+// Gradients (rune::grad, vjp, jvp), as the transposes of JAX's pmap collectives (every rank
+// holds its own x; psum's transpose is psum): all_reduce(Sum)'s vjp is all_reduce(Sum) of the
+// cotangent, Mean's all_reduce(Mean); all_gather's is reduce_scatter(Sum) and reduce_scatter's
+// all_gather (Mean: divided by the world size); broadcast's is the sum of the cotangents on the
+// root and zero elsewhere. ReduceOp::Max raises: it has no gradient here.
 #pragma once
 #include "core/tensor.h"
 #include "distributed/communicator.h"

@@ -1,11 +1,14 @@
-// rune::distributed: a communicator over the processes of one job (the ranks an MPI launcher
-// started) and the point-to-point exchange the collectives (distributed/collectives.h) are built
-// from. Built without MPI, every entry point raises rune::distributed::distributed_error saying so.
+// rune::distributed: a communicator over the processes of one job and the point-to-point
+// exchange the collectives (distributed/collectives.h) are built from. The ranks are started by
+// an MPI launcher (mpirun; the MPI transport), or by anything that sets RUNE_RANK,
+// RUNE_WORLD_SIZE and RUNE_MASTER_ADDR (the TCP transport, distributed/transport.h). Built
+// without MPI, only the TCP transport is there: init() under a launcher raises saying so.
 //
 // Invariants: every wait has a deadline (the communicator's timeout, RUNE_DISTRIBUTED_TIMEOUT
-// seconds, default 300), so no call blocks forever; a collective that failed (timeout, mismatch)
-// leaves the communicator broken, and every later collective on it raises at once (messages of
-// the failed call may still be in flight, so the message stream no longer lines up).
+// seconds, default 300), so no call blocks forever; a collective that failed (timeout, mismatch,
+// a lost peer) leaves the communicator broken, and every later collective on it raises at once
+// (messages of the failed call may still be in flight, so the message stream no longer lines
+// up).
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -33,6 +36,8 @@ class Communicator {
   // Raises naming the value unless seconds > 0.
   void set_timeout(double seconds);
   bool defined() const { return impl_ != nullptr; }
+  // "MPI" or "TCP".
+  const char* transport() const;
 
   struct Impl;
   explicit Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -42,10 +47,14 @@ class Communicator {
   std::shared_ptr<Impl> impl_;
 };
 
-// Starts MPI once (later calls return the same communicator): the rank and world size come from
-// the launcher (mpirun). RUNE_WORLD_SIZE / RUNE_RANK, where set, must agree with it, so a job
-// started with the wrong -np fails here, naming both numbers. RUNE_DISTRIBUTED_TIMEOUT (seconds)
-// sets the timeout. MPI is finalized at exit (or by finalize()).
+// Joins the job once (later calls return the same communicator). Under an MPI launcher (or with
+// no RUNE_MASTER_ADDR) it starts MPI: the rank and world size come from the launcher, and
+// RUNE_WORLD_SIZE / RUNE_RANK, where set, must agree with it, so a job started with the wrong -np
+// fails here, naming both numbers. Without a launcher and with RUNE_MASTER_ADDR (host:port),
+// RUNE_RANK and RUNE_WORLD_SIZE set, the ranks meet over TCP (rank 0 listens at the address), as
+// torch.distributed does; a rank missing at the timeout makes the others raise, naming it.
+// RUNE_DISTRIBUTED_TIMEOUT (seconds) sets the timeout. The transport is finalized at exit (or by
+// finalize()).
 Communicator init();
 void finalize();
 

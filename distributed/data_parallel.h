@@ -1,16 +1,20 @@
-// rune::data_parallel: data-parallel training over a communicator. Each rank runs the user's
+// rune::data_parallel: data-parallel training over a communicator (one process per rank) or over
+// several devices of this process (CPU:1, CPU:2, ...). Each rank or device runs the user's
 // gradient step, compiled with rune::jit, on its shard of the batch; the loss and gradients are
-// all-reduced (one collective per dtype over a flat bucket of every leaf, distributed/
-// collectives.h) and averaged, so every rank then holds the same bits and applies the same
-// optimizer update: parameters stay identical on every rank.
+// then summed in rank (device) order and divided by their number. Over a communicator that is an
+// all_reduce (one collective per dtype over a flat bucket of every leaf, distributed/
+// collectives.h), so every rank then holds the same bits and applies the same optimizer update:
+// parameters stay identical on every rank. Over devices the shards run concurrently on the
+// devices' streams and the sum is taken on the host, where the parameters stay (one copy).
 //
 // Guarantee (tested): the result is bit for bit what one process gets by running the same
 // compiled step on shard 0, 1, ..., W-1, summing the results left to right in rank order and
-// dividing by W.
+// dividing by W; over W devices it is the same bits as over W ranks.
 #pragma once
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "core/nx.h"
 #include "distributed/collectives.h"
@@ -28,6 +32,14 @@ inline void check_shardable(const char* api, const nx::Tensor& x, int size) {
                             ": the leading axis must be a multiple of the world size " +
                             std::to_string(size));
 }
+// Raises naming the list unless it holds at least one device and none twice.
+void check_devices(const char* api, const std::vector<nx::Device>& devices);
+// parts[i][k]: leaf k of device i's result. Per leaf: the sum over i in order, on the host, then
+// divided by the count (the bits of all_reduce(Mean) over that many ranks), placed on `home`.
+// Raises naming the leaf unless every leaf has a float dtype.
+std::vector<nx::Tensor> mean_in_order(const char* api,
+                                      const std::vector<std::vector<nx::Tensor>>& parts,
+                                      nx::Device home);
 inline nx::Tensor shard(const char* api, const nx::Tensor& x, int rank, int size) {
   check_shardable(api, x, size);
   const int64_t n = x.shape()[0] / size;
@@ -44,10 +56,16 @@ class DataParallel {
  public:
   DataParallel(Step step, distributed::Communicator comm)
       : comm_(std::move(comm)), step_(rune::jit(std::move(step))) {}
+  // Over devices of this process: shard i runs on devices[i] (at least one, no repeats).
+  DataParallel(Step step, std::vector<nx::Device> devices)
+      : devices_(std::move(devices)), step_(rune::jit(std::move(step))) {
+    distributed::detail::check_devices("rune::data_parallel", devices_);
+  }
 
   template <class Params, class... Batch>
   auto operator()(const Params& params, const Batch&... batch) {
     static constexpr const char* api = "rune::data_parallel";
+    if (!devices_.empty()) return over_devices(api, params, batch...);
     // Left to right, so the first bad batch tensor is the one named.
     (distributed::detail::check_shardable(api, batch, comm_.size()), ...);
     auto local =
@@ -63,9 +81,34 @@ class DataParallel {
   }
 
   const distributed::Communicator& communicator() const { return comm_; }
+  const std::vector<nx::Device>& devices() const { return devices_; }
   size_t traces() const { return step_.traces(); }
 
  private:
+  // Every shard's step is queued on its device's stream first (they run concurrently), then the
+  // results are read back and summed on the host in device order: the all_reduce's fold.
+  template <class Params, class... Batch>
+  auto over_devices(const char* api, const Params& params, const Batch&... batch) {
+    const int n = static_cast<int>(devices_.size());
+    (distributed::detail::check_shardable(api, batch, n), ...);
+    using Result = decltype(step_(params, batch...));
+    std::vector<Result> locals;
+    for (int i = 0; i < n; ++i) {
+      const nx::Device d = devices_[static_cast<size_t>(i)];
+      auto [pl, pdef] = tree_flatten(params);
+      for (auto& leaf : pl) leaf = nx::place(leaf, d);
+      locals.push_back(step_(tree_unflatten<Params>(pdef, pl),
+                             nx::place(distributed::detail::shard(api, batch, i, n), d)...));
+    }
+    auto [first, def] = tree_flatten(locals[0]);
+    std::vector<std::vector<nx::Tensor>> parts{first};
+    for (int i = 1; i < n; ++i) parts.push_back(tree_flatten(locals[static_cast<size_t>(i)]).first);
+    const nx::Device home = tree_flatten(params).first.empty()
+                                ? nx::Device::cpu()
+                                : tree_flatten(params).first[0].device();
+    return tree_unflatten<Result>(def, distributed::detail::mean_in_order(api, parts, home));
+  }
+
   template <class Result>
   Result reduce(const char* api, const Result& local) {
     auto [leaves, def] = tree_flatten(local);
@@ -75,12 +118,18 @@ class DataParallel {
   }
 
   distributed::Communicator comm_;
+  std::vector<nx::Device> devices_;  // empty: over comm_
   decltype(rune::jit(std::declval<Step>())) step_;
 };
 
 template <class Step>
 DataParallel<Step> data_parallel(Step step, distributed::Communicator comm) {
   return DataParallel<Step>(std::move(step), std::move(comm));
+}
+// Over devices of this process, e.g. data_parallel(step, {nx::Device::parse("CPU:1", ...), ...}).
+template <class Step>
+DataParallel<Step> data_parallel(Step step, std::vector<nx::Device> devices) {
+  return DataParallel<Step>(std::move(step), std::move(devices));
 }
 
 namespace distributed {

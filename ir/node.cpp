@@ -55,6 +55,8 @@ size_t hash_arg(const Arg& a) {
           h = mix(h, v.hash());
         else if constexpr (std::is_same_v<T, LoadArg>)
           h = mix(mix(h, v.param), v.view.hash());
+        else if constexpr (std::is_same_v<T, HostFnArg>)
+          for (auto x : v.fn->key()) h = mix(h, static_cast<size_t>(x));
       },
       a);
   return h;
@@ -217,6 +219,7 @@ const std::vector<int64_t>& arg_ints(NodeRef n) { return get_arg<std::vector<int
 const Pairs& arg_pairs(NodeRef n) { return get_arg<Pairs>(n, "pairs"); }
 const View& arg_view(NodeRef n) { return get_arg<View>(n, "view"); }
 const LoadArg& arg_load(NodeRef n) { return get_arg<LoadArg>(n, "load"); }
+const HostFn& arg_host_fn(NodeRef n) { return *get_arg<HostFnArg>(n, "host function").fn; }
 
 std::vector<NodeRef> toposort(const std::vector<NodeRef>& roots) {
   std::vector<NodeRef> order;
@@ -259,6 +262,8 @@ std::string to_string(NodeRef root) {
           else if constexpr (std::is_same_v<T, LoadArg>)
             os << " p" << v.param << " view" << to_string(v.view.shape) << to_string(v.view.strides)
                << "+" << v.view.offset;
+          else if constexpr (std::is_same_v<T, HostFnArg>)
+            os << " " << v.fn->describe();
         },
         n->arg);
     os << "\n";

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/dtype.h"
+#include "ir/host_fn.h"
 #include "ir/shape.h"
 
 namespace ir {
@@ -56,8 +57,8 @@ struct LoadArg {
   bool operator==(const LoadArg&) const = default;
 };
 // The closed set of node arguments.
-using Arg =
-    std::variant<std::monostate, int64_t, double, std::vector<int64_t>, Pairs, View, LoadArg>;
+using Arg = std::variant<std::monostate, int64_t, double, std::vector<int64_t>, Pairs, View,
+                         LoadArg, HostFnArg>;
 
 struct Node;
 using NodeRef = const Node*;
@@ -109,6 +110,7 @@ const std::vector<int64_t>& arg_ints(NodeRef n);
 const Pairs& arg_pairs(NodeRef n);
 const View& arg_view(NodeRef n);
 const LoadArg& arg_load(NodeRef n);
+const HostFn& arg_host_fn(NodeRef n);
 
 // Nodes reachable from roots, sources before users, in a deterministic order.
 std::vector<NodeRef> toposort(const std::vector<NodeRef>& roots);

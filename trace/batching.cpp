@@ -83,6 +83,11 @@ constexpr Rule batch_Dot = same_arg;
 constexpr Rule batch_Sort = same_arg;
 constexpr Rule batch_Argsort = same_arg;
 constexpr Rule batch_Cumsum = same_arg;
+// Host calls (rune::distributed's collectives) have no batching rule yet.
+BatchedNode batch_HostCall(NodeRef n, const std::vector<BatchedNode>&, int64_t) {
+  throw std::invalid_argument("rune::vmap: " + ir::arg_host_fn(n).api() +
+                              " cannot be batched yet; call it outside rune::vmap");
+}
 // Gather(x, idx) along `axis`: both gain the batch axis (x.shape[0] == idx.shape[0] == B, as the
 // primitive requires off its axis), and the gather axis moves up by one.
 constexpr Rule batch_Gather = shifted_axis;

@@ -266,6 +266,8 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
       return {flip_last(ir::make(Op::Cumsum, g->dtype, g->shape, {flip_last(g)}))};
     case Op::Sort:
       return {unsort(A(0), g)};
+    case Op::HostCall:  // the function's own rule (rune::distributed: docs/distributed.md)
+      return {ir::arg_host_fn(n).vjp(n, g)};
     case Op::Gather:  // issue 18 "Indexing": the indices get no gradient
       return {ungather(A(0), A(1), g, ir::arg_int(n)), none};
     case Op::ReduceSum:

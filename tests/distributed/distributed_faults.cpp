@@ -5,6 +5,8 @@
 //   mismatch:    rank 0 passes float32 [4], rank 1 float32 [3]: both raise naming both; the
 //                communicator is broken after.
 //   world_size:  RUNE_WORLD_SIZE=3 under -np 2: init must raise naming both numbers.
+//   jit_mismatch: as mismatch, with the all_reduce inside a rune::jit program: the compiled
+//                program raises on both ranks naming both shapes, and the argument is intact.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 
 #include "core/nx.h"
 #include "distributed/collectives.h"
+#include "trace/jit.h"
 
 namespace dist = rune::distributed;
 
@@ -99,6 +102,30 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "FAIL: rank %d: mismatched shapes were accepted\n", r);
     return 1;
   }
-  std::fprintf(stderr, "usage: distributed_faults never_calls|mismatch|world_size|dies\n");
+  if (mode == "jit_mismatch") {
+    dist::Communicator comm = dist::init();
+    const int r = comm.rank();
+    auto x = nx::create(nx::float32, {r == 0 ? 4 : 3}, std::vector<double>(r == 0 ? 4 : 3, 1.5));
+    auto f =
+        rune::jit([comm](const nx::Tensor& v) { return dist::all_reduce(comm, v * 2.0) + 1.0; });
+    try {
+      f(x);
+    } catch (const dist::distributed_error& e) {
+      int rc =
+          expect_message(e.what(), {"rune::distributed::all_reduce: the ranks disagree: rank 1 "
+                                    "passed float32 [3] (op sum) but rank 0 passed float32 "
+                                    "[4] (op sum) (seen on rank " +
+                                    std::to_string(r) + ")"});
+      if (nx::to_vector<float>(x) != std::vector<float>(r == 0 ? 4 : 3, 1.5f)) {
+        std::fprintf(stderr, "FAIL: the argument changed\n");
+        return 1;
+      }
+      return rc;
+    }
+    std::fprintf(stderr, "FAIL: rank %d: mismatched shapes were accepted inside jit\n", r);
+    return 1;
+  }
+  std::fprintf(stderr,
+               "usage: distributed_faults never_calls|mismatch|jit_mismatch|world_size|dies\n");
   return 2;
 }

@@ -1,0 +1,245 @@
+// rune::distributed without an MPI launcher: this binary starts copies of itself as the ranks,
+// with RUNE_RANK, RUNE_WORLD_SIZE and RUNE_MASTER_ADDR set (as torch.distributed's launcher
+// does), and checks how each exits. Scenarios (argv[1]):
+//   collectives: 2 ranks over TCP; every collective, one inside rune::jit, a gradient through
+//                all_reduce and a data_parallel step give the exact rank-order results.
+//   never_joins: only rank 0 starts (timeout 1 s): init raises within the timeout, naming
+//                rank 1 and the address.
+//   dies:        rank 1 exits (_exit) while rank 0 is inside an all_reduce (timeout 20 s): rank
+//                0 raises at once, naming rank 1, far within the timeout.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/nx.h"
+#include "distributed/collectives.h"
+#include "distributed/data_parallel.h"
+#include "trace/rune.h"
+
+namespace dist = rune::distributed;
+using nx::Tensor;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int failures = 0;
+void expect(bool ok, const std::string& what) {
+  if (!ok) {
+    std::fprintf(stderr, "FAIL: %s\n", what.c_str());
+    ++failures;
+  }
+}
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  auto x = nx::to_vector<float>(a), y = nx::to_vector<float>(b);
+  return std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+Tensor input_of(int r) {
+  return nx::create(nx::float32, {6}, {r == 0 ? 1e8 : 0.7, 0.1 + r, -3.5 * r, 1e-3, 7.0 - r, 0.3});
+}
+
+struct Line {
+  Tensor w, b;
+};
+}  // namespace
+RUNE_TREE(Line, w, b)
+
+namespace {
+
+int collectives() {
+  dist::Communicator comm = dist::init();
+  const int r = comm.rank();
+  expect(std::string(comm.transport()) == "TCP", "the transport is TCP");
+  expect(comm.size() == 2, "world of 2");
+  Tensor x = input_of(r), x0 = input_of(0), x1 = input_of(1);
+  expect(same_bits(dist::all_reduce(comm, x), x0 + x1), "all_reduce sum");
+  expect(same_bits(dist::all_reduce(comm, x, dist::ReduceOp::Mean), (x0 + x1) / 2.0), "mean");
+  expect(same_bits(dist::all_reduce(comm, x, dist::ReduceOp::Max), nx::maximum(x0, x1)), "max");
+  expect(same_bits(dist::all_gather(comm, x), nx::stack({x0, x1}, 0)), "all_gather");
+  expect(
+      same_bits(dist::reduce_scatter(comm, x), nx::slice(x0 + x1, {nx::Slice{3 * r, 3 * r + 3}})),
+      "reduce_scatter");
+  expect(same_bits(dist::broadcast(comm, x, 1), x1), "broadcast");
+  auto f = rune::jit([comm](const Tensor& v) { return dist::all_reduce(comm, v * 2.0) + 1.0; });
+  expect(same_bits(f(x), (x0 * 2.0 + x1 * 2.0) + 1.0), "all_reduce inside rune::jit");
+  Tensor w = nx::ones(nx::float32, {6});
+  auto loss = [&](const Tensor& p) { return nx::sum(dist::all_reduce(comm, p * x) * x); };
+  expect(same_bits(rune::grad(loss, w), (x0 + x1) * x), "grad through all_reduce");
+  // One data-parallel step equals the rank-order reference.
+  auto step = [](const Line& m, const Tensor& xs, const Tensor& ys) {
+    auto l = [&](const Line& p) {
+      auto e = nx::matmul(xs, p.w) + p.b - ys;
+      return nx::mean(e * e);
+    };
+    return rune::value_and_grad(l, m);
+  };
+  auto dp = rune::data_parallel(step, comm);
+  Tensor xs = nx::create(nx::float32, {4, 1}, {0.5, 1.25, 2.0, 3.5}), ys = xs * 3.0 - 1.0;
+  Line m{nx::full(nx::float32, {1, 1}, 0.25), nx::zeros(nx::float32, {1})};
+  auto [l, g] = dp(m, xs, ys);
+  auto [l0, g0] =
+      dp.local_step(m, nx::slice(xs, {nx::Slice{0, 2}}), nx::slice(ys, {nx::Slice{0, 2}}));
+  auto [l1, g1] =
+      dp.local_step(m, nx::slice(xs, {nx::Slice{2, 4}}), nx::slice(ys, {nx::Slice{2, 4}}));
+  expect(same_bits(l, (l0 + l1) / 2.0) && same_bits(g.w, (g0.w + g1.w) / 2.0) &&
+             same_bits(g.b, (g0.b + g1.b) / 2.0),
+         "data_parallel step equals the rank-order reference");
+  if (failures == 0) std::printf("rank %d: ok\n", r);
+  return failures ? 1 : 0;
+}
+
+int never_joins() {  // only rank 0 runs this
+  auto t0 = Clock::now();
+  try {
+    dist::init();
+  } catch (const dist::distributed_error& e) {
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    expect(s < 3.0, "raised within the timeout (" + std::to_string(s) + " s)");
+    std::string m = e.what();
+    expect(has(m,
+               "rune::distributed::init: rank 0 timed out after 1 s waiting for rank 1 to join "
+               "at 127.0.0.1:"),
+           "message: " + m);
+    if (failures == 0) std::printf("ok: %s\n", m.c_str());
+    return failures ? 1 : 0;
+  }
+  std::fprintf(stderr, "FAIL: init returned without rank 1\n");
+  return 1;
+}
+
+int dies() {
+  dist::Communicator comm = dist::init();
+  Tensor x = nx::ones(nx::float32, {1000});
+  dist::all_reduce(comm, x);  // both ranks are up
+  if (comm.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0 is waiting by now
+    std::_Exit(3);
+  }
+  auto t0 = Clock::now();
+  try {
+    dist::all_reduce(comm, x);
+  } catch (const dist::distributed_error& e) {
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    expect(s < 5.0, "raised long before the 20 s timeout (" + std::to_string(s) + " s)");
+    std::string m = e.what();
+    expect(has(m, "rune::distributed::all_reduce: rank 0: the connection to rank 1"),
+           "message: " + m);
+    // The communicator is broken now: the next call raises at once, naming the failure.
+    try {
+      dist::all_gather(comm, x);
+      expect(false, "a broken communicator accepted a call");
+    } catch (const dist::distributed_error& e2) {
+      expect(has(e2.what(), "broken by an earlier failure"), std::string("message: ") + e2.what());
+    }
+    if (failures == 0) std::printf("ok: %s\n", m.c_str());
+    return failures ? 1 : 0;
+  }
+  std::fprintf(stderr, "FAIL: all_reduce returned without rank 1\n");
+  return 1;
+}
+
+// A free TCP port on the loopback interface (bound, read, closed).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Starts `ranks` of a world of `world` as copies of this binary and returns their exit codes
+// (killed after 60 s: -1).
+std::vector<int> launch(const char* self, const std::string& scenario, int ranks, int world,
+                        const char* timeout) {
+  const std::string master = "127.0.0.1:" + std::to_string(free_port());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < ranks; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("RUNE_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("RUNE_WORLD_SIZE", std::to_string(world).c_str(), 1);
+      ::setenv("RUNE_MASTER_ADDR", master.c_str(), 1);
+      ::setenv("RUNE_DISTRIBUTED_TIMEOUT", timeout, 1);
+      for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) ::unsetenv(v);
+      ::execl(self, self, scenario.c_str(), "rank", static_cast<char*>(nullptr));
+      std::_Exit(127);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes(pids.size(), -2);
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  for (size_t left = pids.size(); left > 0;) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (codes[i] != -2) continue;
+      int status = 0;
+      if (::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
+        codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        --left;
+      }
+    }
+    if (left == 0) break;
+    if (Clock::now() > deadline) {
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (codes[i] == -2) {
+          ::kill(pids[i], SIGKILL);
+          ::waitpid(pids[i], nullptr, 0);
+          codes[i] = -1;
+        }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return codes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  if (argc > 2 && std::string(argv[2]) == "rank") {
+    if (scenario == "collectives") return collectives();
+    if (scenario == "never_joins") return never_joins();
+    if (scenario == "dies") return dies();
+    return 2;
+  }
+  std::vector<int> codes;
+  if (scenario == "collectives")
+    codes = launch(argv[0], scenario, 2, 2, "20");
+  else if (scenario == "never_joins")
+    codes = launch(argv[0], scenario, 1, 2, "1");
+  else if (scenario == "dies")
+    codes = launch(argv[0], scenario, 2, 2, "20");
+  else {
+    std::fprintf(stderr, "usage: tcp_rendezvous collectives|never_joins|dies\n");
+    return 2;
+  }
+  // Rank 1 of `dies` exits with 3 by design; every other rank must pass.
+  for (size_t r = 0; r < codes.size(); ++r) {
+    int want = scenario == "dies" && r == 1 ? 3 : 0;
+    if (codes[r] != want) {
+      std::fprintf(stderr, "FAIL: rank %zu exited with %d (expected %d)\n", r, codes[r], want);
+      return 1;
+    }
+  }
+  std::printf("%s: every rank passed\n", scenario.c_str());
+  return 0;
+}

@@ -116,6 +116,16 @@ bool hiprtc_available() { return hiprtc().lib != nullptr; }
 std::string hiprtc_load_error() { return hiprtc().error; }
 std::string hiprtc_version() { return hiprtc().version; }
 
+// hiprtc of ROCm 5.2 is not safe to call from two threads at once: its compiler library (comgr)
+// took no locks before ROCm 5.5, and CI saw a compile hang with two threads compiling. Every
+// compile in the process holds this lock; hiprtc of later ROCm serialises internally anyway.
+namespace {
+std::mutex& hiprtc_compile_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+}  // namespace
+
 std::string hiprtc_compile(const std::string& source, const std::string& arch) {
   const auto& h = hiprtc();
   if (!h.lib) throw std::runtime_error("hiprtc_compile: " + h.error);
@@ -127,6 +137,7 @@ std::string hiprtc_compile(const std::string& source, const std::string& arch) {
         " is known to compile for (" + joined(ok) +
         "); hiprtc of ROCm 5.2 crashes the calling process for gfx940-942 and gfx11xx, so the "
         "arch is refused rather than risked");
+  std::lock_guard serial(hiprtc_compile_mutex());
   hiprtcProgram prog = nullptr;
   hiprtcResult r = h.CreateProgram(&prog, source.c_str(), "rune_kernel.hip", 0, nullptr, nullptr);
   if (r != 0)

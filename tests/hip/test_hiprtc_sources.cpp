@@ -4,12 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include "codegen/c_renderer.h"
 #include "codegen/hip/hiprtc.h"
@@ -47,44 +44,33 @@ Result compile_all(const std::vector<Labelled>& ks) {
   }
   res.kernels = ks.size();
   res.distinct = distinct.size();
-  // Work items: (batch, arch) pairs, so both cores stay busy even with one batch.
+  // Work items: (batch, arch) pairs.
   const size_t batches = (distinct.size() + kBatch - 1) / kBatch;
   const size_t items = batches * std::size(kArchs);
-  std::atomic<size_t> next{0};
-  std::mutex mu;
   auto compile = [&](const std::string& src, const char* arch) {
-    {
-      std::lock_guard lock(mu);
-      ++res.programs;
-    }
+    ++res.programs;
     codegen::hip::hiprtc_compile(src, arch);
   };
-  auto worker = [&] {
-    for (size_t item; (item = next++) < items;) {
-      const char* arch = kArchs[item % std::size(kArchs)];
-      size_t b = item / std::size(kArchs) * kBatch;
-      size_t e = std::min(distinct.size(), b + kBatch);
-      std::string src = codegen::render_c_prelude(d);
-      for (size_t j = b; j < e; ++j)
-        src += codegen::render_c_kernel(ks[distinct[j]].k, "rk" + std::to_string(j), d);
-      try {
-        compile(src, arch);
-      } catch (const std::exception&) {
-        for (size_t j = b; j < e; ++j) {
-          try {
-            compile(codegen::render_c(ks[distinct[j]].k, "rk", d), arch);
-          } catch (const std::exception& ex) {
-            std::lock_guard lock(mu);
-            res.failures.push_back(ks[distinct[j]].label + ": " + ex.what());
-          }
+  // One thread: hiprtc_compile serialises every compile (ROCm 5.2's hiprtc hung with two).
+  for (size_t item = 0; item < items; ++item) {
+    const char* arch = kArchs[item % std::size(kArchs)];
+    size_t b = item / std::size(kArchs) * kBatch;
+    size_t e = std::min(distinct.size(), b + kBatch);
+    std::string src = codegen::render_c_prelude(d);
+    for (size_t j = b; j < e; ++j)
+      src += codegen::render_c_kernel(ks[distinct[j]].k, "rk" + std::to_string(j), d);
+    try {
+      compile(src, arch);
+    } catch (const std::exception&) {
+      for (size_t j = b; j < e; ++j) {
+        try {
+          compile(codegen::render_c(ks[distinct[j]].k, "rk", d), arch);
+        } catch (const std::exception& ex) {
+          res.failures.push_back(ks[distinct[j]].label + ": " + ex.what());
         }
       }
     }
-  };
-  unsigned n = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
-  std::vector<std::thread> threads;
-  for (unsigned i = 0; i < n; ++i) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
+  }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codegen/decompose.h"
 #include "ir/debug.h"
 
 namespace codegen {
@@ -34,6 +36,29 @@ size_t KernelSpec::hash() const {
 }
 
 namespace {
+
+// The primitive operations one node of `op` becomes once codegen::decompose has rewritten it
+// (a transcendental: its polynomial decomposition; 16-bit floats compute at float32), counted
+// once per (op, dtype) on a scalar node over distinct loads; 1 for every op that is not
+// decomposed.
+int primitive_ops(Op op, DType dtype) {
+  if (!op_decomposed(op) || !is_float(dtype)) return 1;
+  DType t = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  static std::mutex mu;
+  static std::map<std::pair<Op, DType>, int> counted;
+  std::lock_guard lock(mu);
+  auto [it, fresh] = counted.try_emplace({op, t}, 1);
+  if (!fresh) return it->second;
+  std::vector<NodeRef> src;
+  for (int i = 0; i < op_arity(op); ++i)
+    src.push_back(make(Op::Load, t, {}, {}, LoadArg{i + 1, View::contiguous({})}));
+  if (NodeRef r = decompose_op(op, src)) {
+    int n = 0;
+    for (NodeRef x : toposort({r})) n += x->op != Op::Load && x->op != Op::Const;
+    it->second = std::max(n, 1);
+  }
+  return it->second;
+}
 
 // Where kernels are cut: lowering a kernel's graph stops at the first node (in lowering order)
 // that must get a buffer first and names it; that node is materialised (its kernel is built
@@ -288,19 +313,25 @@ class Scheduler {
   // traffic it saves (the small training steps of the samples keep their kernels).
   static constexpr int kRecomputeBufferLimit = 3;
   static constexpr int64_t kStoredBytes = 16 << 10;
+  // The same, for values of at least kStoredBytes, when the work to recompute it, counted in
+  // the primitive operations codegen::decompose turns it into, reaches kRecomputeLimit: a
+  // transcendental is dozens of them (float32 exp: about 80), so softmax's exp(x - max), read
+  // by the row sum and by the division, is computed once instead of twice. Storing costs a
+  // write and a read per element, which a 2-core host or a GPU covers with about 40-55 simple
+  // operations of compute (docs/performance.md); smaller values keep the old rule so the small
+  // steps keep their kernels.
 
   bool costly_to_recompute(NodeRef n) {
     std::unordered_set<NodeRef> seen;
     std::vector<NodeRef> stack{n};
-    int ops = 0, buffers = 0;
+    const bool large = numel(n->shape) * itemsize(n->dtype) >= kStoredBytes;
+    int ops = 0, buffers = 0, decomposed_ops = 0;
     while (!stack.empty()) {
       NodeRef x = stack.back();
       stack.pop_back();
       if (!seen.insert(x).second) continue;
       if (x != n && slot_of_.count(x)) {  // a buffer: a load
-        if (x->op != Op::Param && ++buffers >= kRecomputeBufferLimit &&
-            numel(n->shape) * itemsize(n->dtype) >= kStoredBytes)
-          return true;
+        if (x->op != Op::Param && ++buffers >= kRecomputeBufferLimit && large) return true;
         continue;
       }
       switch (op_category(x->op)) {
@@ -308,6 +339,8 @@ class Scheduler {
         case OpCategory::Binary:
         case OpCategory::Ternary:
           if (++ops >= kRecomputeLimit) return true;
+          decomposed_ops += primitive_ops(x->op, x->dtype);
+          if (large && decomposed_ops >= kRecomputeLimit) return true;
           break;
         case OpCategory::Movement:
           if (x->op == Op::Copy) continue;  // materialised where it is read

@@ -321,6 +321,36 @@ TEST(ScheduleFusion, ASharedSumOfThreeComputedBuffersIsStored) {
   EXPECT_EQ(small.size(), 5u);  // max, min, prod, then each reader sums and adds again
 }
 
+// A shared value of 16 KiB or more whose recomputation is dozens of primitive operations once
+// decomposed (a transcendental) is stored once: softmax's exp(x - max), read by the row sum and
+// by the division, is computed once instead of twice. Smaller, each reader recomputes it.
+TEST(ScheduleFusion, ASharedExpOfSixteenKiBOrMoreIsComputedOnce) {
+  auto softmax = [](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{nx::softmax(a[0], 1)};
+  };
+  auto k = kernels_of({{nx::float32, {64, 1024}}}, softmax);
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   "reduce float32 [64, 1] over [1024] by ReduceMax, 1 param, 0+0 ops",
+                   "elementwise float32 [64, 1], 1 param, 3 ops",      // the max, finite
+                   "elementwise float32 [64, 1024], 2 params, 2 ops",  // e = exp(x - max)
+                   "reduce float32 [64, 1] over [1024] by ReduceSum, 1 param, 0+0 ops",
+                   "elementwise float32 [64, 1024], 2 params, 1 ops",  // e / sum
+               }));
+  auto small = kernels_of({{nx::float32, {4, 8}}}, softmax);
+  EXPECT_EQ(small, (std::vector<std::string>{
+                       "reduce float32 [4, 1] over [8] by ReduceMax, 1 param, 0+0 ops",
+                       "elementwise float32 [4, 1], 1 param, 3 ops",
+                       "reduce float32 [4, 1] over [8] by ReduceSum, 2 params, 2+0 ops",
+                       "elementwise float32 [4, 8], 3 params, 3 ops",  // exp again, then /
+                   }));
+  // Cheap shared values of any size are still recomputed (x * 2 + 1 read by two kernels).
+  auto cheap = kernels_of({{nx::float32, {64, 1024}}}, [](const std::vector<Tensor>& a) {
+    Tensor y = a[0] * 2.0 + 1.0;
+    return std::vector<Tensor>{nx::sum(y, {1}, true) * y};
+  });
+  EXPECT_EQ(cheap.size(), 2u);
+}
+
 TEST(ScheduleFusion, AReductionOfAReductionIsTwoKernels) {
   auto k = kernels_of({{nx::float64, {4, 8}}}, [](const std::vector<Tensor>& x) {
     return std::vector<Tensor>{nx::max(nx::sum(x[0], {1}))};

@@ -319,9 +319,13 @@ class Lowerer {
   }
 
   // ---- kernels ----
+  // A last axis this short or shorter (2 classes, 3 coordinates) is unrolled on the host.
+  static constexpr int64_t kShortLastAxis = 8;
+
   void elementwise_host() {
     const Shape& s = k_.shape;
     const int64_t last = s.empty() ? 1 : s.back();
+    if (s.size() >= 2 && last >= 2 && last <= kShortLastAxis) return short_rows_host();
     entry("", numel(s), numel(s), [&] {
       if (last == 0) return;
       // Rows of the range [lo, hi): the inner loop runs along the last axis.
@@ -336,6 +340,31 @@ class Lowerer {
         VarId i = var("i");
         if (!s.empty()) idx.push_back(V(i));
         loop(i, ilo, ihi, Loop::Serial, [&] { store(0, add(base, V(i)), at_index(k_.body, idx)); });
+      });
+    });
+  }
+
+  // Rows of a short last axis: the loop over rows is the long one, so it is the loop LLVM
+  // vectorises; a row's outputs are unrolled (their loads along the row become interleaved
+  // vector accesses) and each is computed unconditionally, stored only inside [lo, hi) (rows
+  // at the range's ends are partial). Without this the inner loop ran 2 iterations, scalar: a
+  // softmax cross-entropy gradient over [400, 2] took 21 us for 800 outputs.
+  void short_rows_host() {
+    const Shape& s = k_.shape;
+    const int64_t last = s.back();
+    entry("", numel(s), numel(s), [&] {
+      VarId row = var("row");
+      NodeRef lo = V(lir::kLo), hi = V(lir::kHi);
+      loop(row, udiv(lo, last), udiv(add(hi, I(last - 1)), last), Loop::Serial, [&] {
+        NodeRef base = let("base", mul(V(row), last));
+        std::vector<NodeRef> idx = unflatten(V(row), Shape(s.begin(), s.end() - 1));
+        VarId i = var("i");
+        idx.push_back(V(i));
+        loop(i, I(0), I(last), Loop::Unrolled, [&] {
+          NodeRef at = add(base, V(i));
+          NodeRef value = let("out", at_index(k_.body, idx));
+          when(b::band(b::le(lo, at), b::lt(at, hi)), [&] { store(0, at, value); });
+        });
       });
     });
   }

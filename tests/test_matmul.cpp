@@ -119,7 +119,17 @@ void shapes(nx::DType t) {
                                           {145, 600, 70},
                                           {64, 64, 300},
                                           {300, 130, 10},
-                                          {128, 784, 256}}) {
+                                          {128, 784, 256},
+                                          // few rows or columns: smaller tiles, or transposed
+                                          {400, 2, 64},
+                                          {2, 400, 64},
+                                          {64, 400, 2},
+                                          {400, 64, 2},
+                                          {3, 300, 1},
+                                          {1, 300, 50},
+                                          {50, 300, 1},
+                                          {5, 600, 7},
+                                          {9, 40, 1000}}) {
     uint64_t seed = static_cast<uint64_t>(m * 1000003 + k * 1009 + n);
     check<T>(values(seed, t, {m, k}), values(seed + 7, t, {k, n}),
              "m=" + std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
@@ -148,6 +158,11 @@ TEST(Matmul, BatchesBroadcast) {
   check<double>(values(12, nx::float64, {2, 1, 4, 5}), values(13, nx::float64, {3, 5, 6}),
                 "broadcast batch");
   check<float>(values(14, nx::float32, {4, 40, 50}), values(15, nx::float32, {50, 70}), "shared b");
+  // Few columns: each batch element's product runs transposed.
+  check<float>(values(16, nx::float32, {4, 50, 30}), values(17, nx::float32, {30, 2}),
+               "shared narrow b");
+  check<double>(values(18, nx::float64, {3, 70, 9}), values(19, nx::float64, {3, 9, 3}),
+                "narrow batch");
 }
 
 TEST(Matmul, SpecialValuesPropagate) {
@@ -212,7 +227,8 @@ TEST(Matmul, FusedEpiloguesGiveEagerBits) {
         << what << ": " << where;
   };
   for (auto [m, k, n] :
-       std::vector<std::array<int64_t, 3>>{{5, 7, 3}, {130, 300, 70}, {64, 64, 64}}) {
+       std::vector<std::array<int64_t, 3>>{
+           {5, 7, 3}, {130, 300, 70}, {64, 64, 64}, {400, 64, 2}, {2, 400, 64}, {300, 270, 4}}) {
     Tensor x = values(40 + m, nx::float32, {m, k}), w = values(41 + n, nx::float32, {k, n});
     Tensor b = values(42, nx::float32, {n});
     auto layer = [](const Tensor& x, const Tensor& w, const Tensor& b) {

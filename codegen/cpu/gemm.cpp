@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 
@@ -30,17 +31,23 @@ constexpr int64_t kNC = 4096;
 template <class T>
 using MicroFn = void (*)(int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc, bool fresh);
 
-template <class T, int MR, int NR>
-void micro_portable(int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc, bool fresh) {
-  T acc[MR][NR];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) acc[i][j] = fresh ? T(0) : c[i * ldc + j];
-  for (int64_t p = 0; p < kc; ++p, ap += MR, bp += NR)
+// Each micro-kernel is a template over its tile's rows MR: the default (12 on AVX-512, 6
+// elsewhere) fills the registers; a product with fewer rows (or, transposed, fewer columns: see
+// GemmPlan::transposed) uses a smaller one rather than computing zero rows.
+template <class T, int NR>
+struct MicroPortable {
+  template <int MR>
+  static void run(int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc, bool fresh) {
+    T acc[MR][NR];
     for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < NR; ++j) acc[i][j] = std::fma(ap[i], bp[j], acc[i][j]);
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) c[i * ldc + j] = acc[i][j];
-}
+      for (int j = 0; j < NR; ++j) acc[i][j] = fresh ? T(0) : c[i * ldc + j];
+    for (int64_t p = 0; p < kc; ++p, ap += MR, bp += NR)
+      for (int i = 0; i < MR; ++i)
+        for (int j = 0; j < NR; ++j) acc[i][j] = std::fma(ap[i], bp[j], acc[i][j]);
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) c[i * ldc + j] = acc[i][j];
+  }
+};
 
 // The AVX2 micro-kernel, one template for both types: V is the 256-bit vector type.
 template <class T>
@@ -77,27 +84,35 @@ struct Avx2<double> {
 constexpr int kMR2 = 6;  // AVX2 tile rows
 
 template <class T>
-__attribute__((target("avx2,fma"))) void micro_avx2(int64_t kc, const T* ap, const T* bp, T* c,
-                                                    int64_t ldc, bool fresh) {
+struct MicroAvx2 {
+  template <int kMR>
+  __attribute__((target("avx2,fma"))) static void run(int64_t kc, const T* ap, const T* bp, T* c,
+                                                      int64_t ldc, bool fresh);
+};
+
+template <class T>
+template <int kMR>
+__attribute__((target("avx2,fma"))) void MicroAvx2<T>::run(int64_t kc, const T* ap, const T* bp,
+                                                           T* c, int64_t ldc, bool fresh) {
   using A = Avx2<T>;
-  typename A::V c0[kMR2], c1[kMR2];
+  typename A::V c0[kMR], c1[kMR];
 #pragma GCC unroll 6
-  for (int i = 0; i < kMR2; ++i) {
+  for (int i = 0; i < kMR; ++i) {
     c0[i] = fresh ? A::zero() : A::load(c + i * ldc);
     c1[i] = fresh ? A::zero() : A::load(c + i * ldc + A::L);
   }
 #pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p, ap += kMR2, bp += 2 * A::L) {
+  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += 2 * A::L) {
     typename A::V b0 = A::load(bp), b1 = A::load(bp + A::L);
 #pragma GCC unroll 6
-    for (int i = 0; i < kMR2; ++i) {
+    for (int i = 0; i < kMR; ++i) {
       typename A::V a = A::bcast(ap + i);
       c0[i] = A::fma(a, b0, c0[i]);
       c1[i] = A::fma(a, b1, c1[i]);
     }
   }
 #pragma GCC unroll 6
-  for (int i = 0; i < kMR2; ++i) {
+  for (int i = 0; i < kMR; ++i) {
     A::store(c + i * ldc, c0[i]);
     A::store(c + i * ldc + A::L, c1[i]);
   }
@@ -105,10 +120,16 @@ __attribute__((target("avx2,fma"))) void micro_avx2(int64_t kc, const T* ap, con
 
 constexpr int kMR512 = 12;  // AVX-512 tile rows
 
-__attribute__((target("avx512f"))) void micro_avx512_f32(int64_t kc, const float* ap,
-                                                         const float* bp, float* c, int64_t ldc,
-                                                         bool fresh) {
-  constexpr int kMR = kMR512;
+struct MicroAvx512F32 {
+  template <int kMR>
+  __attribute__((target("avx512f"))) static void run(int64_t kc, const float* ap, const float* bp,
+                                                     float* c, int64_t ldc, bool fresh);
+};
+
+template <int kMR>
+__attribute__((target("avx512f"))) void MicroAvx512F32::run(int64_t kc, const float* ap,
+                                                            const float* bp, float* c, int64_t ldc,
+                                                            bool fresh) {
   __m512 c0[kMR], c1[kMR];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) {
@@ -132,10 +153,16 @@ __attribute__((target("avx512f"))) void micro_avx512_f32(int64_t kc, const float
   }
 }
 
-__attribute__((target("avx512f"))) void micro_avx512_f64(int64_t kc, const double* ap,
-                                                         const double* bp, double* c, int64_t ldc,
-                                                         bool fresh) {
-  constexpr int kMR = kMR512;
+struct MicroAvx512F64 {
+  template <int kMR>
+  __attribute__((target("avx512f"))) static void run(int64_t kc, const double* ap, const double* bp,
+                                                     double* c, int64_t ldc, bool fresh);
+};
+
+template <int kMR>
+__attribute__((target("avx512f"))) void MicroAvx512F64::run(int64_t kc, const double* ap,
+                                                            const double* bp, double* c,
+                                                            int64_t ldc, bool fresh) {
   __m512d c0[kMR], c1[kMR];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) {
@@ -248,19 +275,31 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
     a_off += i * g.a_batch[d];
     b_off += i * g.b_batch[d];
   }
+  // The product's element (i, j) of this batch element lives at c[i * c_rs + j * c_cs]: the
+  // output's own row-major layout, or its transpose (GemmPlan::transposed).
+  const int64_t c_rs = g.transposed ? 1 : g.n, c_cs = g.transposed ? g.m : 1;
   T* c = reinterpret_cast<T*>(bufs[0]) + bi * g.m * g.n;
   const T* a = reinterpret_cast<const T*>(bufs[g.a_param]) + a_off;
   const T* b = reinterpret_cast<const T*>(bufs[g.b_param]) + b_off;
-  // The epilogue of the finished columns [j0, j1) of this task's rows.
+  // The epilogue of the finished columns [j0, j1) of this task's rows: over the output's flat
+  // indices, row by row of the output (a row of the output is a column of a transposed product).
   auto finish = [&](int64_t j0, int64_t j1) {
     if (!g.epilogue) return;
-    for (int64_t i = m_lo; i < m_hi; ++i) {
-      int64_t row = (bi * g.m + i) * g.n;
-      g.epilogue(bufs, row + j0, row + j1);
+    if (!g.transposed) {
+      for (int64_t i = m_lo; i < m_hi; ++i) {
+        int64_t row = (bi * g.m + i) * g.n;
+        g.epilogue(bufs, row + j0, row + j1);
+      }
+    } else {
+      for (int64_t j = j0; j < j1; ++j) {
+        int64_t row = (bi * g.n + j) * g.m;
+        g.epilogue(bufs, row + m_lo, row + m_hi);
+      }
     }
   };
   if (g.k == 0) {  // the empty chain: +0
-    for (int64_t i = m_lo; i < m_hi; ++i) std::fill(c + i * g.n + n_lo, c + i * g.n + n_hi, T(0));
+    for (int64_t i = m_lo; i < m_hi; ++i)
+      for (int64_t j = n_lo; j < n_hi; ++j) c[i * c_rs + j * c_cs] = T(0);
     finish(n_lo, n_hi);
     return;
   }
@@ -281,26 +320,77 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
           int64_t cols = std::min<int64_t>(NR, nc - jr);
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             int64_t rows = std::min<int64_t>(kMR, mc - ir);
-            T* ct = c + (ic + ir) * g.n + jc + jr;
+            T* ct = c + (ic + ir) * c_rs + (jc + jr) * c_cs;
             const T* at = ap + ir * kc;
             const T* bt = bp + jr * kc;
-            if (rows == kMR && cols == NR) {
-              micro(kc, at, bt, ct, g.n, fresh);
+            if (rows == kMR && cols == NR && c_cs == 1) {
+              micro(kc, at, bt, ct, c_rs, fresh);
               continue;
             }
-            // An edge tile: work on a full tile in `tile`, keep only its valid part.
+            // An edge tile, or a transposed product's: work on a full tile in `tile`, keep
+            // only its valid part.
             if (!fresh)
               for (int64_t i = 0; i < rows; ++i)
-                std::memcpy(tile + i * NR, ct + i * g.n, sizeof(T) * cols);
+                for (int64_t j = 0; j < cols; ++j) tile[i * NR + j] = ct[i * c_rs + j * c_cs];
             micro(kc, at, bt, tile, NR, fresh);
             for (int64_t i = 0; i < rows; ++i)
-              std::memcpy(ct + i * g.n, tile + i * NR, sizeof(T) * cols);
+              for (int64_t j = 0; j < cols; ++j) ct[i * c_rs + j * c_cs] = tile[i * NR + j];
           }
         }
       }
     }
     finish(jc, jc + nc);
   }
+}
+
+// The tile heights each ISA's micro-kernel is built for: the default (the registers' worth)
+// and the smaller ones a product with few rows uses.
+constexpr int kRowsAvx512[] = {1, 2, 4, 8, kMR512};
+constexpr int kRowsOther[] = {1, 2, 4, kMR2};
+
+// The micro-tile height for a product with `m` rows: the smallest built one that holds them
+// all, else the default.
+int tile_rows(Isa isa, int64_t m) {
+  const int* rows = isa == Isa::Avx512 ? kRowsAvx512 : kRowsOther;
+  const size_t n = isa == Isa::Avx512 ? std::size(kRowsAvx512) : std::size(kRowsOther);
+  for (size_t i = 0; i < n; ++i)
+    if (m <= rows[i]) return rows[i];
+  return rows[n - 1];
+}
+
+// Columns of a micro-tile: two vectors.
+int64_t tile_cols(Isa isa, ir::DType t) {
+  return (isa == Isa::Avx512 ? 128 : 64) / static_cast<int64_t>(ir::itemsize(t));
+}
+
+// Multiply-adds the micro-kernels issue for an m x n product (zero rows and columns of the
+// edge tiles included), per k step.
+int64_t padded_work(Isa isa, ir::DType t, int64_t m, int64_t n) {
+  int64_t mr = tile_rows(isa, m), nr = tile_cols(isa, t);
+  return (m + mr - 1) / mr * mr * ((n + nr - 1) / nr * nr);
+}
+
+template <class T, int NR, class Micro, int MR>
+void run_tasks(const GemmPlan& g, char** bufs, int64_t lo, int64_t hi) {
+  for (int64_t t = lo; t < hi; ++t) gemm_task<T, MR, NR>(g, bufs, t, &Micro::template run<MR>);
+}
+
+// Runs tasks [lo, hi) with the micro-kernel family `Micro` at the plan's tile height.
+template <class T, int NR, class Micro>
+void run_family(const GemmPlan& g, char** bufs, int64_t lo, int64_t hi, bool avx512) {
+  switch (g.mr) {
+    case 1:
+      return run_tasks<T, NR, Micro, 1>(g, bufs, lo, hi);
+    case 2:
+      return run_tasks<T, NR, Micro, 2>(g, bufs, lo, hi);
+    case 4:
+      return run_tasks<T, NR, Micro, 4>(g, bufs, lo, hi);
+    default:
+      break;
+  }
+  if (avx512 && g.mr == 8) return run_tasks<T, NR, Micro, 8>(g, bufs, lo, hi);
+  if (avx512) return run_tasks<T, NR, Micro, kMR512>(g, bufs, lo, hi);
+  return run_tasks<T, NR, Micro, kMR2>(g, bufs, lo, hi);
 }
 
 }  // namespace
@@ -338,6 +428,24 @@ GemmPlan plan_gemm(const KernelSpec& ks, int threads) {
   g.b_cs = vb.strides[nd - 1];
   g.a_param = ks.contract->a_param;
   g.b_param = ks.contract->b_param;
+  // A product with few columns (a layer's 2 or 10 outputs, a weight gradient's narrow side)
+  // runs transposed when that wastes fewer multiply-adds on the zero columns of edge tiles:
+  // C^T = B^T A^T, each output the same fma chain over k (a * b and b * a are the same bits).
+  // Only when clearly better (the transposed tiles scatter their stores).
+  const Isa isa = host_isa();
+  if (2 * padded_work(isa, g.dtype, g.n, g.m) <= padded_work(isa, g.dtype, g.m, g.n)) {
+    g.transposed = true;
+    std::swap(g.m, g.n);
+    std::swap(g.a_batch, g.b_batch);
+    std::swap(g.a_off, g.b_off);
+    std::swap(g.a_param, g.b_param);
+    int64_t a_rs = g.a_rs, a_cs = g.a_cs;
+    g.a_rs = g.b_cs;
+    g.a_cs = g.b_rs;
+    g.b_rs = a_cs;
+    g.b_cs = a_rs;
+  }
+  g.mr = tile_rows(isa, g.m);
   // Split each product across the threads when there are fewer batch elements than threads
   // and the work is worth it. Cutting n re-packs a in every part, cutting m re-packs b: cut
   // the side whose other operand is the smaller.
@@ -345,9 +453,8 @@ GemmPlan plan_gemm(const KernelSpec& ks, int threads) {
   int64_t work = batch * g.m * g.n * std::max<int64_t>(g.k, 1);
   if (threads > 1 && batch < threads && work >= (int64_t{1} << 18)) {
     int64_t want = (threads + batch - 1) / batch;
-    int64_t mr = host_isa() == Isa::Avx512 ? kMR512 : kMR2;
-    int64_t nr = (host_isa() == Isa::Avx512 ? 128 : 64) / itemsize(g.dtype);
-    int64_t m_units = (g.m + mr - 1) / mr, n_units = (g.n + nr - 1) / nr;
+    int64_t nr = tile_cols(isa, g.dtype);
+    int64_t m_units = (g.m + g.mr - 1) / g.mr, n_units = (g.n + nr - 1) / nr;
     bool cut_n = g.m * g.k <= g.k * g.n ? n_units >= want : m_units < want;
     if (cut_n)
       g.n_parts = std::min(want, n_units);
@@ -360,23 +467,15 @@ GemmPlan plan_gemm(const KernelSpec& ks, int threads) {
 void run_gemm(const void* plan, char** bufs, int64_t lo, int64_t hi) {
   const auto& g = *static_cast<const GemmPlan*>(plan);
   const Isa isa = host_isa();
-  for (int64_t t = lo; t < hi; ++t) {
-    if (g.dtype == ir::DType::Float32) {
-      if (isa == Isa::Avx512)
-        gemm_task<float, kMR512, 32>(g, bufs, t, micro_avx512_f32);
-      else if (isa == Isa::Avx2)
-        gemm_task<float, kMR2, 16>(g, bufs, t, micro_avx2<float>);
-      else
-        gemm_task<float, kMR2, 16>(g, bufs, t, micro_portable<float, kMR2, 16>);
-    } else {
-      if (isa == Isa::Avx512)
-        gemm_task<double, kMR512, 16>(g, bufs, t, micro_avx512_f64);
-      else if (isa == Isa::Avx2)
-        gemm_task<double, kMR2, 8>(g, bufs, t, micro_avx2<double>);
-      else
-        gemm_task<double, kMR2, 8>(g, bufs, t, micro_portable<double, kMR2, 8>);
-    }
+  const bool avx512 = isa == Isa::Avx512;
+  if (g.dtype == ir::DType::Float32) {
+    if (avx512) return run_family<float, 32, MicroAvx512F32>(g, bufs, lo, hi, true);
+    if (isa == Isa::Avx2) return run_family<float, 16, MicroAvx2<float>>(g, bufs, lo, hi, false);
+    return run_family<float, 16, MicroPortable<float, 16>>(g, bufs, lo, hi, false);
   }
+  if (avx512) return run_family<double, 16, MicroAvx512F64>(g, bufs, lo, hi, true);
+  if (isa == Isa::Avx2) return run_family<double, 8, MicroAvx2<double>>(g, bufs, lo, hi, false);
+  return run_family<double, 8, MicroPortable<double, 8>>(g, bufs, lo, hi, false);
 }
 
 const char* gemm_kernel_name() {

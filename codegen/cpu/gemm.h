@@ -26,6 +26,13 @@ struct GemmPlan {
   int64_t a_off = 0, a_rs = 0, a_cs = 0;
   int64_t b_off = 0, b_rs = 0, b_cs = 0;
   int a_param = 1, b_param = 2;
+  // The product computed: the output itself, or (transposed) its transpose C^T = B^T A^T, whose
+  // m x n elements are the output's n x m in place (every field above then describes the
+  // transposed product: m and n, a and b swapped). The same fma chain per output element either
+  // way; chosen by plan_gemm for products with few columns.
+  bool transposed = false;
+  // Rows of the micro-tile (the default, or fewer for a product with few rows).
+  int mr = 1;
   // Work split: each batch element's output is cut into m_parts x n_parts independent tasks.
   int64_t m_parts = 1, n_parts = 1;
   // A fused elementwise epilogue (an LLVM kernel over the output's flat indices that reads the

@@ -7,6 +7,14 @@
 //                rank 1 and the address.
 //   dies:        rank 1 exits (_exit) while rank 0 is inside an all_reduce (timeout 20 s): rank
 //                0 raises at once, naming rank 1, far within the timeout.
+//   world_mismatch: rank 0 has RUNE_WORLD_SIZE=2, rank 1 has 3 (timeout 10 s): both raise at
+//                once, naming both sizes (rank 1 with rank 0's reason).
+//   rank_twice:  a world of 3 where two processes claim rank 1 (timeout 10 s): rank 0 and both
+//                rank-1 processes raise at once, naming rank 1 as claimed twice.
+//   rank0_twice: two processes claim rank 0 of a world of 2 (timeout 2 s): one cannot listen at
+//                the address (named, with the hint), the other times out waiting for rank 1;
+//                each child's exit code says which message it saw, and the parent wants one of
+//                each.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -153,6 +161,63 @@ int dies() {
   return 1;
 }
 
+// init() must raise within max_s seconds with a message holding every part; 0 when it did.
+int init_fails_with(const std::vector<std::string>& parts, double max_s) {
+  auto t0 = Clock::now();
+  try {
+    dist::init();
+  } catch (const dist::distributed_error& e) {
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    expect(s < max_s, "raised within " + std::to_string(max_s) + " s (" + std::to_string(s) + ")");
+    const std::string m = e.what();
+    for (const auto& p : parts) expect(has(m, p), "message lacks '" + p + "': " + m);
+    if (failures == 0) std::printf("ok (%s): %s\n", std::getenv("RUNE_RANK"), m.c_str());
+    return failures ? 1 : 0;
+  }
+  std::fprintf(stderr, "FAIL: init returned (rank %s)\n", std::getenv("RUNE_RANK"));
+  return 1;
+}
+
+int world_mismatch() {
+  const std::string why = "rank 1 has RUNE_WORLD_SIZE=3 but rank 0 has RUNE_WORLD_SIZE=2";
+  if (std::string(std::getenv("RUNE_RANK")) == "0")
+    return init_fails_with({"rune::distributed::init: rank 0 refused the rendezvous: " + why}, 5);
+  return init_fails_with({"rune::distributed::init: rank 1 (RUNE_WORLD_SIZE=3): rank 0 at "
+                          "127.0.0.1:",
+                          " refused the rendezvous: " + why},
+                         5);
+}
+
+int rank_twice() {
+  const std::string why = "two processes joined as rank 1 (RUNE_RANK must be unique, in [0, 3))";
+  if (std::string(std::getenv("RUNE_RANK")) == "0")
+    return init_fails_with({"rune::distributed::init: rank 0 refused the rendezvous: " + why}, 5);
+  return init_fails_with({"rune::distributed::init: rank 1 (RUNE_WORLD_SIZE=3): rank 0 at "
+                          "127.0.0.1:",
+                          " refused the rendezvous: " + why},
+                         5);
+}
+
+// Exit code 10: this process could not listen (the other rank 0 holds the address); 11: it
+// listened and timed out waiting for rank 1; 1: anything else.
+int rank0_twice() {
+  try {
+    dist::init();
+  } catch (const dist::distributed_error& e) {
+    const std::string m = e.what();
+    std::printf("%s\n", m.c_str());
+    if (has(m, "rune::distributed::init: cannot listen on 127.0.0.1:") &&
+        has(m,
+            "Address already in use (is another process rank 0 at this address? RUNE_RANK "
+            "must be unique"))
+      return 10;
+    if (has(m, "rune::distributed::init: rank 0 timed out after 2 s waiting for rank 1 to join"))
+      return 11;
+    return 1;
+  }
+  return 1;
+}
+
 // A free TCP port on the loopback interface (bound, read, closed).
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -166,13 +231,13 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-// Starts `ranks` of a world of `world` as copies of this binary and returns their exit codes
+// Starts one copy of this binary per (rank, world size) of `ranks` and returns their exit codes
 // (killed after 60 s: -1).
-std::vector<int> launch(const char* self, const std::string& scenario, int ranks, int world,
-                        const char* timeout) {
+std::vector<int> launch(const char* self, const std::string& scenario,
+                        const std::vector<std::pair<int, int>>& ranks, const char* timeout) {
   const std::string master = "127.0.0.1:" + std::to_string(free_port());
   std::vector<pid_t> pids;
-  for (int r = 0; r < ranks; ++r) {
+  for (auto [r, world] : ranks) {
     pid_t pid = ::fork();
     if (pid == 0) {
       ::setenv("RUNE_RANK", std::to_string(r).c_str(), 1);
@@ -219,27 +284,44 @@ int main(int argc, char** argv) {
     if (scenario == "collectives") return collectives();
     if (scenario == "never_joins") return never_joins();
     if (scenario == "dies") return dies();
+    if (scenario == "world_mismatch") return world_mismatch();
+    if (scenario == "rank_twice") return rank_twice();
+    if (scenario == "rank0_twice") return rank0_twice();
     return 2;
   }
-  std::vector<int> codes;
-  if (scenario == "collectives")
-    codes = launch(argv[0], scenario, 2, 2, "20");
-  else if (scenario == "never_joins")
-    codes = launch(argv[0], scenario, 1, 2, "1");
-  else if (scenario == "dies")
-    codes = launch(argv[0], scenario, 2, 2, "20");
-  else {
-    std::fprintf(stderr, "usage: tcp_rendezvous collectives|never_joins|dies\n");
+  std::vector<int> codes, want;
+  if (scenario == "collectives") {
+    codes = launch(argv[0], scenario, {{0, 2}, {1, 2}}, "20");
+    want = {0, 0};
+  } else if (scenario == "never_joins") {
+    codes = launch(argv[0], scenario, {{0, 2}}, "1");
+    want = {0};
+  } else if (scenario == "dies") {
+    codes = launch(argv[0], scenario, {{0, 2}, {1, 2}}, "20");
+    want = {0, 3};  // rank 1 exits with 3 by design
+  } else if (scenario == "world_mismatch") {
+    codes = launch(argv[0], scenario, {{0, 2}, {1, 3}}, "10");
+    want = {0, 0};
+  } else if (scenario == "rank_twice") {
+    codes = launch(argv[0], scenario, {{0, 3}, {1, 3}, {1, 3}}, "10");
+    want = {0, 0, 0};
+  } else if (scenario == "rank0_twice") {
+    codes = launch(argv[0], scenario, {{0, 2}, {0, 2}}, "2");
+    // Either process may win the address: one of each outcome.
+    if (codes.size() == 2 && codes[0] > codes[1]) std::swap(codes[0], codes[1]);
+    want = {10, 11};
+  } else {
+    std::fprintf(stderr,
+                 "usage: tcp_rendezvous "
+                 "collectives|never_joins|dies|world_mismatch|rank_twice|rank0_twice\n");
     return 2;
   }
-  // Rank 1 of `dies` exits with 3 by design; every other rank must pass.
-  for (size_t r = 0; r < codes.size(); ++r) {
-    int want = scenario == "dies" && r == 1 ? 3 : 0;
-    if (codes[r] != want) {
-      std::fprintf(stderr, "FAIL: rank %zu exited with %d (expected %d)\n", r, codes[r], want);
+  for (size_t r = 0; r < codes.size(); ++r)
+    if (codes[r] != want[r]) {
+      std::fprintf(stderr, "FAIL: process %zu exited with %d (expected %d)\n", r, codes[r],
+                   want[r]);
       return 1;
     }
-  }
   std::printf("%s: every rank passed\n", scenario.c_str());
   return 0;
 }

@@ -29,9 +29,6 @@ void check_op(const char* api, DType t, ReduceOp op) {
   if (op != ReduceOp::Sum && op != ReduceOp::Mean && op != ReduceOp::Max)
     throw distributed_error(std::string(api) + ": unknown ReduceOp " +
                             std::to_string(static_cast<int>(op)));
-  if (ir::is_half(t))
-    throw distributed_error(std::string(api) + ": " + std::string(ir::name(t)) +
-                            " reductions are not supported yet (cast to float32)");
   if (op == ReduceOp::Mean && !ir::is_float(t))
     throw distributed_error(std::string(api) + ": mean of " + std::string(ir::name(t)) +
                             " (mean needs a float dtype)");

@@ -24,7 +24,8 @@
 
 namespace rune::distributed {
 
-// Sum: the rank-order sum in x's dtype (integers wrap). Mean: that sum, then divided by the world
+// Sum: the rank-order sum in x's dtype (integers wrap; float16 and bfloat16 summed in float32
+// and rounded once, docs/distributed.md). Mean: that sum, then divided by the world
 // size in x's dtype (float dtypes only). Max: the largest element; NaN wins, as nx::maximum.
 enum class ReduceOp { Sum, Mean, Max };
 

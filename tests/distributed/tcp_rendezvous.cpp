@@ -1,7 +1,8 @@
 // rune::distributed without an MPI launcher: this binary starts copies of itself as the ranks,
 // with RUNE_RANK, RUNE_WORLD_SIZE and RUNE_MASTER_ADDR set (as torch.distributed's launcher
 // does), and checks how each exits. Scenarios (argv[1]):
-//   collectives: 2 ranks over TCP; every collective, one inside rune::jit, a gradient through
+//   collectives: 2 ranks over TCP; every collective (float16 and bfloat16 reductions too), one
+//   inside rune::jit, a gradient through
 //                all_reduce and a data_parallel step give the exact rank-order results.
 //   never_joins: only rank 0 starts (timeout 1 s): init raises within the timeout, naming
 //                rank 1 and the address.
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -83,6 +85,21 @@ int collectives() {
       same_bits(dist::reduce_scatter(comm, x), nx::slice(x0 + x1, {nx::Slice{3 * r, 3 * r + 3}})),
       "reduce_scatter");
   expect(same_bits(dist::broadcast(comm, x, 1), x1), "broadcast");
+  // 16-bit floats: folded in float32 in rank order, rounded once (bits compared as float32).
+  for (nx::DType t : {nx::float16, nx::bfloat16}) {
+    auto half_of = [t](int q) {
+      return nx::create(t, {4}, {q == 0 ? 1.0 : std::ldexp(1.0, -8), 0.1 * (q + 1), -3.3 + q, 6e4});
+    };
+    Tensor h0 = nx::cast(half_of(0), nx::float32), h1 = nx::cast(half_of(1), nx::float32);
+    expect(same_bits(nx::cast(dist::all_reduce(comm, half_of(r)), nx::float32),
+                     nx::cast(nx::cast(h0 + h1, t), nx::float32)),
+           std::string(ir::name(t)) + " all_reduce");
+    expect(same_bits(
+               nx::cast(dist::reduce_scatter(comm, half_of(r), dist::ReduceOp::Mean), nx::float32),
+               nx::cast(nx::cast(nx::slice((h0 + h1) / 2.0, {nx::Slice{2 * r, 2 * r + 2}}), t),
+                        nx::float32)),
+           std::string(ir::name(t)) + " reduce_scatter(mean)");
+  }
   auto f = rune::jit([comm](const Tensor& v) { return dist::all_reduce(comm, v * 2.0) + 1.0; });
   expect(same_bits(f(x), (x0 * 2.0 + x1 * 2.0) + 1.0), "all_reduce inside rune::jit");
   Tensor w = nx::ones(nx::float32, {6});

@@ -5,8 +5,15 @@
 // range is cut into one chunk per rank; rank c receives chunk c from every rank and folds it in
 // rank order, ((x_0 op x_1) op x_2) ..., so the result has the same bits on every rank and the
 // same bits as one process computing x_0 + x_1 + ... left to right.
+//
+// float16 and bfloat16 are folded in float32 and rounded once (to nearest even) at the end:
+// round16(((f32(x_0) + f32(x_1)) + f32(x_2)) ...), Mean divided by the world size in float32
+// before that one rounding. That is nx's own rule for 16-bit floats (computed at float32,
+// rounded once per primitive), and float32's 24 bits make a 2-rank sum the correctly rounded
+// 16-bit sum (double rounding is harmless at 24 >= 2 * 11 + 2 bits).
 #include "distributed/collective_kernels.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -77,9 +84,26 @@ void divide(T* acc, size_t n, int w) {
     for (size_t i = 0; i < n; ++i) acc[i] = acc[i] / static_cast<T>(w);
 }
 
+// The 16-bit floats: stored as bit patterns, reduced in float32 (above).
+struct Float16 {
+  static float widen(uint16_t h) { return ir::f16_bits_to_f32(h); }
+  static uint16_t narrow(float f) { return ir::f32_to_f16_bits(f); }
+};
+struct BFloat16 {
+  static float widen(uint16_t h) { return ir::bf16_bits_to_f32(h); }
+  static uint16_t narrow(float f) { return ir::f32_to_bf16_bits(f); }
+};
+template <class T>
+constexpr bool is_float16_v = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
+
+// Every reducible dtype, the one place that maps a DType to its element type (or 16-bit tag).
 template <class F>
 void dispatch(DType t, F&& f) {
   switch (t) {
+    case DType::Float16:
+      return f(Float16{});
+    case DType::BFloat16:
+      return f(BFloat16{});
     case DType::Bool:
       return f(bool{});
     case DType::UInt8:
@@ -108,8 +132,15 @@ void dispatch(DType t, F&& f) {
 }
 }  // namespace
 
+namespace {
+std::atomic<uint64_t> g_started{0};
+}  // namespace
+
+uint64_t collectives_started() { return g_started.load(); }
+
 void check_headers(const Communicator& comm, const char* api, const CollectiveCall& call, DType t,
                    const ir::Shape& shape) {
+  ++g_started;
   if (shape.size() > static_cast<size_t>(kMaxDims))
     throw distributed_error(std::string(api) + ": " + std::to_string(shape.size()) +
                             " dimensions (at most " + std::to_string(kMaxDims) + ")");
@@ -166,7 +197,19 @@ void reduce_chunks(const Communicator& comm, const char* api, DType t, ReduceOp 
   if (mine_n) std::memcpy(acc, part(0), mine_n * isz);
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, bool>) {
+    if constexpr (is_float16_v<T>) {
+      // In float32, in rank order, rounded once.
+      auto* acc16 = reinterpret_cast<uint16_t*>(acc);
+      std::vector<float> wide(mine_n), next(mine_n);
+      for (size_t i = 0; i < mine_n; ++i) wide[i] = T::widen(acc16[i]);
+      for (int q = 1; q < w; ++q) {
+        const auto* x = reinterpret_cast<const uint16_t*>(part(q));
+        for (size_t i = 0; i < mine_n; ++i) next[i] = T::widen(x[i]);
+        fold<float>(op, wide.data(), next.data(), mine_n);
+      }
+      if (op == ReduceOp::Mean) divide<float>(wide.data(), mine_n, w);
+      for (size_t i = 0; i < mine_n; ++i) acc16[i] = T::narrow(wide[i]);
+    } else if constexpr (!std::is_same_v<T, bool>) {
       for (int q = 1; q < w; ++q)
         fold<T>(op, reinterpret_cast<T*>(acc), reinterpret_cast<const T*>(part(q)), mine_n);
       if (op == ReduceOp::Mean) divide<T>(reinterpret_cast<T*>(acc), mine_n, w);

@@ -8,6 +8,7 @@
 
 #include "core/io_internal.h"
 #include "core/ops.h"
+#include "distributed/buckets.h"
 #include "distributed/collective_fn.h"
 #include "distributed/collective_kernels.h"
 #include "ir/dtype.h"
@@ -28,9 +29,6 @@ void check_op(const char* api, DType t, ReduceOp op) {
   if (op != ReduceOp::Sum && op != ReduceOp::Mean && op != ReduceOp::Max)
     throw distributed_error(std::string(api) + ": unknown ReduceOp " +
                             std::to_string(static_cast<int>(op)));
-  if (ir::is_half(t))
-    throw distributed_error(std::string(api) + ": " + std::string(ir::name(t)) +
-                            " reductions are not supported yet (cast to float32)");
   if (op == ReduceOp::Mean && !ir::is_float(t))
     throw distributed_error(std::string(api) + ": mean of " + std::string(ir::name(t)) +
                             " (mean needs a float dtype)");
@@ -103,7 +101,11 @@ std::vector<Tensor> broadcast_leaves(const Communicator& comm, const char* api,
 }
 
 std::vector<Tensor> all_reduce_leaves(const Communicator& comm, const char* api,
-                                      const std::vector<Tensor>& leaves, ReduceOp op) {
+                                      const std::vector<Tensor>& leaves, ReduceOp op,
+                                      size_t bucket_bytes) {
+  if (bucket_bytes == 0)
+    throw distributed_error(std::string(api) + ": a bucket size of 0 bytes (it must be positive)");
+  std::vector<LeafSize> sizes;
   for (const Tensor& x : leaves) {
     check_defined(api, x);
     if (x.is_traced())
@@ -111,18 +113,14 @@ std::vector<Tensor> all_reduce_leaves(const Communicator& comm, const char* api,
                               " is a traced value: the bucketed reduction runs on concrete "
                               "tensors (rune::distributed::all_reduce works inside rune::jit)");
     check_op(api, x.dtype(), op);
+    sizes.push_back({x.dtype(), static_cast<size_t>(x.size() * ir::itemsize(x.dtype()))});
   }
   std::vector<Tensor> out(leaves.size());
-  std::vector<bool> done(leaves.size(), false);
-  for (size_t first = 0; first < leaves.size(); ++first) {
-    if (done[first]) continue;
-    // One bucket: every leaf of this dtype, concatenated in leaf order.
-    const DType t = leaves[first].dtype();
-    std::vector<size_t> members;
+  for (const std::vector<size_t>& members : plan_buckets(sizes, bucket_bytes)) {
+    // One collective: the bucket's leaves concatenated in leaf order.
+    const DType t = leaves[members[0]].dtype();
     std::vector<uint8_t> bucket;
-    for (size_t i = first; i < leaves.size(); ++i) {
-      if (leaves[i].dtype() != t) continue;
-      members.push_back(i);
+    for (size_t i : members) {
       std::vector<uint8_t> b = nx::io::read_bytes(leaves[i], api);
       bucket.insert(bucket.end(), b.begin(), b.end());
     }
@@ -133,11 +131,10 @@ std::vector<Tensor> all_reduce_leaves(const Communicator& comm, const char* api,
     reduce_chunks(comm, api, t, op, bucket.data(), n, reduced.data(), true);
     size_t at = 0;
     for (size_t i : members) {
-      const size_t b = static_cast<size_t>(leaves[i].size() * ir::itemsize(t));
+      const size_t b = sizes[i].bytes;
       std::vector<uint8_t> part(reduced.begin() + static_cast<ptrdiff_t>(at),
                                 reduced.begin() + static_cast<ptrdiff_t>(at + b));
       out[i] = result(t, leaves[i].shape(), part, leaves[i].device());
-      done[i] = true;
       at += b;
     }
   }

@@ -24,7 +24,8 @@
 
 namespace rune::distributed {
 
-// Sum: the rank-order sum in x's dtype (integers wrap). Mean: that sum, then divided by the world
+// Sum: the rank-order sum in x's dtype (integers wrap; float16 and bfloat16 summed in float32
+// and rounded once, docs/distributed.md). Mean: that sum, then divided by the world
 // size in x's dtype (float dtypes only). Max: the largest element; NaN wins, as nx::maximum.
 enum class ReduceOp { Sum, Mean, Max };
 
@@ -40,10 +41,15 @@ nx::Tensor reduce_scatter(const Communicator& comm, const nx::Tensor& x,
 nx::Tensor broadcast(const Communicator& comm, const nx::Tensor& x, int root = 0);
 
 namespace detail {
-// all_reduce of several tensors as buckets of one collective per dtype (dtypes in order of first
-// appearance), the way data_parallel reduces gradients: results in `leaves`' order.
+// all_reduce of several concrete tensors as buckets of at most `bucket_bytes` (one collective
+// each; distributed/buckets.h), the way data_parallel reduces gradients: results in `leaves`'
+// order, with the bits of one all_reduce per leaf.
 std::vector<nx::Tensor> all_reduce_leaves(const Communicator& comm, const char* api,
-                                          const std::vector<nx::Tensor>& leaves, ReduceOp op);
+                                          const std::vector<nx::Tensor>& leaves, ReduceOp op,
+                                          size_t bucket_bytes);
+// How many collectives this process has started (each begins with one header exchange): what
+// the tests count buckets by.
+uint64_t collectives_started();
 std::vector<nx::Tensor> broadcast_leaves(const Communicator& comm, const char* api,
                                          const std::vector<nx::Tensor>& leaves, int root);
 }  // namespace detail

@@ -23,15 +23,17 @@ std::vector<nx::Tensor> mean_in_order(const char* api,
   std::vector<nx::Tensor> out;
   for (size_t k = 0; k < leaves; ++k) {
     const nx::Tensor& first = parts[0][k];
-    if (!ir::is_float(first.dtype()) || ir::is_half(first.dtype()))
+    const nx::DType t = first.dtype();
+    if (!ir::is_float(t))
       throw distributed_error(std::string(api) + ": result leaf " + std::to_string(k) + " is " +
-                              first.describe() +
-                              ": the mean over devices needs float32 or float64 leaves");
-    // ((x_0 + x_1) + x_2) ... / n in the leaf's dtype: all_reduce(Mean)'s fold, so the bits
-    // of the same shards over n ranks.
-    nx::Tensor acc = nx::place(first, nx::Device::cpu());
-    for (size_t i = 1; i < n; ++i) acc = acc + nx::place(parts[i][k], nx::Device::cpu());
-    acc = acc / static_cast<double>(n);
+                              first.describe() + ": the mean over devices needs float leaves");
+    // ((x_0 + x_1) + x_2) ... / n in the leaf's dtype (16-bit floats: in float32, rounded once):
+    // all_reduce(Mean)'s fold, so the bits of the same shards over n ranks.
+    const nx::DType wide = ir::is_half(t) ? nx::float32 : t;
+    nx::Tensor acc = nx::cast(nx::place(first, nx::Device::cpu()), wide);
+    for (size_t i = 1; i < n; ++i)
+      acc = acc + nx::cast(nx::place(parts[i][k], nx::Device::cpu()), wide);
+    acc = nx::cast(acc / static_cast<double>(n), t);
     out.push_back(home == nx::Device::cpu() ? acc : nx::place(acc, home));
   }
   return out;

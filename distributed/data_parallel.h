@@ -2,10 +2,13 @@
 // several devices of this process (CPU:1, CPU:2, ...). Each rank or device runs the user's
 // gradient step, compiled with rune::jit, on its shard of the batch; the loss and gradients are
 // then summed in rank (device) order and divided by their number. Over a communicator that is an
-// all_reduce (one collective per dtype over a flat bucket of every leaf, distributed/
-// collectives.h), so every rank then holds the same bits and applies the same optimizer update:
-// parameters stay identical on every rank. Over devices the shards run concurrently on the
-// devices' streams and the sum is taken on the host, where the parameters stay (one copy).
+// all_reduce of the leaves grouped into buckets of at most bucket_bytes() (25 MiB by default, as
+// PyTorch DDP; one collective per bucket, distributed/buckets.h), so every rank then holds the
+// same bits, the bits of one all_reduce per leaf whatever the bucket size, and applies the same
+// optimizer update: parameters stay identical on every rank. The buckets are reduced after the
+// compiled step returns, not during its backward pass (docs/distributed.md says why). Over devices
+// the shards run concurrently on the devices' streams and the sum is taken on the host, where the
+// parameters stay (one copy).
 //
 // Guarantee (tested): the result is bit for bit what one process gets by running the same
 // compiled step on shard 0, 1, ..., W-1, summing the results left to right in rank order and
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "core/nx.h"
+#include "distributed/buckets.h"
 #include "distributed/collectives.h"
 #include "trace/jit.h"
 #include "trace/tree_util.h"
@@ -80,6 +84,16 @@ class DataParallel {
     return step_(params, shard...);
   }
 
+  // The largest bucket of the gradient all_reduce, in bytes (a leaf larger than it is a bucket
+  // of its own). Raises naming the value unless it is positive; every rank must use the same.
+  void set_bucket_bytes(size_t bytes) {
+    if (bytes == 0)
+      throw distributed::distributed_error(
+          "rune::DataParallel::set_bucket_bytes: 0 bytes (the bucket size must be positive)");
+    bucket_bytes_ = bytes;
+  }
+  size_t bucket_bytes() const { return bucket_bytes_; }
+
   const distributed::Communicator& communicator() const { return comm_; }
   const std::vector<nx::Device>& devices() const { return devices_; }
   size_t traces() const { return step_.traces(); }
@@ -112,13 +126,14 @@ class DataParallel {
   template <class Result>
   Result reduce(const char* api, const Result& local) {
     auto [leaves, def] = tree_flatten(local);
-    auto reduced =
-        distributed::detail::all_reduce_leaves(comm_, api, leaves, distributed::ReduceOp::Mean);
+    auto reduced = distributed::detail::all_reduce_leaves(
+        comm_, api, leaves, distributed::ReduceOp::Mean, bucket_bytes_);
     return tree_unflatten<Result>(def, reduced);
   }
 
   distributed::Communicator comm_;
   std::vector<nx::Device> devices_;  // empty: over comm_
+  size_t bucket_bytes_ = distributed::detail::kDefaultBucketBytes;
   decltype(rune::jit(std::declval<Step>())) step_;
 };
 

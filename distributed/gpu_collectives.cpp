@@ -1,9 +1,12 @@
 #include "distributed/gpu_collectives.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
 
+#include "core/nx.h"
+#include "distributed/collectives.h"
 #include "distributed/communicator.h"
 #include "runtime/gpu/driver.h"
 
@@ -43,6 +46,11 @@ GpuCollectiveLibrary load(GpuCollectives which, const std::vector<std::string>& 
   get(lib.reduce_scatter, "ncclReduceScatter");
   get(lib.broadcast, "ncclBroadcast");
   get(lib.get_error_string, "ncclGetErrorString");
+  {
+    std::string optional;  // absent before NCCL 2.13: no detail, not an error
+    lib.get_last_error =
+        reinterpret_cast<const char* (*)(void*)>(so.symbol("ncclGetLastError", &optional));
+  }
   if (!missing.empty()) {
     lib = GpuCollectiveLibrary{};
     lib.error = std::string(label(which)) + " library " + so.name + " is unusable: " + missing;
@@ -74,6 +82,30 @@ int gpu_collective_version(GpuCollectives which) {
     throw distributed_error(api + ": ncclGetVersion failed: " + lib.get_error_string(rc) + " (" +
                             std::to_string(rc) + ")");
   return v;
+}
+
+GpuUniqueId gpu_collective_unique_id(GpuCollectives which) {
+  const GpuCollectiveLibrary& lib = gpu_collective_library(which);
+  const std::string api = "rune::distributed::gpu_collective_unique_id";
+  if (!lib.error.empty()) throw distributed_error(api + ": " + lib.error);
+  GpuUniqueId id{};
+  if (int rc = lib.get_unique_id(id.data()); rc != 0) {
+    const char* detail = lib.get_last_error ? lib.get_last_error(nullptr) : nullptr;
+    throw distributed_error(api + ": ncclGetUniqueId failed in " + lib.name + ": " +
+                            lib.get_error_string(rc) + " (" + std::to_string(rc) + ")" +
+                            (detail && *detail ? std::string(": ") + detail : ""));
+  }
+  return id;
+}
+
+GpuUniqueId gpu_collective_unique_id(const Communicator& comm, GpuCollectives which) {
+  GpuUniqueId id{};
+  if (comm.rank() == 0) id = gpu_collective_unique_id(which);
+  std::vector<double> bytes(id.begin(), id.end());
+  nx::Tensor t = broadcast(comm, nx::create(nx::uint8, {static_cast<int64_t>(id.size())}, bytes));
+  std::vector<uint8_t> got = nx::to_vector<uint8_t>(t);
+  std::copy(got.begin(), got.end(), id.begin());
+  return id;
 }
 
 }  // namespace rune::distributed

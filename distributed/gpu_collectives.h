@@ -3,10 +3,16 @@
 // (librccl.so.1). No link-time dependency; where a library is absent, using it raises naming the
 // names tried and each dlerror. RUNE_NCCL_LIBRARY / RUNE_RCCL_LIBRARY name a file to load instead.
 //
-// Status: loading, symbol resolution and version queries only; the collectives over them (GPU
-// buffers, one communicator per device) are not written yet (docs/distributed.md).
+// Status: loading, symbol resolution, version queries and the communicator's unique id (which
+// needs no GPU: it is the address of the bootstrap rank 0 opens), shared over a rune
+// communicator; the collectives over them (GPU buffers, one communicator per device) are not
+// written yet, since no machine that builds rune has a GPU to run them (docs/distributed.md).
 #pragma once
+#include <array>
+#include <cstdint>
 #include <string>
+
+#include "distributed/communicator.h"
 
 namespace rune::distributed {
 
@@ -25,7 +31,12 @@ struct GpuCollectiveLibrary {
   int (*reduce_scatter)(const void*, void*, size_t, int, int, void*, void*) = nullptr;
   int (*broadcast)(const void*, void*, size_t, int, int, void*, void*) = nullptr;
   const char* (*get_error_string)(int) = nullptr;
+  // Optional (NCCL >= 2.13): the detail of the last failure, or nullptr where not exported.
+  const char* (*get_last_error)(void*) = nullptr;
 };
+
+// NCCL's ncclUniqueId: 128 opaque bytes every rank of one GPU communicator must share.
+using GpuUniqueId = std::array<uint8_t, 128>;
 
 // The library, loaded once per process (RUNE_*_LIBRARY is read at that first call).
 const GpuCollectiveLibrary& gpu_collective_library(GpuCollectives which);
@@ -34,5 +45,12 @@ GpuCollectiveLibrary load_gpu_collective_library(GpuCollectives which, const std
 // The library's version (NCCL's code: 22703 for 2.27.3); raises distributed_error naming the
 // library, the names tried and why each failed, where it is absent or lacks a symbol.
 int gpu_collective_version(GpuCollectives which);
+// A fresh unique id (ncclGetUniqueId: rank 0 of the GPU communicator-to-be opens its bootstrap
+// listener and describes it in the id). Raises naming the library and NCCL's error.
+GpuUniqueId gpu_collective_unique_id(GpuCollectives which);
+// Rank 0 of `comm` makes the id and broadcasts it: every rank returns rank 0's bytes (the step
+// before ncclCommInitRank). Only rank 0 loads the library for it; a failure there raises on
+// rank 0, and the others then time out in the broadcast (the launcher usually ends the job first).
+GpuUniqueId gpu_collective_unique_id(const Communicator& comm, GpuCollectives which);
 
 }  // namespace rune::distributed

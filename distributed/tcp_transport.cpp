@@ -9,6 +9,11 @@
 //
 // No wait is unbounded: every connect, accept, read and write polls against the deadline, and a
 // peer that died closes its connections (read 0 / ECONNRESET), which raises at once.
+//
+// Rendezvous faults are named on every rank that joined: rank 0 answers each joining rank with a
+// verdict (accepted, or the reason the world cannot start: a world size that differs from its
+// own, a rank claimed twice, a rank missing at the timeout) before the address table, so a
+// refused rank raises with rank 0's reason and both values instead of "connection closed".
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -20,6 +25,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
@@ -41,6 +47,11 @@ struct Address {
   uint32_t ip;  // network order
   uint16_t port;
   uint16_t pad;
+};
+// Rank 0's answer to a joining rank: ok, or the reason the world cannot start (NUL-terminated).
+struct Verdict {
+  int64_t magic, ok;
+  char reason[496];
 };
 struct Frame {
   int64_t tag, bytes;
@@ -97,9 +108,14 @@ int listen_on(const std::string& api, uint16_t port, const std::string& where) {
   a.sin_addr.s_addr = htonl(INADDR_ANY);
   a.sin_port = htons(port);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 64) != 0) {
+    const bool in_use = errno == EADDRINUSE;
     std::string e = errno_text();
     ::close(fd);
-    throw distributed_error(api + ": cannot listen on " + where + ": " + e);
+    throw distributed_error(api + ": cannot listen on " + where + ": " + e +
+                            (in_use && port != 0
+                                 ? " (is another process rank 0 at this address? RUNE_RANK must be "
+                                   "unique; or the port is taken)"
+                                 : ""));
   }
   set_nonblocking(fd);
   return fd;
@@ -282,6 +298,24 @@ std::unique_ptr<Transport> tcp_world(const char* api_c, int rank, int size,
       int listener = listen_on(api, static_cast<uint16_t>(port), master);
       std::vector<Address> table(static_cast<size_t>(size));
       table[0] = {master_ip, static_cast<uint16_t>(port), 0};
+      // The world cannot start: every rank that joined (and `extra`, the connection refused;
+      // -1 for a timeout) gets the reason before rank 0 raises it, so each names the same values.
+      auto refuse = [&](const std::string& why, int extra) {
+        Verdict v{kMagic, 0, {}};
+        std::snprintf(v.reason, sizeof v.reason, "%s", why.c_str());
+        const auto soon = Clock::now() + std::chrono::seconds(1);
+        for (int q = 0; q <= size; ++q) {
+          const int c = q < size ? fd[q] : extra;
+          if (c < 0) continue;
+          try {  // best effort: a joiner that died has nobody to tell
+            move_all(c, &v, sizeof v, true, soon, api);
+          } catch (const distributed_error&) {
+          }
+        }
+        if (extra >= 0) ::close(extra);
+        ::close(listener);
+        fail(api + ": rank 0 " + (extra < 0 ? why : "refused the rendezvous: " + why));
+      };
       for (int joined = 1; joined < size;) {
         uint32_t ip = 0;
         int c = accept_one(listener, deadline, &ip);
@@ -289,11 +323,11 @@ std::unique_ptr<Transport> tcp_world(const char* api_c, int rank, int size,
           std::string missing;
           for (int q = 1; q < size; ++q)
             if (fd[q] < 0) missing += (missing.empty() ? " " : ", ") + std::to_string(q);
-          ::close(listener);
-          fail(api + ": rank 0 timed out after " + waited + " waiting for rank" + missing +
-               " to join at " + master +
-               " (RUNE_MASTER_ADDR; a rank that never started or died; "
-               "RUNE_DISTRIBUTED_TIMEOUT sets the limit)");
+          refuse("timed out after " + waited + " waiting for rank" + missing + " to join at " +
+                     master +
+                     " (RUNE_MASTER_ADDR; a rank that never started or died; "
+                     "RUNE_DISTRIBUTED_TIMEOUT sets the limit)",
+                 -1);
         }
         Hello h{};
         if (!move_all(c, &h, sizeof h, false, deadline, api + ": rank 0: a joining rank") ||
@@ -301,26 +335,30 @@ std::unique_ptr<Transport> tcp_world(const char* api_c, int rank, int size,
           ::close(c);  // not one of ours (or too slow): keep waiting for the ranks
           continue;
         }
-        if (h.size != size) {
-          ::close(c);
-          ::close(listener);
-          fail(api + ": rank " + std::to_string(h.rank) + " says the world has " +
-               std::to_string(h.size) +
-               " ranks but rank 0 has RUNE_WORLD_SIZE=" + std::to_string(size));
-        }
-        if (h.rank <= 0 || h.rank >= size || fd[h.rank] >= 0) {
-          ::close(c);
-          ::close(listener);
-          fail(api + ": two processes joined as rank " + std::to_string(h.rank) +
-               " (RUNE_RANK must be unique, in [0, " + std::to_string(size) + "))");
-        }
+        if (h.size != size)
+          refuse("rank " + std::to_string(h.rank) +
+                     " has RUNE_WORLD_SIZE=" + std::to_string(h.size) +
+                     " but rank 0 has RUNE_WORLD_SIZE=" + std::to_string(size),
+                 c);
+        if (h.rank > 0 && h.rank < size && fd[h.rank] >= 0)
+          refuse("two processes joined as rank " + std::to_string(h.rank) +
+                     " (RUNE_RANK must be unique, in [0, " + std::to_string(size) + "))",
+                 c);
+        if (h.rank <= 0 || h.rank >= size)
+          refuse("a process joined as rank " + std::to_string(h.rank) +
+                     " (RUNE_RANK must be unique, in [0, " + std::to_string(size) +
+                     "), and only rank 0 listens at RUNE_MASTER_ADDR)",
+                 c);
         fd[h.rank] = c;
         table[h.rank] = {ip, static_cast<uint16_t>(h.port), 0};
         ++joined;
       }
       ::close(listener);
+      Verdict ok{kMagic, 1, {}};
       for (int q = 1; q < size; ++q)
-        if (!move_all(fd[q], table.data(), table.size() * sizeof(Address), true, deadline,
+        if (!move_all(fd[q], &ok, sizeof ok, true, deadline,
+                      api + ": rank 0 -> rank " + std::to_string(q)) ||
+            !move_all(fd[q], table.data(), table.size() * sizeof(Address), true, deadline,
                       api + ": rank 0 -> rank " + std::to_string(q)))
           fail(api + ": rank 0 timed out after " + waited + " sending the addresses");
     } else {
@@ -333,13 +371,26 @@ std::unique_ptr<Transport> tcp_world(const char* api_c, int rank, int size,
              " (RUNE_MASTER_ADDR; RUNE_DISTRIBUTED_TIMEOUT sets the limit)");
       }
       Hello h{kMagic, rank, size, port_of(listener)};
-      std::vector<Address> table(static_cast<size_t>(size));
-      if (!move_all(fd[0], &h, sizeof h, true, deadline, api + ": rank " + std::to_string(rank)) ||
-          !move_all(fd[0], table.data(), table.size() * sizeof(Address), false, deadline,
-                    api + ": rank " + std::to_string(rank) + " waiting for rank 0's addresses")) {
+      Verdict verdict{};
+      const std::string me = api + ": rank " + std::to_string(rank);
+      if (!move_all(fd[0], &h, sizeof h, true, deadline, me) ||
+          !move_all(fd[0], &verdict, sizeof verdict, false, deadline,
+                    me + " waiting for rank 0's answer")) {
         ::close(listener);
-        fail(api + ": rank " + std::to_string(rank) + " timed out after " + waited +
-             " waiting for every rank to join at " + master);
+        fail(me + " timed out after " + waited + " waiting for every rank to join at " + master);
+      }
+      if (verdict.magic != kMagic || !verdict.ok) {
+        ::close(listener);
+        verdict.reason[sizeof verdict.reason - 1] = 0;
+        fail(me + " (RUNE_WORLD_SIZE=" + std::to_string(size) + "): rank 0 at " + master +
+             " refused the rendezvous: " +
+             (verdict.magic == kMagic ? std::string(verdict.reason) : "not a rune rank 0"));
+      }
+      std::vector<Address> table(static_cast<size_t>(size));
+      if (!move_all(fd[0], table.data(), table.size() * sizeof(Address), false, deadline,
+                    me + " waiting for rank 0's addresses")) {
+        ::close(listener);
+        fail(me + " timed out after " + waited + " waiting for rank 0's addresses");
       }
       for (int q = 1; q < rank; ++q) {  // the ranks below connect first, above accept
         fd[q] = connect_to(table[q].ip, table[q].port, deadline);

@@ -5,6 +5,7 @@
 //   mismatch:    rank 0 passes float32 [4], rank 1 float32 [3]: both raise naming both; the
 //                communicator is broken after.
 //   world_size:  RUNE_WORLD_SIZE=3 under -np 2: init must raise naming both numbers.
+//   dies:        rank 1 _exits after one all_reduce, while rank 0 is in the next (see below).
 //   jit_mismatch: as mismatch, with the all_reduce inside a rune::jit program: the compiled
 //                program raises on both ranks naming both shapes, and the argument is intact.
 #include <chrono>
@@ -73,10 +74,23 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "FAIL: all_reduce returned without rank 1\n");
     return 1;
   }
-  if (mode == "dies") {  // rank 1 exits at once; run by hand: Open MPI's launcher ends the job
+  if (mode == "dies") {
+    // Rank 1 exits (_exit, no MPI_Finalize) while rank 0 waits in an all_reduce with a long
+    // timeout: Open MPI's launcher must end the whole job, so rank 0 never returns from it (the
+    // ctest wraps mpirun in tests/distributed/expect_job_ends.sh: nonzero, soon, with a message).
     dist::Communicator comm = dist::init();
-    if (comm.rank() == 1) std::_Exit(3);
-    dist::all_reduce(comm, nx::zeros(nx::float32, {4}));
+    auto x = nx::ones(nx::float32, {1000});
+    dist::all_reduce(comm, x);  // both ranks are up
+    if (comm.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 is waiting by now
+      std::_Exit(std::getenv("DIES_WITH_0") ? 0 : 3);
+    }
+    try {
+      dist::all_reduce(comm, x);
+      std::fprintf(stderr, "FAIL: all_reduce returned without rank 1\n");
+    } catch (const dist::distributed_error& e) {
+      std::fprintf(stderr, "FAIL: rank 0 outlived rank 1 until: %s\n", e.what());
+    }
     return 1;
   }
   if (mode == "mismatch") {

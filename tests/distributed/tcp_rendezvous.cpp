@@ -1,12 +1,21 @@
 // rune::distributed without an MPI launcher: this binary starts copies of itself as the ranks,
 // with RUNE_RANK, RUNE_WORLD_SIZE and RUNE_MASTER_ADDR set (as torch.distributed's launcher
 // does), and checks how each exits. Scenarios (argv[1]):
-//   collectives: 2 ranks over TCP; every collective, one inside rune::jit, a gradient through
+//   collectives: 2 ranks over TCP; every collective (float16 and bfloat16 reductions too), one
+//   inside rune::jit, a gradient through
 //                all_reduce and a data_parallel step give the exact rank-order results.
 //   never_joins: only rank 0 starts (timeout 1 s): init raises within the timeout, naming
 //                rank 1 and the address.
 //   dies:        rank 1 exits (_exit) while rank 0 is inside an all_reduce (timeout 20 s): rank
 //                0 raises at once, naming rank 1, far within the timeout.
+//   world_mismatch: rank 0 has RUNE_WORLD_SIZE=2, rank 1 has 3 (timeout 10 s): both raise at
+//                once, naming both sizes (rank 1 with rank 0's reason).
+//   rank_twice:  a world of 3 where two processes claim rank 1 (timeout 10 s): rank 0 and both
+//                rank-1 processes raise at once, naming rank 1 as claimed twice.
+//   rank0_twice: two processes claim rank 0 of a world of 2 (timeout 2 s): one cannot listen at
+//                the address (named, with the hint), the other times out waiting for rank 1;
+//                each child's exit code says which message it saw, and the parent wants one of
+//                each.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -14,6 +23,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -75,6 +85,21 @@ int collectives() {
       same_bits(dist::reduce_scatter(comm, x), nx::slice(x0 + x1, {nx::Slice{3 * r, 3 * r + 3}})),
       "reduce_scatter");
   expect(same_bits(dist::broadcast(comm, x, 1), x1), "broadcast");
+  // 16-bit floats: folded in float32 in rank order, rounded once (bits compared as float32).
+  for (nx::DType t : {nx::float16, nx::bfloat16}) {
+    auto half_of = [t](int q) {
+      return nx::create(t, {4}, {q == 0 ? 1.0 : std::ldexp(1.0, -8), 0.1 * (q + 1), -3.3 + q, 6e4});
+    };
+    Tensor h0 = nx::cast(half_of(0), nx::float32), h1 = nx::cast(half_of(1), nx::float32);
+    expect(same_bits(nx::cast(dist::all_reduce(comm, half_of(r)), nx::float32),
+                     nx::cast(nx::cast(h0 + h1, t), nx::float32)),
+           std::string(ir::name(t)) + " all_reduce");
+    expect(same_bits(
+               nx::cast(dist::reduce_scatter(comm, half_of(r), dist::ReduceOp::Mean), nx::float32),
+               nx::cast(nx::cast(nx::slice((h0 + h1) / 2.0, {nx::Slice{2 * r, 2 * r + 2}}), t),
+                        nx::float32)),
+           std::string(ir::name(t)) + " reduce_scatter(mean)");
+  }
   auto f = rune::jit([comm](const Tensor& v) { return dist::all_reduce(comm, v * 2.0) + 1.0; });
   expect(same_bits(f(x), (x0 * 2.0 + x1 * 2.0) + 1.0), "all_reduce inside rune::jit");
   Tensor w = nx::ones(nx::float32, {6});
@@ -153,6 +178,63 @@ int dies() {
   return 1;
 }
 
+// init() must raise within max_s seconds with a message holding every part; 0 when it did.
+int init_fails_with(const std::vector<std::string>& parts, double max_s) {
+  auto t0 = Clock::now();
+  try {
+    dist::init();
+  } catch (const dist::distributed_error& e) {
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    expect(s < max_s, "raised within " + std::to_string(max_s) + " s (" + std::to_string(s) + ")");
+    const std::string m = e.what();
+    for (const auto& p : parts) expect(has(m, p), "message lacks '" + p + "': " + m);
+    if (failures == 0) std::printf("ok (%s): %s\n", std::getenv("RUNE_RANK"), m.c_str());
+    return failures ? 1 : 0;
+  }
+  std::fprintf(stderr, "FAIL: init returned (rank %s)\n", std::getenv("RUNE_RANK"));
+  return 1;
+}
+
+int world_mismatch() {
+  const std::string why = "rank 1 has RUNE_WORLD_SIZE=3 but rank 0 has RUNE_WORLD_SIZE=2";
+  if (std::string(std::getenv("RUNE_RANK")) == "0")
+    return init_fails_with({"rune::distributed::init: rank 0 refused the rendezvous: " + why}, 5);
+  return init_fails_with({"rune::distributed::init: rank 1 (RUNE_WORLD_SIZE=3): rank 0 at "
+                          "127.0.0.1:",
+                          " refused the rendezvous: " + why},
+                         5);
+}
+
+int rank_twice() {
+  const std::string why = "two processes joined as rank 1 (RUNE_RANK must be unique, in [0, 3))";
+  if (std::string(std::getenv("RUNE_RANK")) == "0")
+    return init_fails_with({"rune::distributed::init: rank 0 refused the rendezvous: " + why}, 5);
+  return init_fails_with({"rune::distributed::init: rank 1 (RUNE_WORLD_SIZE=3): rank 0 at "
+                          "127.0.0.1:",
+                          " refused the rendezvous: " + why},
+                         5);
+}
+
+// Exit code 10: this process could not listen (the other rank 0 holds the address); 11: it
+// listened and timed out waiting for rank 1; 1: anything else.
+int rank0_twice() {
+  try {
+    dist::init();
+  } catch (const dist::distributed_error& e) {
+    const std::string m = e.what();
+    std::printf("%s\n", m.c_str());
+    if (has(m, "rune::distributed::init: cannot listen on 127.0.0.1:") &&
+        has(m,
+            "Address already in use (is another process rank 0 at this address? RUNE_RANK "
+            "must be unique"))
+      return 10;
+    if (has(m, "rune::distributed::init: rank 0 timed out after 2 s waiting for rank 1 to join"))
+      return 11;
+    return 1;
+  }
+  return 1;
+}
+
 // A free TCP port on the loopback interface (bound, read, closed).
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -166,13 +248,13 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-// Starts `ranks` of a world of `world` as copies of this binary and returns their exit codes
+// Starts one copy of this binary per (rank, world size) of `ranks` and returns their exit codes
 // (killed after 60 s: -1).
-std::vector<int> launch(const char* self, const std::string& scenario, int ranks, int world,
-                        const char* timeout) {
+std::vector<int> launch(const char* self, const std::string& scenario,
+                        const std::vector<std::pair<int, int>>& ranks, const char* timeout) {
   const std::string master = "127.0.0.1:" + std::to_string(free_port());
   std::vector<pid_t> pids;
-  for (int r = 0; r < ranks; ++r) {
+  for (auto [r, world] : ranks) {
     pid_t pid = ::fork();
     if (pid == 0) {
       ::setenv("RUNE_RANK", std::to_string(r).c_str(), 1);
@@ -219,27 +301,44 @@ int main(int argc, char** argv) {
     if (scenario == "collectives") return collectives();
     if (scenario == "never_joins") return never_joins();
     if (scenario == "dies") return dies();
+    if (scenario == "world_mismatch") return world_mismatch();
+    if (scenario == "rank_twice") return rank_twice();
+    if (scenario == "rank0_twice") return rank0_twice();
     return 2;
   }
-  std::vector<int> codes;
-  if (scenario == "collectives")
-    codes = launch(argv[0], scenario, 2, 2, "20");
-  else if (scenario == "never_joins")
-    codes = launch(argv[0], scenario, 1, 2, "1");
-  else if (scenario == "dies")
-    codes = launch(argv[0], scenario, 2, 2, "20");
-  else {
-    std::fprintf(stderr, "usage: tcp_rendezvous collectives|never_joins|dies\n");
+  std::vector<int> codes, want;
+  if (scenario == "collectives") {
+    codes = launch(argv[0], scenario, {{0, 2}, {1, 2}}, "20");
+    want = {0, 0};
+  } else if (scenario == "never_joins") {
+    codes = launch(argv[0], scenario, {{0, 2}}, "1");
+    want = {0};
+  } else if (scenario == "dies") {
+    codes = launch(argv[0], scenario, {{0, 2}, {1, 2}}, "20");
+    want = {0, 3};  // rank 1 exits with 3 by design
+  } else if (scenario == "world_mismatch") {
+    codes = launch(argv[0], scenario, {{0, 2}, {1, 3}}, "10");
+    want = {0, 0};
+  } else if (scenario == "rank_twice") {
+    codes = launch(argv[0], scenario, {{0, 3}, {1, 3}, {1, 3}}, "10");
+    want = {0, 0, 0};
+  } else if (scenario == "rank0_twice") {
+    codes = launch(argv[0], scenario, {{0, 2}, {0, 2}}, "2");
+    // Either process may win the address: one of each outcome.
+    if (codes.size() == 2 && codes[0] > codes[1]) std::swap(codes[0], codes[1]);
+    want = {10, 11};
+  } else {
+    std::fprintf(stderr,
+                 "usage: tcp_rendezvous "
+                 "collectives|never_joins|dies|world_mismatch|rank_twice|rank0_twice\n");
     return 2;
   }
-  // Rank 1 of `dies` exits with 3 by design; every other rank must pass.
-  for (size_t r = 0; r < codes.size(); ++r) {
-    int want = scenario == "dies" && r == 1 ? 3 : 0;
-    if (codes[r] != want) {
-      std::fprintf(stderr, "FAIL: rank %zu exited with %d (expected %d)\n", r, codes[r], want);
+  for (size_t r = 0; r < codes.size(); ++r)
+    if (codes[r] != want[r]) {
+      std::fprintf(stderr, "FAIL: process %zu exited with %d (expected %d)\n", r, codes[r],
+                   want[r]);
       return 1;
     }
-  }
   std::printf("%s: every rank passed\n", scenario.c_str());
   return 0;
 }

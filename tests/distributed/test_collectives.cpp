@@ -2,12 +2,14 @@
 // the same order). Each rank can compute every rank's input, so each checks the exact result.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "core/nx.h"
 #include "distributed/collectives.h"
+#include "distributed/gpu_collectives.h"
 #include "world.h"
 
 namespace dist = rune::distributed;
@@ -116,4 +118,19 @@ TEST(Distributed, BadArgumentsRaiseNamingTheApi) {
   EXPECT_THROW(dist::broadcast(comm, x, 2), dist::distributed_error);
   // The argument is unchanged by a failing call.
   EXPECT_EQ(nx::to_vector<float>(x), (std::vector<float>{1, 2, 3}));
+}
+
+// The step before ncclCommInitRank: rank 0's unique id on every rank (no GPU needed for it).
+TEST(Distributed, GpuUniqueIdIsRankZerosOnEveryRank) {
+  auto comm = world();
+  // Every rank runs on this machine: the library is there for all of them or for none.
+  if (!dist::gpu_collective_library(dist::GpuCollectives::Nccl).error.empty())
+    GTEST_SKIP() << "NCCL is not installed";
+  dist::GpuUniqueId id = dist::gpu_collective_unique_id(comm, dist::GpuCollectives::Nccl);
+  EXPECT_NE(id, dist::GpuUniqueId{});
+  std::vector<double> bytes(id.begin(), id.end());
+  Tensor all = dist::all_gather(comm, nx::create(nx::uint8, {128}, bytes));
+  auto got = nx::to_vector<uint8_t>(all);
+  for (int r = 1; r < comm.size(); ++r)
+    EXPECT_TRUE(std::equal(got.begin(), got.begin() + 128, got.begin() + 128 * r)) << r;
 }

@@ -49,3 +49,26 @@ TEST(GpuCollectives, AbsentRcclRaisesClearly) {
         << e.what();
   }
 }
+
+// ncclGetUniqueId needs no GPU or driver (it describes the bootstrap listener of the future rank
+// 0), so it runs here; ncclCommInitRank and the collectives need a device and are not called.
+TEST(GpuCollectives, AUniqueIdWithoutADriver) {
+  if (!dist::gpu_collective_library(dist::GpuCollectives::Nccl).error.empty())
+    GTEST_SKIP() << "NCCL is not installed";
+  dist::GpuUniqueId id = dist::gpu_collective_unique_id(dist::GpuCollectives::Nccl);
+  EXPECT_NE(id, dist::GpuUniqueId{});  // not all zero
+}
+
+TEST(GpuCollectives, AUniqueIdFromAnAbsentLibraryIsNamed) {
+  if (dist::gpu_collective_library(dist::GpuCollectives::Rccl).error.empty())
+    GTEST_SKIP() << "RCCL is installed here";
+  try {
+    dist::gpu_collective_unique_id(dist::GpuCollectives::Rccl);
+    FAIL();
+  } catch (const dist::distributed_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rune::distributed::gpu_collective_unique_id: RCCL is not "
+                                         "available; tried:"),
+              std::string::npos)
+        << e.what();
+  }
+}

@@ -178,7 +178,13 @@ class HostBackend final : public Backend {
     }
     runtime::Step st;
     st.kind = runtime::Step::Kind::Library;
-    st.name = "gemm_" + std::string(ir::name(k.out_dtype)) + (plan->epilogue ? "_epilogue" : "");
+    // Named with its geometry as the output's m x k x n (profiles and DEBUG=2 tell products
+    // apart), "t" when it runs transposed (GemmPlan::transposed).
+    int64_t out_m = plan->transposed ? plan->n : plan->m,
+            out_n = plan->transposed ? plan->m : plan->n;
+    st.name = "gemm_" + std::string(ir::name(k.out_dtype)) + "_" + std::to_string(out_m) + "x" +
+              std::to_string(plan->k) + "x" + std::to_string(out_n) +
+              (plan->transposed ? "t" : "") + (plan->epilogue ? "_epilogue" : "");
     st.items = plan->tasks();
     st.cost = plan->flops_per_task();
     st.bytes = (numel(k.shape) + plan->batch_count() * plan->k * (plan->m + plan->n)) *

@@ -31,16 +31,18 @@ class HostLauncher : public Launcher {
   // Below this much work (items times operations per item) a step runs on the calling thread:
   // the pool's hand-off costs more than the work.
   static bool tiny(const Step& st) { return st.items * st.cost < (1 << 15); }
+  // Kernels are timed for DEBUG=2 (printed) and for RUNE_PROFILE (recorded).
+  static bool printed() { return ir::debug_level() >= 2; }
+  static bool timed() { return printed() || profile_enabled(); }
 
   HostKernelFn inline_kernel(const Step& st) const override {
-    const bool timed = ir::debug_level() >= 2 || profile_enabled();
-    return st.kind == Step::Kind::Kernel && tiny(st) && !timed ? st.host_kernel() : nullptr;
+    return st.kind == Step::Kind::Kernel && tiny(st) && !timed() ? st.host_kernel() : nullptr;
   }
 
   void launch(const Step& st, char* const* bufs) const override {
     char** b = const_cast<char**>(bufs);  // kernels take char**; they never write the table
-    const bool print = ir::debug_level() >= 2, timed = print || profile_enabled();
-    auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const bool print = printed(), time_it = timed();
+    auto t0 = time_it ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (st.kind == Step::Kind::Library) {
       if (tiny(st))
         st.library(st.plan.get(), b, 0, st.items);  // no pool, no std::function
@@ -54,7 +56,7 @@ class HostLauncher : public Launcher {
       else
         parallel_for(st.items, st.cost, [&](int64_t lo, int64_t hi) { fn(b, lo, hi); });
     }
-    if (!timed) return;
+    if (!time_it) return;
     auto t1 = std::chrono::steady_clock::now();
     profile_record("kernel", st.name, "CPU", t0, t1, st.bytes, st.items);
     double us = std::chrono::duration<double, std::micro>(t1 - t0).count();

@@ -433,7 +433,7 @@ GemmPlan plan_gemm(const KernelSpec& ks, int threads) {
   // C^T = B^T A^T, each output the same fma chain over k (a * b and b * a are the same bits).
   // Only when clearly better (the transposed tiles scatter their stores).
   const Isa isa = host_isa();
-  if (2 * padded_work(isa, g.dtype, g.n, g.m) <= padded_work(isa, g.dtype, g.m, g.n)) {
+  if (2 * padded_work(isa, g.dtype, g.n, g.m) < padded_work(isa, g.dtype, g.m, g.n)) {
     g.transposed = true;
     std::swap(g.m, g.n);
     std::swap(g.a_batch, g.b_batch);

@@ -193,12 +193,13 @@ TEST_P(CheckpointPeak, CheckpointedPeakIsLowerByTheDroppedResiduals) {
   std::cout << "peak on " << GetParam() << ": plain " << plain << " bytes, checkpointed " << remat
             << " bytes; " << dropped << " residuals of " << value << " bytes dropped\n";
   if (GetParam() == "CPU:1") return;  // see below
-  // The checkpointed peak is lower by at least half the dropped residuals (measured: 10 of 17);
-  // not by all of them, as the backward passes of the last two blocks overlap in the memory
-  // order (docs/compilation.md, "Program memory"). Before temporaries were placed by their
-  // lifetimes it was higher than plain; before the residual stream's gradient was stored every
-  // few layers and allocating kernels sank to their readers, lower by 4.
-  EXPECT_LE(remat + dropped / 2 * value, plain)
+  // The checkpointed peak is lower by at least three quarters of the dropped residuals
+  // (measured: 14 of 17); not by all of them, as the backward passes of the last two blocks
+  // overlap in the memory order (docs/compilation.md, "Program memory"). Before temporaries
+  // were placed by their lifetimes it was higher than plain; before the residual stream's
+  // gradient was stored every few layers and allocating kernels sank to their readers, lower
+  // by 4; before a shared tanh was stored once, by 10.
+  EXPECT_LE(remat + dropped * 3 / 4 * value, plain)
       << "plain " << plain << ", checkpointed " << remat << ", " << dropped << " dropped";
 }
 

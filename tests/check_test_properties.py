@@ -2,8 +2,11 @@
 """Every test of a build has a label, a timeout and a private RUNE_CACHE_DIR, and no two tests
 share a name (a test file compiled into two binaries runs its tests twice under one name).
 
-Usage: check_test_properties.py <ctest> <build dir>. Reads `ctest --show-only=json-v1` (the
-tests as ctest will run them, gtest-discovered ones included) and prints every offender."""
+Usage: check_test_properties.py <ctest> <build dir> [<shared test kernel cache>]. Reads
+`ctest --show-only=json-v1` (the tests as ctest will run them, gtest-discovered ones included)
+and prints every offender. A RUNE_CACHE_DIR counts as private when it is inside the build tree,
+or inside the test kernel cache the build was configured to share (RUNE_TEST_KERNEL_CACHE:
+tools/test gives its ASan stage the release stage's)."""
 import collections
 import json
 import os
@@ -14,6 +17,9 @@ import tempfile
 
 def main():
     ctest, build = sys.argv[1], os.path.realpath(sys.argv[2])
+    private = [build]
+    if len(sys.argv) > 3 and sys.argv[3]:
+        private.append(os.path.realpath(sys.argv[3]))
     # Listed from a scratch directory whose CTestTestfile includes the build's: ctest writes
     # Testing/Temporary/LastTest.log wherever it runs, and this runs inside the build's own
     # ctest run, whose log it would replace.
@@ -37,8 +43,10 @@ def main():
             why.append("no timeout")
         cache = [e.split("=", 1)[1] for e in props.get("ENVIRONMENT", [])
                  if e.startswith("RUNE_CACHE_DIR=")]
-        # The last assignment wins; it must name a directory inside the build tree.
-        if not cache or not os.path.realpath(cache[-1]).startswith(build + os.sep):
+        # The last assignment wins; it must name a directory inside the build tree (or be the
+        # shared test kernel cache).
+        where = os.path.realpath(cache[-1]) if cache else ""
+        if not cache or not any(where == d or where.startswith(d + os.sep) for d in private):
             why.append("no RUNE_CACHE_DIR inside the build tree"
                        + (f" (has {cache[-1]!r})" if cache else ""))
         if why:

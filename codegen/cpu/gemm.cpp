@@ -120,69 +120,73 @@ __attribute__((target("avx2,fma"))) void MicroAvx2<T>::run(int64_t kc, const T* 
 
 constexpr int kMR512 = 12;  // AVX-512 tile rows
 
-struct MicroAvx512F32 {
-  template <int kMR>
-  __attribute__((target("avx512f"))) static void run(int64_t kc, const float* ap, const float* bp,
-                                                     float* c, int64_t ldc, bool fresh);
+// The AVX-512 micro-kernel, one template for both types, like the AVX2 one.
+template <class T>
+struct Avx512;
+template <>
+struct Avx512<float> {
+  using V = __m512;
+  static constexpr int L = 16;
+  __attribute__((target("avx512f"))) static V zero() { return _mm512_setzero_ps(); }
+  __attribute__((target("avx512f"))) static V load(const float* p) { return _mm512_loadu_ps(p); }
+  __attribute__((target("avx512f"))) static V load_aligned(const float* p) {
+    return _mm512_load_ps(p);
+  }
+  __attribute__((target("avx512f"))) static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  __attribute__((target("avx512f"))) static V bcast(const float* p) { return _mm512_set1_ps(*p); }
+  __attribute__((target("avx512f"))) static V fma(V a, V b, V c) {
+    return _mm512_fmadd_ps(a, b, c);
+  }
+};
+template <>
+struct Avx512<double> {
+  using V = __m512d;
+  static constexpr int L = 8;
+  __attribute__((target("avx512f"))) static V zero() { return _mm512_setzero_pd(); }
+  __attribute__((target("avx512f"))) static V load(const double* p) { return _mm512_loadu_pd(p); }
+  __attribute__((target("avx512f"))) static V load_aligned(const double* p) {
+    return _mm512_load_pd(p);
+  }
+  __attribute__((target("avx512f"))) static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
+  __attribute__((target("avx512f"))) static V bcast(const double* p) { return _mm512_set1_pd(*p); }
+  __attribute__((target("avx512f"))) static V fma(V a, V b, V c) {
+    return _mm512_fmadd_pd(a, b, c);
+  }
 };
 
+template <class T>
+struct MicroAvx512 {
+  template <int kMR>
+  __attribute__((target("avx512f"))) static void run(int64_t kc, const T* ap, const T* bp, T* c,
+                                                     int64_t ldc, bool fresh);
+};
+
+// Packed b panels are 64-byte aligned (scratch(), panels of two vectors).
+template <class T>
 template <int kMR>
-__attribute__((target("avx512f"))) void MicroAvx512F32::run(int64_t kc, const float* ap,
-                                                            const float* bp, float* c, int64_t ldc,
-                                                            bool fresh) {
-  __m512 c0[kMR], c1[kMR];
+__attribute__((target("avx512f"))) void MicroAvx512<T>::run(int64_t kc, const T* ap, const T* bp,
+                                                            T* c, int64_t ldc, bool fresh) {
+  using A = Avx512<T>;
+  typename A::V c0[kMR], c1[kMR];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) {
-    c0[i] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * ldc);
-    c1[i] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * ldc + 16);
+    c0[i] = fresh ? A::zero() : A::load(c + i * ldc);
+    c1[i] = fresh ? A::zero() : A::load(c + i * ldc + A::L);
   }
 #pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += 32) {
-    __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
+  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += 2 * A::L) {
+    typename A::V b0 = A::load_aligned(bp), b1 = A::load_aligned(bp + A::L);
 #pragma GCC unroll 12
     for (int i = 0; i < kMR; ++i) {
-      __m512 a = _mm512_set1_ps(ap[i]);
-      c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
-      c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+      typename A::V a = A::bcast(ap + i);
+      c0[i] = A::fma(a, b0, c0[i]);
+      c1[i] = A::fma(a, b1, c1[i]);
     }
   }
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) {
-    _mm512_storeu_ps(c + i * ldc, c0[i]);
-    _mm512_storeu_ps(c + i * ldc + 16, c1[i]);
-  }
-}
-
-struct MicroAvx512F64 {
-  template <int kMR>
-  __attribute__((target("avx512f"))) static void run(int64_t kc, const double* ap, const double* bp,
-                                                     double* c, int64_t ldc, bool fresh);
-};
-
-template <int kMR>
-__attribute__((target("avx512f"))) void MicroAvx512F64::run(int64_t kc, const double* ap,
-                                                            const double* bp, double* c,
-                                                            int64_t ldc, bool fresh) {
-  __m512d c0[kMR], c1[kMR];
-#pragma GCC unroll 12
-  for (int i = 0; i < kMR; ++i) {
-    c0[i] = fresh ? _mm512_setzero_pd() : _mm512_loadu_pd(c + i * ldc);
-    c1[i] = fresh ? _mm512_setzero_pd() : _mm512_loadu_pd(c + i * ldc + 8);
-  }
-#pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += 16) {
-    __m512d b0 = _mm512_load_pd(bp), b1 = _mm512_load_pd(bp + 8);
-#pragma GCC unroll 12
-    for (int i = 0; i < kMR; ++i) {
-      __m512d a = _mm512_set1_pd(ap[i]);
-      c0[i] = _mm512_fmadd_pd(a, b0, c0[i]);
-      c1[i] = _mm512_fmadd_pd(a, b1, c1[i]);
-    }
-  }
-#pragma GCC unroll 12
-  for (int i = 0; i < kMR; ++i) {
-    _mm512_storeu_pd(c + i * ldc, c0[i]);
-    _mm512_storeu_pd(c + i * ldc + 8, c1[i]);
+    A::store(c + i * ldc, c0[i]);
+    A::store(c + i * ldc + A::L, c1[i]);
   }
 }
 
@@ -469,11 +473,11 @@ void run_gemm(const void* plan, char** bufs, int64_t lo, int64_t hi) {
   const Isa isa = host_isa();
   const bool avx512 = isa == Isa::Avx512;
   if (g.dtype == ir::DType::Float32) {
-    if (avx512) return run_family<float, 32, MicroAvx512F32>(g, bufs, lo, hi, true);
+    if (avx512) return run_family<float, 32, MicroAvx512<float>>(g, bufs, lo, hi, true);
     if (isa == Isa::Avx2) return run_family<float, 16, MicroAvx2<float>>(g, bufs, lo, hi, false);
     return run_family<float, 16, MicroPortable<float, 16>>(g, bufs, lo, hi, false);
   }
-  if (avx512) return run_family<double, 16, MicroAvx512F64>(g, bufs, lo, hi, true);
+  if (avx512) return run_family<double, 16, MicroAvx512<double>>(g, bufs, lo, hi, true);
   if (isa == Isa::Avx2) return run_family<double, 8, MicroAvx2<double>>(g, bufs, lo, hi, false);
   return run_family<double, 8, MicroPortable<double, 8>>(g, bufs, lo, hi, false);
 }

@@ -322,8 +322,15 @@ int main(int argc, char** argv) {
     codes = launch(argv[0], scenario, {{0, 3}, {1, 3}, {1, 3}}, "10");
     want = {0, 0, 0};
   } else if (scenario == "rank0_twice") {
-    codes = launch(argv[0], scenario, {{0, 2}, {0, 2}}, "2");
-    // Either process may win the address: one of each outcome.
+    // Either process may win the address: one of each outcome. When neither could listen, a
+    // third process held the free port picked for them (another test's connection took it as
+    // its ephemeral port between free_port() and the bind: seen once under ctest -j2); the
+    // scenario is run again on a new port, at most three times.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      codes = launch(argv[0], scenario, {{0, 2}, {0, 2}}, "2");
+      if (codes != std::vector<int>{10, 10}) break;
+      std::fprintf(stderr, "note: neither process could listen; trying another port\n");
+    }
     if (codes.size() == 2 && codes[0] > codes[1]) std::swap(codes[0], codes[1]);
     want = {10, 11};
   } else {

@@ -78,9 +78,24 @@ def torch_benches():
 
     attempt("train_chapter_step", "torch",
             lambda: report("train_chapter_step", "torch", per_step_us(run(chapter_step))))
+    # torch.compile gets each step written with torch.func (functional gradients, which dynamo
+    # traces into one graph); the eager-autograd form above recompiles on every call (its
+    # requires_grad_ leaves are new tensors each time) until dynamo's cache limit, then runs
+    # eagerly, which measured recompilation rather than compiled code.
+    from torch.func import grad_and_value
+
+    def chapter_loss(ps):
+        err = ps[0] * inputs + ps[1] - targets
+        return (err * err).mean()
+
+    def chapter_step_functional(w, b):
+        (gw, gb), loss = grad_and_value(chapter_loss)((w, b))
+        return loss, w - gw * 0.1, b - gb * 0.1
+
     attempt("train_chapter_step", "torch.compile",
             lambda: report("train_chapter_step", "torch.compile",
-                           per_step_us(run(torch.compile(chapter_step)), batches=5, calls=100)))
+                           per_step_us(run(torch.compile(chapter_step_functional)), batches=5,
+                                       calls=100)))
 
     g = torch.Generator().manual_seed(0)
     x = torch.rand(128, 784, generator=g)
@@ -104,9 +119,52 @@ def torch_benches():
 
     attempt("train_mlp_step", "torch",
             lambda: report("train_mlp_step", "torch", per_step_us(run_mlp(mlp_step), batches=7, calls=20)))
+    def mlp_loss(ps):
+        h = torch.relu(x @ ps[0] + ps[1])
+        logits = h @ ps[2] + ps[3]
+        return -(y * torch.log_softmax(logits, 1)).sum(1).mean()
+
+    def mlp_step_functional(*ps):
+        grads, loss = grad_and_value(mlp_loss)(ps)
+        return [loss] + [p - gr * 0.1 for p, gr in zip(ps, grads)]
+
     attempt("train_mlp_step", "torch.compile",
             lambda: report("train_mlp_step", "torch.compile",
-                           per_step_us(run_mlp(torch.compile(mlp_step)), batches=7, calls=20)))
+                           per_step_us(run_mlp(torch.compile(mlp_step_functional)), batches=7,
+                                       calls=20)))
+
+    # The README demo's step (bench_train.cpp): a 2-64-2 tanh MLP on 400 points, SGD at lr 1.
+    rx = torch.randn(400, 2, generator=g)
+    ry = torch.nn.functional.one_hot(torch.arange(400) % 2, 2).float()
+    rparams = [torch.randn(2, 64, generator=g) * 0.5 ** 0.5, torch.zeros(64),
+               torch.randn(64, 2, generator=g) * (1 / 64) ** 0.5, torch.zeros(2)]
+
+    def readme_step(w1, b1, w2, b2):
+        ps = [p.detach().requires_grad_() for p in (w1, b1, w2, b2)]
+        logits = torch.tanh(rx @ ps[0] + ps[1]) @ ps[2] + ps[3]
+        loss = -(ry * torch.log_softmax(logits, 1)).sum(1).mean()
+        grads = torch.autograd.grad(loss, ps)
+        return [loss.detach()] + [(p - gr).detach() for p, gr in zip(ps, grads)]
+
+    def run_readme(step):
+        def once():
+            out = step(*rparams)
+            rparams[:] = out[1:]
+        return once
+
+    attempt("readme_mlp_step", "torch",
+            lambda: report("readme_mlp_step", "torch", per_step_us(run_readme(readme_step), calls=100)))
+    def readme_loss(ps):
+        logits = torch.tanh(rx @ ps[0] + ps[1]) @ ps[2] + ps[3]
+        return -(ry * torch.log_softmax(logits, 1)).sum(1).mean()
+
+    def readme_step_functional(*ps):
+        grads, loss = grad_and_value(readme_loss)(ps)
+        return [loss] + [p - gr for p, gr in zip(ps, grads)]
+
+    attempt("readme_mlp_step", "torch.compile",
+            lambda: report("readme_mlp_step", "torch.compile",
+                           per_step_us(run_readme(torch.compile(readme_step_functional)), calls=100)))
 
 
 def jax_benches():
@@ -159,6 +217,31 @@ def jax_benches():
 
     attempt("train_mlp_step", "jax.jit",
             lambda: report("train_mlp_step", "jax.jit", per_step_us(once_mlp, batches=7, calls=20)))
+
+    # The README demo's step (bench_train.cpp).
+    k4, k5, k6 = jax.random.split(k3, 3)
+    rx = jax.random.normal(k4, (400, 2), dtype=jnp.float32)
+    ry = jax.nn.one_hot(jnp.arange(400) % 2, 2, dtype=jnp.float32)
+    rparams = [jax.random.normal(k5, (2, 64), dtype=jnp.float32) * 0.5 ** 0.5, jnp.zeros(64, jnp.float32),
+               jax.random.normal(k6, (64, 2), dtype=jnp.float32) * (1 / 64) ** 0.5, jnp.zeros(2, jnp.float32)]
+
+    def readme_loss(ps):
+        logits = jnp.tanh(rx @ ps[0] + ps[1]) @ ps[2] + ps[3]
+        return -jnp.mean(jnp.sum(ry * jax.nn.log_softmax(logits, 1), 1))
+
+    @jax.jit
+    def readme_step(ps):
+        loss, g = jax.value_and_grad(readme_loss)(ps)
+        return loss, [p - gr for p, gr in zip(ps, g)]
+
+    rholder = [rparams]
+
+    def once_readme():
+        loss, rholder[0] = readme_step(rholder[0])
+        loss.block_until_ready()
+
+    attempt("readme_mlp_step", "jax.jit",
+            lambda: report("readme_mlp_step", "jax.jit", per_step_us(once_readme, calls=100)))
 
 
 def mlx_benches():

@@ -16,6 +16,15 @@ namespace {
 // Work below this many element operations runs inline: waking a worker costs ~10 us.
 constexpr int64_t kParallelThreshold = 1 << 16;
 
+// One parallel job at a time: the caller and the workers claim its chunks from a shared
+// counter. A claim names the job it is for: the counter holds the job's generation in its high
+// 32 bits and the next chunk in its low 32, and a claim is a compare-and-swap against the
+// generation the claimer joined. A worker still leaving the previous job can therefore never
+// claim a chunk of the next one with the previous job's view of it. (With a plain counter, a
+// worker that had just incremented the finished job's counter could read the next job's chunk
+// count and run a chunk of it that the reset counter handed out again: that chunk ran twice,
+// the done count overshot, and the caller either returned while a chunk still ran or waited
+// forever. The GPT bench hung in it.)
 class Pool {
  public:
   explicit Pool(int n) {
@@ -33,28 +42,41 @@ class Pool {
 
   void run(int64_t chunks, const std::function<void(int64_t)>& task) {
     std::lock_guard job_lock(job_mu_);  // one parallel job at a time; callers queue up
+    Job job;
     {
       std::lock_guard l(mu_);
-      task_ = &task;
-      chunks_ = chunks;
-      next_.store(0);
+      job = Job{++generation_ & kIndexMask, chunks, &task};
+      job_ = job;
       done_.store(0);
-      ++generation_;
+      next_.store(job.generation << 32);
     }
     cv_.notify_all();
-    work();
+    work(job);
     std::unique_lock l(mu_);
-    done_cv_.wait(l, [&] { return done_.load() == chunks_; });
-    task_ = nullptr;
+    done_cv_.wait(l, [&] { return done_.load() == chunks; });
+    job_.task = nullptr;
   }
 
  private:
-  void work() {
+  static constexpr uint64_t kIndexMask = 0xffffffffu;
+  struct Job {
+    uint64_t generation = 0;  // low 32 bits of the job's number
+    int64_t chunks = 0;       // fewer than 2^32 (a few per thread)
+    const std::function<void(int64_t)>* task = nullptr;
+  };
+
+  // Runs chunks of `job` until none is left or another job has begun.
+  void work(const Job& job) {
     for (;;) {
-      int64_t i = next_.fetch_add(1);
-      if (i >= chunks_) return;
-      (*task_)(i);
-      if (done_.fetch_add(1) + 1 == chunks_) {
+      uint64_t v = next_.load();
+      do {
+        if ((v >> 32) != job.generation || static_cast<int64_t>(v & kIndexMask) >= job.chunks)
+          return;
+      } while (!next_.compare_exchange_weak(v, v + 1));
+      (*job.task)(static_cast<int64_t>(v & kIndexMask));
+      // Every claimed chunk of this job is counted before its caller can see it done, so a
+      // count never reaches the next job.
+      if (done_.fetch_add(1) + 1 == job.chunks) {
         std::lock_guard l(mu_);
         done_cv_.notify_all();
       }
@@ -63,21 +85,23 @@ class Pool {
   void loop() {
     uint64_t seen = 0;
     for (;;) {
+      Job job;
       {
         std::unique_lock l(mu_);
-        cv_.wait(l, [&] { return stop_ || (generation_ != seen && task_); });
+        cv_.wait(l, [&] { return stop_ || (job_.generation != seen && job_.task); });
         if (stop_) return;
-        seen = generation_;
+        job = job_;
+        seen = job.generation;
       }
-      work();
+      work(job);
     }
   }
   std::vector<std::thread> workers_;
   std::mutex mu_, job_mu_;
   std::condition_variable cv_, done_cv_;
-  const std::function<void(int64_t)>* task_ = nullptr;
-  int64_t chunks_ = 0;
-  std::atomic<int64_t> next_{0}, done_{0};
+  Job job_;                        // the current job (task null between jobs); under mu_
+  std::atomic<uint64_t> next_{0};  // (generation << 32) | next chunk to claim
+  std::atomic<int64_t> done_{0};   // chunks of the current job finished
   uint64_t generation_ = 0;
   bool stop_ = false;
 };

@@ -318,8 +318,8 @@ class Scheduler {
   // transcendental is dozens of them (float32 exp: about 80), so softmax's exp(x - max), read
   // by the row sum and by the division, is computed once instead of twice. Storing costs a
   // write and a read per element, which a 2-core host or a GPU covers with about 40-55 simple
-  // operations of compute (docs/performance.md); smaller values keep the old rule so the small
-  // steps keep their kernels.
+  // operations of compute (docs/compilation.md, "Program memory"); smaller values keep the old rule
+  // so the small steps keep their kernels.
 
   bool costly_to_recompute(NodeRef n) {
     std::unordered_set<NodeRef> seen;

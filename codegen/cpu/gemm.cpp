@@ -9,6 +9,7 @@
 #include <iterator>
 #include <memory>
 #include <stdexcept>
+#include <type_traits>
 
 #include "ir/env.h"
 
@@ -379,9 +380,11 @@ void run_tasks(const GemmPlan& g, char** bufs, int64_t lo, int64_t hi) {
   for (int64_t t = lo; t < hi; ++t) gemm_task<T, MR, NR>(g, bufs, t, &Micro::template run<MR>);
 }
 
-// Runs tasks [lo, hi) with the micro-kernel family `Micro` at the plan's tile height.
+// Runs tasks [lo, hi) with the micro-kernel family `Micro` at the plan's tile height (the
+// heights tile_rows gives that family: 8 and 12 for AVX-512 only, 6 for the others).
 template <class T, int NR, class Micro>
-void run_family(const GemmPlan& g, char** bufs, int64_t lo, int64_t hi, bool avx512) {
+void run_family(const GemmPlan& g, char** bufs, int64_t lo, int64_t hi) {
+  constexpr bool avx512 = std::is_same_v<Micro, MicroAvx512<T>>;
   switch (g.mr) {
     case 1:
       return run_tasks<T, NR, Micro, 1>(g, bufs, lo, hi);
@@ -392,9 +395,12 @@ void run_family(const GemmPlan& g, char** bufs, int64_t lo, int64_t hi, bool avx
     default:
       break;
   }
-  if (avx512 && g.mr == 8) return run_tasks<T, NR, Micro, 8>(g, bufs, lo, hi);
-  if (avx512) return run_tasks<T, NR, Micro, kMR512>(g, bufs, lo, hi);
-  return run_tasks<T, NR, Micro, kMR2>(g, bufs, lo, hi);
+  if constexpr (avx512) {
+    if (g.mr == 8) return run_tasks<T, NR, Micro, 8>(g, bufs, lo, hi);
+    return run_tasks<T, NR, Micro, kMR512>(g, bufs, lo, hi);
+  } else {
+    return run_tasks<T, NR, Micro, kMR2>(g, bufs, lo, hi);
+  }
 }
 
 }  // namespace
@@ -471,15 +477,14 @@ GemmPlan plan_gemm(const KernelSpec& ks, int threads) {
 void run_gemm(const void* plan, char** bufs, int64_t lo, int64_t hi) {
   const auto& g = *static_cast<const GemmPlan*>(plan);
   const Isa isa = host_isa();
-  const bool avx512 = isa == Isa::Avx512;
   if (g.dtype == ir::DType::Float32) {
-    if (avx512) return run_family<float, 32, MicroAvx512<float>>(g, bufs, lo, hi, true);
-    if (isa == Isa::Avx2) return run_family<float, 16, MicroAvx2<float>>(g, bufs, lo, hi, false);
-    return run_family<float, 16, MicroPortable<float, 16>>(g, bufs, lo, hi, false);
+    if (isa == Isa::Avx512) return run_family<float, 32, MicroAvx512<float>>(g, bufs, lo, hi);
+    if (isa == Isa::Avx2) return run_family<float, 16, MicroAvx2<float>>(g, bufs, lo, hi);
+    return run_family<float, 16, MicroPortable<float, 16>>(g, bufs, lo, hi);
   }
-  if (avx512) return run_family<double, 16, MicroAvx512<double>>(g, bufs, lo, hi, true);
-  if (isa == Isa::Avx2) return run_family<double, 8, MicroAvx2<double>>(g, bufs, lo, hi, false);
-  return run_family<double, 8, MicroPortable<double, 8>>(g, bufs, lo, hi, false);
+  if (isa == Isa::Avx512) return run_family<double, 16, MicroAvx512<double>>(g, bufs, lo, hi);
+  if (isa == Isa::Avx2) return run_family<double, 8, MicroAvx2<double>>(g, bufs, lo, hi);
+  return run_family<double, 8, MicroPortable<double, 8>>(g, bufs, lo, hi);
 }
 
 const char* gemm_kernel_name() {

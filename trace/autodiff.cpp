@@ -1,11 +1,14 @@
 #include "trace/autodiff.h"
 
 #include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/interpreter.h"
 #include "core/ops.h"
 #include "trace/control_flow.h"
 #include "trace/graph_eval.h"
+#include "trace/scan_vjp.h"
 #include "trace/trace_flat.h"
 #include "trace/vjp.h"
 
@@ -19,16 +22,79 @@ struct Bound : Traced {
   std::vector<nx::Tensor> bindings;
 };
 Bound trace(const char* api, const std::vector<nx::Tensor>& params, const FlatFn& f,
-            int extra_params) {
+            int extra_params, bool records_scans) {
   DifferentiatingScope differentiating;  // rune::while_loop raises inside
   std::vector<Aval> avals;
   for (const auto& p : params) avals.push_back({p.dtype(), p.shape()});
-  Bound t{
-      trace_flat(api, avals, device_of(params), f, static_cast<int>(params.size()) + extra_params),
-      params};
+  Bound t{trace_flat(api, avals, device_of(params), f,
+                     static_cast<int>(params.size()) + extra_params, "f", records_scans),
+          params};
   t.bindings.resize(params.size() + static_cast<size_t>(extra_params));
   for (const auto& c : t.captured) t.bindings.push_back(c);
   return t;
+}
+
+ir::NodeRef param_node(int index, nx::DType t, const nx::Shape& shape) {
+  return ir::make(ir::Op::Param, t, shape, {}, ir::LoadArg{index, ir::View::contiguous(shape)});
+}
+
+// Evaluates the traced graph's outputs and its params' gradients for `roots` receiving `cots`,
+// running the scans kept whole (t.scans, in trace order) as loops: each forward, saving its
+// carries where a gradient flows through it, then, last scan first, the reverse scan of its body's
+// vjp (trace/scan_vjp.h) on its results' cotangents, whose results seed the cotangents of the
+// scan's inputs. Returns the outputs, then the gradients.
+std::vector<nx::Tensor> evaluate_with_scans(const Bound& t, const std::vector<ir::NodeRef>& roots,
+                                            const std::vector<ir::NodeRef>& cots) {
+  GraphEvaluator ev(t.bindings, t.device);
+  // Which nodes depend on the differentiated params (through earlier scans' results too).
+  std::unordered_set<int> live;
+  for (ir::NodeRef p : t.params) live.insert(ir::arg_load(p).param);
+  std::unordered_map<ir::NodeRef, bool> depends;
+  std::vector<std::vector<bool>> wants(t.scans.size());
+  std::vector<ScanRun> runs(t.scans.size());
+  for (size_t k = 0; k < t.scans.size(); ++k) {
+    const Tracer::Scan& s = t.scans[k];
+    for (ir::NodeRef n : ir::toposort(s.inputs)) {
+      if (depends.count(n)) continue;
+      bool d = n->op == ir::Op::Param && live.count(ir::arg_load(n).param);
+      for (ir::NodeRef src : n->src) d = d || depends.at(src);
+      depends[n] = d;
+    }
+    bool needed = false;
+    for (ir::NodeRef in : s.inputs) {
+      wants[k].push_back(ir::is_float(in->dtype) && depends.at(in));
+      needed = needed || wants[k].back();
+    }
+    runs[k] = run_scan(s, ev(s.inputs), needed, t.device);
+    for (size_t i = 0; i < s.outputs.size(); ++i) {
+      ev.bind(s.outputs[i], runs[k].outputs[i]);
+      if (needed) live.insert(s.outputs[i]);
+    }
+    if (!needed) wants[k].clear();
+  }
+  std::vector<nx::Tensor> outs = ev(t.outputs);
+  std::vector<ir::NodeRef> seed_roots = roots, seed_cots = cots;
+  for (size_t k = t.scans.size(); k-- > 0;) {
+    const Tracer::Scan& s = t.scans[k];
+    if (wants[k].empty()) continue;
+    std::vector<ir::NodeRef> results;
+    for (size_t i = 0; i < s.outputs.size(); ++i)
+      results.push_back(
+          param_node(s.outputs[i], runs[k].outputs[i].dtype(), runs[k].outputs[i].shape()));
+    std::vector<nx::Tensor> result_cts =
+        ev(vjp_nodes(seed_roots, seed_cots, results, t.checkpoints));
+    std::vector<nx::Tensor> input_cts =
+        scan_vjp(s, ev(s.inputs), runs[k], result_cts, wants[k], t.device);
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      if (!wants[k][i] || !input_cts[i].defined()) continue;
+      seed_roots.push_back(s.inputs[i]);
+      seed_cots.push_back(
+          param_node(ev.add_binding(input_cts[i]), input_cts[i].dtype(), input_cts[i].shape()));
+    }
+  }
+  std::vector<nx::Tensor> grads = ev(vjp_nodes(seed_roots, seed_cots, t.params, t.checkpoints));
+  outs.insert(outs.end(), grads.begin(), grads.end());
+  return outs;
 }
 
 }  // namespace
@@ -44,7 +110,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
           params[i].describe() + "; only float tensors have gradients");
   int n_cot = cotangents ? static_cast<int>(cotangents->size()) : 0;
   ir::NodeUse use;  // the traced graph and its derivatives stay until they ran
-  Bound t = trace(api, params, f, n_cot);
+  Bound t = trace(api, params, f, n_cot, /*records_scans=*/true);
   std::vector<ir::NodeRef> cots;
   // With has_aux the outputs after the first are carried out undifferentiated.
   size_t n_diff = has_aux ? 1 : t.outputs.size();
@@ -77,10 +143,15 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
   }
   std::vector<ir::NodeRef> differentiated(t.outputs.begin(),
                                           t.outputs.begin() + static_cast<long>(n_diff));
-  auto grads = vjp_nodes(differentiated, cots, t.params, t.checkpoints);
-  std::vector<ir::NodeRef> roots = t.outputs;
-  roots.insert(roots.end(), grads.begin(), grads.end());
-  auto vals = evaluate(roots, t.bindings, t.device);
+  std::vector<nx::Tensor> vals;
+  if (t.scans.empty()) {
+    auto grads = vjp_nodes(differentiated, cots, t.params, t.checkpoints);
+    std::vector<ir::NodeRef> roots = t.outputs;
+    roots.insert(roots.end(), grads.begin(), grads.end());
+    vals = evaluate(roots, t.bindings, t.device);
+  } else {
+    vals = evaluate_with_scans(t, differentiated, cots);
+  }
   std::vector<nx::Tensor> outs(vals.begin(), vals.begin() + static_cast<long>(t.outputs.size()));
   std::vector<nx::Tensor> gs(vals.begin() + static_cast<long>(t.outputs.size()), vals.end());
   return {outs, gs};
@@ -101,7 +172,8 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(
   // Forward mode by transposing reverse mode: u -> J^T u is linear, so the vjp of that map
   // at any u, applied to the tangent t, is (J^T)^T t = J t.
   ir::NodeUse use;  // the traced graph and its derivatives stay until they ran
-  Bound t = trace(api, primals, f, 0);
+  // Scans are replayed per iteration here (not kept whole): this transposes the vjp graph.
+  Bound t = trace(api, primals, f, 0, /*records_scans=*/false);
   size_t n = primals.size(), m = t.outputs.size();
   size_t base = t.bindings.size();
   std::vector<ir::NodeRef> us;

@@ -107,8 +107,9 @@ void check_scalar(const char* api, const char* what, const nx::Tensor& t, bool w
 }
 
 // scan as one loop step of the rune::jit program being traced (trace/staged_program.h): the
-// traced body `b` is replayed once more into a step over the carry (carry, i, ys) that reads
-// row i of each xs leaf and writes its outputs into row i of the stacked ys; the program runs
+// traced body `b` is replayed once more into a step over the carry (plus a step counter where
+// the body reads rows of xs) that reads row i of each xs leaf; its per-step outputs are the
+// loop's rows, which the program writes straight into row i of the stacked ys. The program runs
 // that step `length` times. The user's body is not called again. A fori_loop whose body ignores
 // its counter carries no counter (the step is then just the body's kernels).
 std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
@@ -120,16 +121,11 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
   for (ir::NodeRef n : ir::toposort(b.outputs))
     reads_x |= n->op == ir::Op::Param && ir::arg_load(n).param >= static_cast<int>(n_carry) &&
                ir::arg_load(n).param < static_cast<int>(b.n_args);
-  const size_t counted = n_y > 0 || (reads_x && !xs.empty()) ? 1 : 0;  // the counter's slot
+  const size_t counted = reads_x && !xs.empty() ? 1 : 0;  // the counter's slot
   std::vector<nx::Tensor> carry0 = init;
-  {
+  if (counted) {
     nx::CreateOn on(device);
-    if (counted) carry0.push_back(nx::zeros(nx::int32, {}));
-    for (size_t j = 0; j < n_y; ++j) {
-      nx::Shape s{length};
-      s.insert(s.end(), b.outputs[n_carry + j]->shape.begin(), b.outputs[n_carry + j]->shape.end());
-      carry0.push_back(nx::zeros(b.outputs[n_carry + j]->dtype, s));
-    }
+    carry0.push_back(nx::zeros(nx::int32, {}));
   }
   auto row_starts = [](const nx::Tensor& i, size_t rank) {
     std::vector<nx::Tensor> starts{i};
@@ -140,9 +136,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
     std::vector<nx::Tensor> args(in.begin(), in.begin() + static_cast<long>(n_carry));
     if (!counted) {  // the body reads no row: any value stands for it
       for (size_t k = n_carry; k < b.n_args; ++k) args.push_back(nx::zeros(nx::int32, {}));
-      std::vector<nx::Tensor> outs = run_body(b, args);
-      outs.resize(n_carry);
-      return outs;
+      return run_body(b, args);
     }
     const nx::Tensor& i = in[n_carry];
     if (counter_lo)  // fori_loop: the row of the counter is lo + i
@@ -157,13 +151,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
     std::vector<nx::Tensor> outs = run_body(b, args);
     std::vector<nx::Tensor> next(outs.begin(), outs.begin() + static_cast<long>(n_carry));
     next.push_back(i + 1);
-    for (size_t j = 0; j < n_y; ++j) {
-      const nx::Tensor& acc = in[n_carry + 1 + j];
-      nx::Shape one = acc.shape();
-      one[0] = 1;
-      next.push_back(nx::dynamic_update_slice(acc, nx::reshape(outs[n_carry + j], one),
-                                              row_starts(i, acc.shape().size())));
-    }
+    next.insert(next.end(), outs.begin() + static_cast<long>(n_carry), outs.end());  // the rows
     return next;
   };
   Body loop_body = trace_body(api, avals_of(carry0), device, step);
@@ -172,11 +160,38 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
   for (size_t k = loop_body.n_args; k < loop_body.bindings.size(); ++k)
     loop.inputs.push_back(jit_tracer.node_of(loop_body.bindings[k]));
   loop.body_roots = loop_body.outputs;
+  loop.n_ys = n_y;
   loop.body_params = static_cast<int>(loop_body.bindings.size());
   loop.trips = length;
   std::vector<nx::Tensor> final = jit_tracer.add_loop(std::move(loop));
   std::vector<nx::Tensor> carry(final.begin(), final.begin() + static_cast<long>(n_carry));
   std::vector<nx::Tensor> ys(final.begin() + static_cast<long>(n_carry + counted), final.end());
+  return {carry, ys};
+}
+
+// scan kept whole in a trace that autodiff differentiates (Tracer::records_scans): its results
+// are params of that trace, bound when autodiff runs it (trace/scan_vjp.h).
+std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> record_scan(
+    const char* api, Tracer& tracer, const Body& b, const std::vector<nx::Tensor>& init,
+    const std::vector<nx::Tensor>& xs, int64_t length, const int64_t* counter_lo) {
+  Tracer::Scan s;
+  s.api = api;
+  s.body_outputs = b.outputs;
+  s.n_carry = init.size();
+  s.n_xs = xs.size();
+  s.n_captures = b.bindings.size() - b.n_args;
+  s.length = length;
+  if (counter_lo) {
+    s.counted = true;
+    s.counter_lo = *counter_lo;
+  }
+  for (const auto& t : init) s.inputs.push_back(tracer.node_of(t));
+  for (const auto& x : xs) s.inputs.push_back(tracer.node_of(x));
+  for (size_t k = b.n_args; k < b.bindings.size(); ++k)
+    s.inputs.push_back(tracer.node_of(b.bindings[k]));
+  std::vector<nx::Tensor> out = tracer.add_scan(std::move(s));
+  std::vector<nx::Tensor> carry(out.begin(), out.begin() + static_cast<long>(init.size()));
+  std::vector<nx::Tensor> ys(out.begin() + static_cast<long>(init.size()), out.end());
   return {carry, ys};
 }
 
@@ -202,10 +217,13 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_flat(
   nx::Device device = device_of(init.empty() ? xs : init);
   Body b = trace_body(api, in, device, body);
   check_carry(api, b, init, carry_paths);
-  // Traced straight into rune::jit's own trace (not under autodiff, which differentiates the
-  // replayed iterations), the loop becomes one step of the program. A body with checks is
-  // replayed per iteration instead (its checks become the program's).
+  // Traced straight into a trace that autodiff differentiates, the scan is kept whole: autodiff
+  // differentiates it as a loop (trace/scan_vjp.h), not as its replayed iterations. Traced
+  // straight into rune::jit's own trace, it becomes one loop step of the program. A body with
+  // checks is replayed per iteration instead (its checks become the enclosing trace's).
   Tracer* outer = active_tracer();
+  if (outer && outer->records_scans && length > 0 && b.checks.empty())
+    return record_scan(api, *outer, b, init, xs, length, counter_lo);
   if (outer && outer->records_loops && differentiating_depth == 0 && length > 0 && b.checks.empty())
     return scan_as_loop(api, *outer, b, init, xs, length, counter_lo);
   const size_t n_carry = init.size(), n_y = b.outputs.size() - n_carry;

@@ -1,10 +1,12 @@
 // Control flow over traced bodies (lax.scan, fori_loop, while_loop, cond, switch): each body is
 // traced ONCE per call into a graph (trace/control_flow.cpp). Directly inside rune::jit a loop
 // becomes one loop step of the caller's program (trace/staged_program.h: the body's own program
-// runs in the program runner). Elsewhere the graph is replayed per iteration through the
-// current interpreter: eagerly outside any trace, into the enclosing trace under rune::grad
-// (autodiff differentiates the replayed iterations, a reverse pass over the saved carries) or
-// inside another body. docs/compilation.md "Control flow" says what retraces a body.
+// runs in the program runner). Directly inside a function rune::grad (vjp, value_and_grad)
+// differentiates, a scan or fori_loop is kept whole and differentiated as a loop: forward saving
+// each step's carry, then a reverse scan of the body's vjp (trace/scan_vjp.h). Elsewhere the
+// graph is replayed per iteration through the current interpreter: eagerly outside any trace,
+// into the enclosing trace otherwise. docs/compilation.md "Control flow" says what retraces a
+// body.
 #pragma once
 #include <cstdint>
 #include <functional>

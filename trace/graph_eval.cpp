@@ -1,36 +1,44 @@
 #include "trace/graph_eval.h"
 
-#include <unordered_map>
+#include <stdexcept>
+#include <string>
 
 #include "core/interpreter.h"
 #include "ir/scalar.h"
 
 namespace rune {
 
-std::vector<nx::Tensor> evaluate(const std::vector<ir::NodeRef>& roots,
-                                 const std::vector<nx::Tensor>& bindings, nx::Device device) {
-  nx::CreateOn on(device);
-  std::unordered_map<ir::NodeRef, nx::Tensor> val;
+std::vector<nx::Tensor> GraphEvaluator::operator()(const std::vector<ir::NodeRef>& roots) {
+  nx::CreateOn on(device_);
   for (ir::NodeRef n : ir::toposort(roots)) {
+    if (val_.count(n)) continue;
     nx::Tensor t;
     if (n->op == ir::Op::Param) {
-      t = bindings.at(static_cast<size_t>(ir::arg_load(n).param));
+      t = bindings_.at(static_cast<size_t>(ir::arg_load(n).param));
+      if (!t.defined())  // a scan's result read before autodiff ran the scan
+        throw std::logic_error("rune: graph param " + std::to_string(ir::arg_load(n).param) +
+                               " read before it was bound");
     } else if (n->op == ir::Op::Const) {
       ir::Value v = ir::is_float(n->dtype) ? ir::Value::of_float(n->dtype, ir::arg_float(n))
                                            : ir::Value::of_int(n->dtype, ir::arg_int(n));
       t = nx::current_interpreter().constant(v);
     } else if (n->op == ir::Op::StopGradient) {
-      t = val.at(n->src[0]);  // the identity; autodiff already saw it
+      t = val_.at(n->src[0]);  // the identity; autodiff already saw it
     } else {
       std::vector<nx::Tensor> src;
-      for (auto s : n->src) src.push_back(val.at(s));
+      for (auto s : n->src) src.push_back(val_.at(s));
       t = nx::apply(n->op, n->dtype, n->shape, src, n->arg);
     }
-    val[n] = t;
+    val_[n] = t;
   }
   std::vector<nx::Tensor> out;
-  for (auto r : roots) out.push_back(val.at(r));
+  for (auto r : roots) out.push_back(val_.at(r));
   return out;
+}
+
+std::vector<nx::Tensor> evaluate(const std::vector<ir::NodeRef>& roots,
+                                 const std::vector<nx::Tensor>& bindings, nx::Device device) {
+  return GraphEvaluator(bindings, device)(roots);
 }
 
 }  // namespace rune

@@ -1,5 +1,6 @@
 #include "trace/staged_program.h"
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <stdexcept>
@@ -15,14 +16,14 @@ namespace {
 
 std::atomic<size_t> iterations{0};
 
-// What a loop step runs: bufs are the initial carry, the captured operands, then the slots the
-// final carry goes to.
+// What a loop step runs: bufs are the initial carry, the captured operands, the slots the
+// final carry goes to, then the stacked ys' slots (iteration t writes its rows at row t).
 struct LoopPlan {
   std::shared_ptr<const runtime::Program> body;
   int64_t trips = 0;  // -1: while `cond` (then `copy` moves the final carry to its slots)
   std::shared_ptr<const runtime::Program> cond, copy;
-  size_t n_carry = 0, n_operands = 0;
-  std::vector<size_t> carry_bytes;
+  size_t n_carry = 0, n_operands = 0, n_ys = 0;
+  std::vector<size_t> carry_bytes, row_bytes;
   // Carry leaf k is in the memory given for output writer[k]: outputs sharing a slot are written
   // once, to the last one's memory, so leaves returned twice read that one.
   std::vector<size_t> writer;
@@ -93,6 +94,8 @@ class Reruns {
 void run_loop(const LoopPlan& p, char* const* bufs) {
   std::vector<char*> in(bufs, bufs + p.n_carry + p.n_operands);
   char* const* final_slots = bufs + p.n_carry + p.n_operands;
+  char* const* ys = final_slots + p.n_carry;
+  std::vector<char*> out(p.n_carry + p.n_ys);  // one iteration's outputs: carry, then rows
   Reruns body(*p.body);
   const runtime::Device memory = body.launcher().memory();
   const bool copy_at_end = p.copy != nullptr;
@@ -123,8 +126,11 @@ void run_loop(const LoopPlan& p, char* const* bufs) {
   int64_t t = 0;
   for (; p.trips < 0 ? holds() : t < p.trips; ++t) {
     char* const* into = !copy_at_end && t == p.trips - 1 ? final_slots : turn[t % 2].data();
-    body.run(in.data(), into);
-    for (size_t k = 0; k < p.n_carry; ++k) in[k] = into[p.writer[k]];
+    std::copy(into, into + p.n_carry, out.begin());
+    for (size_t j = 0; j < p.n_ys; ++j)
+      out[p.n_carry + j] = ys[j] + static_cast<size_t>(t) * p.row_bytes[j];
+    body.run(in.data(), out.data());
+    for (size_t k = 0; k < p.n_carry; ++k) in[k] = out[p.writer[k]];
   }
   if (copy_at_end) Reruns(*p.copy).run(in.data(), final_slots);
   iterations += static_cast<size_t>(t);
@@ -174,17 +180,22 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
     auto plan = std::make_shared<LoopPlan>();
     plan->body = codegen::compile(loop.body_roots, loop.body_params, device);
     plan->trips = loop.trips;
-    plan->n_carry = loop.body_roots.size();
+    plan->n_ys = loop.n_ys;
+    plan->n_carry = loop.body_roots.size() - loop.n_ys;
     plan->n_operands = loop.inputs.size() - plan->n_carry;
     const auto& outs = plan->body->output_slots;
     bool shared = false;
     for (size_t k = 0; k < plan->n_carry; ++k) {
       size_t w = k;
-      for (size_t j = k + 1; j < plan->n_carry; ++j)
+      for (size_t j = k + 1; j < outs.size(); ++j)
         if (outs[j] == outs[k]) w = j;
       shared |= w != k;
       plan->writer.push_back(w);
     }
+    for (size_t j = plan->n_carry; j < outs.size(); ++j)
+      for (size_t i = j + 1; i < outs.size(); ++i)
+        if (outs[i] == outs[j])  // the scheduler gives every root a slot of its own
+          throw std::logic_error("rune::jit: a loop's rows share a slot of its body's program");
     if (loop.cond_root) plan->cond = codegen::compile({loop.cond_root}, loop.body_params, device);
     if (loop.cond_root || shared) {
       std::vector<ir::NodeRef> carry;  // the identity on the carry, into the program's slots
@@ -200,11 +211,12 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
     st.name = "loop";
     st.items = 1;
     for (int s : pre->output_slots) st.slots.push_back(map[s]);
-    for (size_t k = 0; k < plan->n_carry; ++k) {
+    for (size_t k = 0; k < loop.body_roots.size(); ++k) {
       ir::NodeRef r = loop.body_roots[k];
       size_t bytes = static_cast<size_t>(ir::numel(r->shape) * ir::itemsize(r->dtype));
-      plan->carry_bytes.push_back(bytes);
-      int s = new_slot(static_cast<int64_t>(bytes));
+      const bool row = k >= plan->n_carry;
+      (row ? plan->row_bytes : plan->carry_bytes).push_back(bytes);
+      int s = new_slot(static_cast<int64_t>(row ? bytes * static_cast<size_t>(loop.trips) : bytes));
       param_slot[loop.outputs[k]] = s;
       st.slots.push_back(s);
     }

@@ -14,8 +14,9 @@ nx::Device device_of(const std::vector<nx::Tensor>& ts) {
 }
 
 Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device device,
-                  const FlatFn& f, int first_capture, const char* fn_name) {
+                  const FlatFn& f, int first_capture, const char* fn_name, bool records_scans) {
   Tracer tracer(device, first_capture);
+  tracer.records_scans = records_scans;
   Traced t;
   t.device = device;
   std::vector<nx::Tensor> stand_ins;
@@ -38,6 +39,7 @@ Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device de
   t.captured = tracer.captured();
   t.checkpoints = tracer.checkpoints();
   t.checks = tracer.checks();
+  t.scans = tracer.scans();
   return t;
 }
 

@@ -79,17 +79,38 @@ void Tracer::check_readable(const nx::Tensor& t, const char* api) {
                     "(use nx::where for data-dependent choices)");
 }
 
+nx::Tensor Tracer::unbound_param(nx::DType t, const nx::Shape& shape, std::vector<int>& indices) {
+  int index = n_args_ + static_cast<int>(captured_.size());
+  captured_.push_back(nx::Tensor());  // bound by a loop's step, or by autodiff (a Scan)
+  indices.push_back(index);
+  return wrap(
+      ir::make(ir::Op::Param, t, shape, {}, ir::LoadArg{index, ir::View::contiguous(shape)}));
+}
+
 std::vector<nx::Tensor> Tracer::add_loop(Loop loop) {
   std::vector<nx::Tensor> out;
   loop.outputs.clear();
-  for (ir::NodeRef r : loop.body_roots) {
-    int index = n_args_ + static_cast<int>(captured_.size());
-    captured_.push_back(nx::Tensor());  // bound inside the program, by the loop's step
-    loop.outputs.push_back(index);
-    out.push_back(wrap(ir::make(ir::Op::Param, r->dtype, r->shape, {},
-                                ir::LoadArg{index, ir::View::contiguous(r->shape)})));
+  const size_t n_carry = loop.body_roots.size() - loop.n_ys;
+  for (size_t k = 0; k < loop.body_roots.size(); ++k) {
+    ir::NodeRef r = loop.body_roots[k];
+    nx::Shape s = r->shape;
+    if (k >= n_carry) s.insert(s.begin(), loop.trips);  // a row, stacked
+    out.push_back(unbound_param(r->dtype, s, loop.outputs));
   }
   loops_.push_back(std::move(loop));
+  return out;
+}
+
+std::vector<nx::Tensor> Tracer::add_scan(Scan scan) {
+  std::vector<nx::Tensor> out;
+  scan.outputs.clear();
+  for (size_t k = 0; k < scan.body_outputs.size(); ++k) {
+    ir::NodeRef r = scan.body_outputs[k];
+    nx::Shape s = r->shape;
+    if (k >= scan.n_carry) s.insert(s.begin(), scan.length);  // a y, stacked
+    out.push_back(unbound_param(r->dtype, s, scan.outputs));
+  }
+  scans_.push_back(std::move(scan));
   return out;
 }
 

@@ -53,15 +53,39 @@ class Tracer final : public nx::Interpreter {
   // trace/staged_program.h): its compiled body runs `trips` times in one step of the program
   // runner, carry = body(carry).
   struct Loop {
-    std::vector<ir::NodeRef> inputs;      // the initial carry, then the body's captured operands
-    std::vector<ir::NodeRef> body_roots;  // the body's new carry; its params: carry, captures
+    std::vector<ir::NodeRef> inputs;  // the initial carry, then the body's captured operands
+    // The body's new carry, then its n_ys rows; its params: carry, captures. Iteration t writes
+    // row y of its output y straight into row t of the loop's stacked output y ([trips, ...]).
+    std::vector<ir::NodeRef> body_roots;
+    size_t n_ys = 0;
     int body_params = 0;
     int64_t trips = 0;           // a fixed trip count (scan, fori_loop), or -1: while cond_root
-    ir::NodeRef cond_root = {};  // while_loop: a bool scalar over the body's params
-    std::vector<int> outputs;    // the param standing for each leaf of the final carry
+    ir::NodeRef cond_root = {};  // while_loop: a bool scalar over the body's params (no ys)
+    std::vector<int> outputs;    // the params standing for the final carry, then the stacked ys
   };
   // Set by rune::jit on its own tracer: control flow traced directly into it becomes a Loop.
   bool records_loops = false;
+
+  // A rune::scan (or fori_loop) traced directly into a trace that rune::grad / vjp / value_and_grad
+  // differentiate (records_scans): kept whole instead of replayed per iteration, so autodiff
+  // differentiates it as a loop (trace/scan_vjp.h): it runs forward saving each step's carry,
+  // then a reverse scan of the body's vjp. Its results are params of this trace (like a Loop's).
+  struct Scan {
+    const char* api = "rune::scan";
+    std::vector<ir::NodeRef>
+        body_outputs;  // new carry then ys, over params: carry, x rows, captures
+    size_t n_carry = 0, n_xs = 0, n_captures = 0;
+    int64_t length = 0;
+    bool counted = false;  // fori_loop: xs is its step counter, counter_lo, counter_lo + 1, ...
+    int64_t counter_lo = 0;
+    std::vector<ir::NodeRef> inputs;  // this trace's nodes: init, xs, then the body's captures
+    std::vector<int> outputs;         // the params standing for the final carry, then the ys
+  };
+  bool records_scans = false;
+  // Records `scan` (outputs are filled here) and returns its final carry and stacked ys as
+  // params without a concrete value, bound when autodiff runs the scan.
+  std::vector<nx::Tensor> add_scan(Scan scan);
+  const std::vector<Scan>& scans() const { return scans_; }
   // Records `loop` (outputs are filled here) and returns stand-ins for its final carry: params
   // after the captures so far, with no concrete value (captured() holds an undefined tensor).
   std::vector<nx::Tensor> add_loop(Loop loop);
@@ -71,12 +95,15 @@ class Tracer final : public nx::Interpreter {
 
  private:
   nx::Tensor wrap(ir::NodeRef n);
+  // A new param after the captures so far, bound later (a loop's or scan's result).
+  nx::Tensor unbound_param(nx::DType t, const nx::Shape& shape, std::vector<int>& indices);
   nx::Device device_;
   int n_args_;
   std::vector<nx::Tensor> captured_;
   std::vector<Check> checks_;
   std::vector<Checkpoint> checkpoints_;
   std::vector<Loop> loops_;
+  std::vector<Scan> scans_;
   // The param each captured value became, by its TensorImpl's address; `tensor` tells whether
   // that TensorImpl is still the one at the address (node_of).
   struct Lifted {

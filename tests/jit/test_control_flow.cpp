@@ -2,7 +2,9 @@
 // while_loop, cond and switch_ give the bits of the unrolled C++ loop, eagerly and inside
 // rune::jit, on CPU, CPU:1 and the fake CUDA:0; each body is traced once per call (not per
 // iteration) and not at all on a compiled call that hits the cache; gradients through scan,
-// fori_loop and cond equal the unrolled program's bits and agree with finite differences;
+// fori_loop and cond agree with finite differences and, where the association is the same, with the
+// unrolled program's bits; a scan under rune::grad is differentiated as a loop (the reverse loop
+// written by hand gives its bits, and under rune::jit it is two loop steps whatever its length);
 // errors name the API and the offending values. Under rune::jit each loop is one loop step of
 // the program (trace/staged_program.h), counted by rune::loop_step_iterations.
 #include <gtest/gtest.h>
@@ -58,6 +60,20 @@ std::pair<Carry, Tensor> rnn_unrolled(const Carry& init, const Tensor& xs) {
 
 std::pair<Carry, Tensor> rnn_scan(const Carry& init, const Tensor& xs) {
   return rune::scan(rnn_step, init, xs);
+}
+
+// A step reading the captured w twice and w2, a value computed from w outside the loop.
+struct TwiceCaptured {
+  Tensor w, w2;
+  std::pair<Carry, Tensor> operator()(const Carry& c, const Tensor& x) const {
+    Tensor h = nx::tanh(c.first * w + x * w2 + w);
+    return {Carry{h, c.second + nx::sum(h * h)}, nx::sin(h)};
+  }
+};
+
+Tensor twice_loss(const Tensor& w, const Tensor& xs, const Tensor& zero) {
+  auto [c, ys] = rune::scan(TwiceCaptured{w, w * 0.7}, Carry{w, zero}, xs);
+  return c.second + nx::sum(ys);
 }
 
 Tensor xs_data(nx::DType t = nx::float32) {
@@ -255,6 +271,34 @@ TEST_P(ControlFlow, CompiledLoopsAreLoopSteps) {
   EXPECT_EQ(bits(w_jit.second), bits(w_eager.second));
 }
 
+// A gradient through a long scan under rune::jit is two loop steps whatever the length (the
+// body's forward and its vjp each compiled once), with the eager gradient's bits.
+TEST_P(ControlFlow, JitGradOfALongScanIsTwoLoopSteps) {
+  // Shorter on the fake CUDA:0, whose launches run on host threads (the claim is the same).
+  const int64_t T = std::string(GetParam()) == "CUDA:0" ? 16 : 128;
+  std::vector<double> v;
+  for (int64_t i = 0; i < 3 * T; ++i) v.push_back(0.01 * static_cast<double>(i % 37) - 0.2);
+  Tensor xs = on(nx::create(nx::float32, {T, 3}, v));
+  Tensor w = on(nx::create(nx::float32, {3}, {0.3, -0.8, 1.1}));
+  Tensor zero = on(nx::zeros(nx::float32, {}));
+  auto vg = [&](const Tensor& p, const Tensor& x) {
+    return rune::value_and_grad([&](const Tensor& q) { return twice_loss(q, x, zero); }, p);
+  };
+  size_t before = rune::loop_step_iterations();
+  auto eager = vg(w, xs);
+  EXPECT_EQ(rune::loop_step_iterations(), before);
+  auto jitted = rune::jit(vg);
+  auto [value, grad] = jitted(w, xs);
+  nx::wait(grad);
+  EXPECT_EQ(rune::loop_step_iterations(), before + 2 * T);
+  EXPECT_EQ(grad.device().name(), GetParam());
+  EXPECT_EQ(bits(value), bits(eager.first));
+  EXPECT_EQ(bits(grad), bits(eager.second));
+  auto again = jitted(w, xs * 0.5);
+  EXPECT_EQ(bits(again.second), bits(vg(w, xs * 0.5).second));
+  EXPECT_EQ(jitted.traces(), 1u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, ControlFlow, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
                          rt::DeviceTestName());
 
@@ -349,7 +393,9 @@ TEST(ControlFlowGrad, ScanEqualsUnrolledAndFiniteDifferences) {
   auto jg = rune::jit([&](const Tensor& p) { return rune::grad(loss, p); });
   auto ju = rune::jit([&](const Tensor& p) { return rune::grad(unrolled, p); });
   EXPECT_EQ(bits(jg(w)), bits(ju(w)));
-  EXPECT_EQ(rune::loop_step_iterations(), before) << "autodiff differentiates the iterations";
+  // Under rune::jit the scan is differentiated as a loop: one forward loop step saving the
+  // carries, one reverse loop step; eagerly both run per iteration.
+  EXPECT_EQ(rune::loop_step_iterations(), before + 2 * 3);
   expect_close(nx::to_vector<double>(g), finite_differences(loss, w));
 }
 
@@ -382,6 +428,114 @@ TEST(ControlFlowGrad, ForiLoopAndCond) {
     EXPECT_EQ(bits(compiled(w, pred)), bits(want)) << p;
     expect_close(nx::to_vector<double>(rune::grad(loss, w)), finite_differences(loss, w));
   }
+}
+
+// ---- gradients through loops kept whole (trace/scan_vjp.h, docs/numerics.md) ----
+
+// twice_loss's gradient as the reverse loop written by hand: forward saving each step's carry;
+// then for t = T - 1 down to 0 the step's vjp at its saved carry, each captured operand's
+// cotangent accumulated from -0; last the seeds in order: init's cotangent, then the captures in
+// the order the body read them (w, then w2 = 0.7 w).
+Tensor twice_grad_by_hand(const Tensor& w, const Tensor& xs) {
+  using Ts = std::vector<Tensor>;
+  const Tensor w2 = w * 0.7;
+  const int64_t T = xs.shape()[0];
+  std::vector<Carry> saved;
+  Carry c{w, nx::zeros(nx::float64, {})};
+  for (int64_t t = 0; t < T; ++t) {
+    saved.push_back(c);
+    c = TwiceCaptured{w, w2}(c, nx::index(xs, 0, t)).first;
+  }
+  // loss = c.second + sum(ys): the cotangents of the final carry and of each y.
+  Tensor ct_h = nx::zeros(nx::float64, {3}), ct_total = nx::full(nx::float64, {}, 1.0);
+  const Tensor ct_y = nx::ones(nx::float64, {3});
+  Tensor acc_w = nx::full(nx::float64, {3}, -0.0), acc_w2 = acc_w;
+  for (int64_t t = T - 1; t >= 0; --t) {
+    auto step = [&](const Ts& p) {
+      auto [next, y] = TwiceCaptured{p[2], p[3]}(Carry{p[0], p[1]}, nx::index(xs, 0, t));
+      return Ts{next.first, next.second, y};
+    };
+    Ts g = rune::vjp(step, Ts{saved[t].first, saved[t].second, w, w2}, Ts{ct_h, ct_total, ct_y})
+               .second;
+    ct_h = g[0];
+    ct_total = g[1];
+    acc_w = acc_w + g[2];
+    acc_w2 = acc_w2 + g[3];
+  }
+  return (ct_h + acc_w) + acc_w2 * 0.7;
+}
+
+TEST(ScanGrad, IsTheReverseLoopWrittenByHand) {
+  Tensor xs = xs_data(nx::float64);
+  Tensor w = nx::create(nx::float64, {3}, {0.3, -0.8, 1.1});
+  Tensor zero = nx::zeros(nx::float64, {});
+  auto loss = [&](const Tensor& p) { return twice_loss(p, xs, zero); };
+  Tensor want = twice_grad_by_hand(w, xs);
+  size_t before = rune::loop_step_iterations();
+  Tensor g = rune::grad(loss, w);
+  EXPECT_EQ(rune::loop_step_iterations(), before) << "eagerly the loops run per iteration";
+  EXPECT_EQ(bits(g), bits(want));
+  Tensor jg = rune::jit([&](const Tensor& p) { return rune::grad(loss, p); })(w);
+  EXPECT_EQ(bits(jg), bits(want));
+  EXPECT_EQ(rune::loop_step_iterations(), before + 2 * 3);
+  expect_close(nx::to_vector<double>(g), finite_differences(loss, w));
+}
+
+// Second derivatives: the inner gradient's two loops are kept whole in the outer trace and
+// differentiated in turn (four loop steps under rune::jit).
+TEST(ScanGrad, SecondDerivativesDifferentiateTheLoops) {
+  Tensor xs = xs_data(nx::float64);
+  Tensor w = nx::create(nx::float64, {3}, {0.3, -0.8, 1.1});
+  Tensor v = nx::create(nx::float64, {3}, {1, -2, 0.5});
+  Tensor zero = nx::zeros(nx::float64, {});
+  auto g = [&](const Tensor& p) {
+    return rune::grad([&](const Tensor& q) { return twice_loss(q, xs, zero); }, p);
+  };
+  auto gv = [&](const Tensor& p) { return nx::sum(g(p) * v); };
+  auto hv = [&](const Tensor& p) { return rune::grad(gv, p); };  // H v
+  Tensor eager = hv(w);
+  size_t before = rune::loop_step_iterations();
+  Tensor jitted = rune::jit(hv)(w);
+  nx::wait(jitted);
+  EXPECT_EQ(rune::loop_step_iterations(), before + 4 * 3);
+  EXPECT_EQ(bits(jitted), bits(eager));
+  expect_close(nx::to_vector<double>(eager), finite_differences(gv, w));
+}
+
+// rune::vjp through a scan with cotangents for the final carry and the ys: the gradients of
+// init and of every row of xs.
+TEST(ScanGrad, CotangentsOfInitAndXs) {
+  using P = std::pair<Tensor, Tensor>;
+  Tensor xs = xs_data(nx::float64);
+  Tensor h0 = nx::create(nx::float64, {3}, {0.2, -0.1, 0.4});
+  Tensor ct_h = nx::create(nx::float64, {3}, {1, 0.5, -1});
+  std::vector<double> cy;
+  for (int i = 0; i < 9; ++i) cy.push_back(0.25 * i - 1);
+  Tensor ct_ys = nx::create(nx::float64, {3, 3}, cy);
+  auto f = [](const P& p) {
+    auto [c, ys] = rune::scan(rnn_step, Carry{p.first, nx::zeros(nx::float64, {})}, p.second);
+    return P{c.first, ys};
+  };
+  auto eager = rune::vjp(f, P{h0, xs}, P{ct_h, ct_ys}).second;
+  auto jitted = rune::jit([&](const Tensor& a, const Tensor& b) {
+    return rune::vjp(f, P{a, b}, P{ct_h, ct_ys}).second;
+  })(h0, xs);
+  EXPECT_EQ(bits(jitted.first), bits(eager.first));
+  EXPECT_EQ(bits(jitted.second), bits(eager.second));
+  auto dot = [&](const P& p) {
+    P r = f(p);
+    return nx::sum(r.first * ct_h) + nx::sum(r.second * ct_ys);
+  };
+  expect_close(nx::to_vector<double>(eager.first), finite_differences(
+                                                       [&](const Tensor& a) {
+                                                         return dot(P{a, xs});
+                                                       },
+                                                       h0));
+  expect_close(nx::to_vector<double>(eager.second), finite_differences(
+                                                        [&](const Tensor& b) {
+                                                          return dot(P{h0, b});
+                                                        },
+                                                        xs));
 }
 
 // ---- errors: the API and the offending values ----

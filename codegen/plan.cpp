@@ -209,12 +209,15 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
     if (contiguous_out && nodes.size() <= 48) p.group = 16;
   }
   if (!device.gpu && reduction(k) && k.blocks() > 1) {
-    // A block's 8 lanes are one chain of vector adds, bound by the add's latency (4 cycles for
-    // 8 floats: about 20 GB/s per core at 2.5 GHz, below what a core reads from L3); several
-    // blocks per work item interleave their chains. Items stay at least two per thread.
-    const int64_t outs = numel(k.shape), nb = k.blocks();
+    // A block's 8 lanes are one chain of vector adds, so a core waits on the add's latency
+    // between steps (measured on the bench machine, one thread, 1 MiB in L2: 45 GB/s one block
+    // at a time, 60-66 GB/s with 2 or 4 interleaved; from memory the single chain also falls
+    // behind more after each stall). Several full blocks per work item interleave their chains;
+    // a group is taken only where each output has that many full blocks, and only while there
+    // are still as many items as threads.
+    const int64_t outs = numel(k.shape), nb = k.blocks(), full = k.reduce_size() / kReduceBlock;
     for (int g : {4, 2})
-      if (outs * ((nb + g - 1) / g) >= 2 * int64_t{std::max(device.threads, 1)}) {
+      if (g <= full && outs * ((nb + g - 1) / g) >= int64_t{std::max(device.threads, 1)}) {
         p.blocks = g;
         break;
       }

@@ -57,7 +57,7 @@ void expect_plans_agree(const std::string& device_env, const char* const* plans,
 
 TEST(Plans, HostPlansGiveTheSameBits) {
   // The default interleaves reduction blocks where there are enough (sum_many_blocks: blocks:4
-  // on up to 2 threads); the plans without `blocks` reduce them one by one.
+  // on 2 threads); the plans without `blocks` reduce them one by one.
   const char* plans[] = {
       "host lanes:unrolled group:1",        "host lanes:vector group:16",
       "host lanes:unrolled group:16",       "host lanes:vector group:1",

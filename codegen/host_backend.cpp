@@ -35,6 +35,7 @@ struct HostKernel {
   runtime::HostKernelFn main = nullptr, phase1 = nullptr;
   std::string name;
   std::shared_ptr<void> code;
+  int64_t phase1_items = 0;  // work items of phase1 (the plan may give one several blocks)
 };
 // Kernels are held weakly, as programs are (codegen/compile.cpp): a kernel lives as long as
 // some program step uses it.
@@ -42,11 +43,12 @@ struct CachedKernel {
   runtime::HostKernelFn main = nullptr, phase1 = nullptr;
   std::string name;
   std::weak_ptr<void> code;
+  int64_t phase1_items = 0;
   bool expired() const { return code.expired(); }
   std::optional<HostKernel> get() const {
     auto c = code.lock();
     if (!c) return std::nullopt;
-    return HostKernel{main, phase1, name, std::move(c)};
+    return HostKernel{main, phase1, name, std::move(c), phase1_items};
   }
 };
 constexpr size_t kSweepEvery = 1024;
@@ -103,7 +105,7 @@ class HostBackend final : public Backend {
     KernelSpec k = spec;
     k.body = decompose(k.body);
     if (k.rbody) k.rbody = decompose(k.rbody);
-    auto rendered = cpu::render_llvm(k, "KERNEL");
+    auto rendered = cpu::render_llvm(k, "KERNEL", runtime::host_threads());
     // The symbol is named after the source, so equal kernels share one name and object.
     const std::string name = kernel_symbol(rendered.ir);
     std::string ir = rendered.ir;
@@ -138,8 +140,9 @@ class HostBackend final : public Backend {
     hk.name = name;
     hk.main = reinterpret_cast<runtime::HostKernelFn>(addrs[0]);
     if (rendered.two_phase) hk.phase1 = reinterpret_cast<runtime::HostKernelFn>(addrs[1]);
+    hk.phase1_items = rendered.phase1_items;
     hk.code = loaded.owner;
-    by_name_[name] = CachedKernel{hk.main, hk.phase1, hk.name, hk.code};
+    by_name_[name] = CachedKernel{hk.main, hk.phase1, hk.name, hk.code, hk.phase1_items};
     return hk;
   }
 
@@ -148,7 +151,7 @@ class HostBackend final : public Backend {
     if (auto it = kernels_.find(spec); it != kernels_.end())
       if (auto live = it->second.get()) return *live;
     HostKernel hk = build_kernel(spec, stats);
-    kernels_[spec] = CachedKernel{hk.main, hk.phase1, hk.name, hk.code};
+    kernels_[spec] = CachedKernel{hk.main, hk.phase1, hk.name, hk.code, hk.phase1_items};
     if (++kernel_inserts_ % kSweepEvery == 0) {
       erase_expired(kernels_);
       erase_expired(by_name_);
@@ -247,8 +250,12 @@ class HostBackend final : public Backend {
       p.slot_bytes.push_back(outs * nb * itemsize(k.rbody->dtype));
       auto slots = k.slots;
       slots.push_back(scratch);
-      p.steps.push_back(
-          kernel_step(hk.phase1, hk.name + "_p1", outs * nb, kReduceBlock, bytes, slots, hk.code));
+      // Phase 1's items are (output, block) pairs, or (output, group of blocks) under a plan
+      // that interleaves blocks (codegen/plan.h); an item's cost is its elements.
+      const int64_t items = hk.phase1_items;
+      p.steps.push_back(kernel_step(hk.phase1, hk.name + "_p1", items,
+                                    kReduceBlock * ((outs * nb + items - 1) / items), bytes, slots,
+                                    hk.code));
       p.steps.push_back(kernel_step(hk.main, hk.name, outs, nb, bytes, slots, hk.code));
     } else {
       int64_t cost = k.rbody ? std::max<int64_t>(k.reduce_size(), 1) : 1;

@@ -98,6 +98,7 @@ class Lowerer {
     if (!k_.rbody || k_.contract || k_.library) p_.lane_threads = false;
     if (k_.rbody || k_.contract || k_.library) p_.vector4 = false;
     if (!one_block_rows || k_.contract || k_.library) p_.group = 1;
+    if (!k_.rbody || k_.contract || k_.library || p_.gpu || k_.blocks() < 2) p_.blocks = 1;
     if (!k_.contract || !p_.gpu) p_.tiles = false;
     if (k_.contract) {
       p_.tiles ? tiled_contraction() : contraction();
@@ -429,19 +430,23 @@ class Lowerer {
       // Phase 1: one partial per (output, block) pair into the scratch param (last).
       const int scratch = static_cast<int>(out_.params.size());
       out_.params.push_back({acc_type(), true});
-      entry("_p1", outs * nb * lanes, outs * nb * lanes, [&] {
-        items(outs * nb * lanes, [&](NodeRef w) {
-          NodeRef pw = udiv(w, lanes), l = urem(w, lanes);
-          NodeRef o = udiv(pw, nb), blk = urem(pw, nb);
-          NodeRef rlo = mul(blk, kReduceBlock);
-          NodeRef rhi = min(add(rlo, I(kReduceBlock)), I(R));
-          NodeRef part = partial(unflatten(o, k_.shape), rlo, rhi, l);
-          if (p_.lane_threads)
-            when(b::eq(l, I(0)), [&] { store(scratch, pw, part); });
-          else
-            store(scratch, pw, part);
+      if (p_.blocks > 1) {
+        interleaved_blocks_host(scratch);
+      } else {
+        entry("_p1", outs * nb * lanes, outs * nb * lanes, [&] {
+          items(outs * nb * lanes, [&](NodeRef w) {
+            NodeRef pw = udiv(w, lanes), l = urem(w, lanes);
+            NodeRef o = udiv(pw, nb), blk = urem(pw, nb);
+            NodeRef rlo = mul(blk, kReduceBlock);
+            NodeRef rhi = min(add(rlo, I(kReduceBlock)), I(R));
+            NodeRef part = partial(unflatten(o, k_.shape), rlo, rhi, l);
+            if (p_.lane_threads)
+              when(b::eq(l, I(0)), [&] { store(scratch, pw, part); });
+            else
+              store(scratch, pw, part);
+          });
         });
-      });
+      }
       // Phase 2: the block partials of each output combine left to right.
       entry("", outs, outs, [&] {
         items(outs, [&](NodeRef o) {
@@ -470,6 +475,57 @@ class Lowerer {
           when(b::eq(l, I(0)), [&] { finish(o, idx, acc); });
         else
           finish(o, idx, acc);
+      });
+    });
+  }
+
+  // Host, phase 1 with plan.blocks = G > 1: work item w is output w / ng and its blocks
+  // G (w % ng) .. G (w % ng) + G - 1 (ng = ceil(nb / G)). Where all G are full blocks, one loop
+  // walks them together: step j adds element rlo_g + 8 j + l to lane l of block g, for every g,
+  // so each block's lanes see exactly the elements, in the order, of reduce_block; each block
+  // then has its own tree and partial. Other items reduce their blocks one after another.
+  void interleaved_blocks_host(int scratch) {
+    const int64_t outs = numel(k_.shape), nb = k_.blocks(), R = k_.reduce_size();
+    const int G = p_.blocks, L = kReduceLanes;
+    const int64_t ng = (nb + G - 1) / G, full_groups = R / kReduceBlock / G;
+    entry("_p1", outs * ng, outs * ng, [&] {
+      items(outs * ng, [&](NodeRef w) {
+        NodeRef o = udiv(w, ng), grp = urem(w, ng);
+        auto idx = unflatten(o, k_.shape);
+        NodeRef blk0 = let("blk", mul(grp, G));
+        NodeRef sb = add(mul(o, nb), blk0);
+        auto together = [&] {
+          NodeRef rlo = let("rlo", mul(blk0, kReduceBlock));
+          VarId acc = reg("acc", acc_type(), int64_t{L} * G, identity());
+          VarId j = var("j");
+          loop(j, I(0), I(kReduceBlock / L), Loop::Serial, [&] {
+            NodeRef base = add(rlo, mul(V(j), L));
+            VarId l = var("l");
+            loop(l, I(0), I(L), p_.vector_lanes ? Loop::Vector : Loop::Unrolled, [&] {
+              for (int g = 0; g < G; ++g) {
+                NodeRef slot = add(I(int64_t{g} * L), V(l));
+                NodeRef r = add(base, add(I(int64_t{g} * kReduceBlock), V(l)));
+                set(acc, slot, combine(at(acc, slot), rbody_at(idx, 0, r)));
+              }
+            });
+          });
+          for (int g = 0; g < G; ++g) {
+            std::vector<NodeRef> lane;
+            for (int q = 0; q < L; ++q) lane.push_back(at(acc, I(int64_t{g} * L + q)));
+            store(scratch, add(sb, I(g)), let("red", tree(lane)));
+          }
+        };
+        auto one_by_one = [&] {
+          VarId blk = var("b");
+          loop(blk, blk0, min(add(blk0, I(G)), I(nb)), Loop::Serial, [&] {
+            NodeRef rlo = mul(V(blk), kReduceBlock);
+            NodeRef rhi = min(add(rlo, I(kReduceBlock)), I(R));
+            store(scratch, add(mul(o, nb), V(blk)), reduce_block(idx, rlo, rhi, 1)[0]);
+          });
+        };
+        if (full_groups == ng) return together();
+        if (full_groups > 0) when(b::lt(grp, I(full_groups)), together);
+        when(b::le(I(full_groups), grp), one_by_one);
       });
     });
   }

@@ -1,5 +1,6 @@
 #include "codegen/plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -96,6 +97,7 @@ std::string Plan::str() const {
   std::ostringstream s;
   if (!gpu) {
     s << "host lanes:" << (vector_lanes ? "vector" : "unrolled") << " group:" << group;
+    if (blocks != 1) s << " blocks:" << blocks;
   } else {
     s << "gpu lanes:" << (lane_threads ? "threads/" + std::to_string(lane_unroll) : "unrolled");
     if (vector4) s << " vec4";
@@ -123,6 +125,9 @@ std::optional<Plan> parse_plan(const std::string& text, std::string* error) {
     } else if (!p.gpu && word.rfind("group:", 0) == 0) {
       p.group = std::atoi(word.c_str() + 6);
       if (p.group != 1 && p.group != 16) return fail("group is 1 or 16");
+    } else if (!p.gpu && word.rfind("blocks:", 0) == 0) {
+      p.blocks = std::atoi(word.c_str() + 7);
+      if (p.blocks != 1 && p.blocks != 2 && p.blocks != 4) return fail("blocks is 1, 2 or 4");
     } else if (p.gpu && word.rfind("lanes:threads/", 0) == 0) {
       p.lane_threads = true;
       p.lane_unroll = std::atoi(word.c_str() + 14);
@@ -143,6 +148,8 @@ std::string validate(const KernelSpec& k, const Plan& plan) {
   // Parts that do not apply to a kernel's kind are ignored by lower (a plan can be forced on a
   // whole program); what remains must be possible.
   if (plan.group != 1 && plan.gpu) return "group:" + std::to_string(plan.group) + " is a host plan";
+  if (plan.blocks != 1 && plan.gpu)
+    return "blocks:" + std::to_string(plan.blocks) + " is a host plan";
   if (plan.lane_threads && !plan.gpu) return "lanes:threads is a GPU plan";
   if (plan.vector4 && !plan.gpu) return "vec4 is a GPU plan";
   if (plan.vector4 && !k.rbody && !k.contract && !k.library && !vector4_possible(k))
@@ -200,6 +207,20 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
       if (n->op == Op::Load && arg_load(n).view.strides[k.shape.size() - 1] == 1)
         contiguous_out = true;
     if (contiguous_out && nodes.size() <= 48) p.group = 16;
+  }
+  if (!device.gpu && reduction(k) && k.blocks() > 1) {
+    // A block's 8 lanes are one chain of vector adds, so a core waits on the add's latency
+    // between steps (measured on the bench machine, one thread, 1 MiB in L2: 45 GB/s one block
+    // at a time, 60-66 GB/s with 2 or 4 interleaved; from memory the single chain also falls
+    // behind more after each stall). Several full blocks per work item interleave their chains;
+    // a group is taken only where each output has that many full blocks, and only while there
+    // are still as many items as threads.
+    const int64_t outs = numel(k.shape), nb = k.blocks(), full = k.reduce_size() / kReduceBlock;
+    for (int g : {4, 2})
+      if (g <= full && outs * ((nb + g - 1) / g) >= int64_t{std::max(device.threads, 1)}) {
+        p.blocks = g;
+        break;
+      }
   }
   if (device.gpu && device.lane_exchange && reduction(k) && numel(k.rshape) >= 2 * kReduceLanes &&
       reduction_contiguous(k)) {

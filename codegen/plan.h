@@ -24,6 +24,7 @@ struct DeviceDesc {
   bool vector_types = false;   // GPU: float4-style vector loads and stores
   int lane_unroll = 0;         // GPU: unroll hint for a lane thread's loop (loads in flight)
   bool block_tiles = false;    // GPU: block-shared arrays and a block barrier (tiled products)
+  int threads = 1;             // host: the thread pool's size (how many work items are worth it)
 };
 
 // The GPU's tiled float32 matrix product (plan part "tiles"): each block of `threads` threads
@@ -44,6 +45,10 @@ struct Plan {
   // Host: adjacent outputs along the last axis reduced together (1 or 16), each with its own
   // lanes and tree: the loads of 16 outputs form vectors.
   int group = 1;
+  // Host: reduction blocks of one output that one work item reduces together (1, 2 or 4). Each
+  // block keeps its own lanes, tree and partial; their chains interleave, so the adds of
+  // different blocks overlap instead of waiting on one chain's latency.
+  int blocks = 1;
   // GPU: a reduction block's 8 lanes run as 8 threads; its unroll hint.
   bool lane_threads = false;
   int lane_unroll = 0;
@@ -52,7 +57,9 @@ struct Plan {
   // GPU: a float32 matrix product runs as kGemmTile (else one thread per output).
   bool tiles = false;
 
-  std::string str() const;  // e.g. "host lanes:vector group:16", "gpu lanes:threads/32 vec4"
+  // e.g. "host lanes:vector group:16", "host lanes:vector group:1 blocks:4",
+  // "gpu lanes:threads/32 vec4" (blocks is printed only when it is not 1)
+  std::string str() const;
   bool operator==(const Plan&) const = default;
 };
 

@@ -489,6 +489,24 @@ TEST(ReduceLong, SumAlongEitherAxis) {
   check(R::Sum, s, even, {}, "stepped");
 }
 
+TEST(ReduceLong, ManyBlocksInterleaved) {
+  // Enough blocks that the host reduces several per work item (codegen/plan.h, plan part
+  // `blocks`: on 2 threads, 4 per item here): the full blocks of an item walked together, the
+  // others one by one. Each block keeps its own lanes and tree: the documented order.
+  for (DType t : {nx::float32, nx::float64}) {
+    SCOPED_TRACE(dname(t));
+    const int64_t n = 17 * 65536 + 5;  // 17 full blocks and a partial one
+    auto v = data(t, n, 21);
+    check(R::Sum, tensor(t, {n}, v), v, {});
+    const int64_t m = 6 * 65536 + 3;  // three outputs of six full blocks and a partial one
+    auto w = data(t, 3 * m, 22, true);
+    Tensor x = tensor(t, {3, m}, w);
+    check(R::Sum, x, w, {1});
+    check(R::Prod, x, w, {1});
+    check(R::Max, x, w, {1});
+  }
+}
+
 TEST(ReduceLong, OtherOps) {
   auto v = data(nx::float64, 200000, 13, true);
   Tensor x = tensor(nx::float64, {200000}, v);

@@ -377,12 +377,15 @@ std::string print_llvm(const lir::Kernel& k, const std::string& name) {
   return Printer(k, name).module();
 }
 
-RenderedKernel render_llvm(const KernelSpec& k, const std::string& name) {
-  Plan plan = optimise(k, DeviceDesc{});
+RenderedKernel render_llvm(const KernelSpec& k, const std::string& name, int threads) {
+  DeviceDesc host;
+  host.threads = threads;
+  Plan plan = optimise(k, host);
   lir::Kernel lowered = lower(k, plan);
   debug_print_lowered(k, plan, lowered, "CPU");
-  return {name, "; plan: " + plan.str() + "\n" + print_llvm(lowered, name),
-          lowered.entries.size() > 1};
+  const bool two_phase = lowered.entries.size() > 1;
+  return {name, "; plan: " + plan.str() + "\n" + print_llvm(lowered, name), two_phase,
+          two_phase ? lowered.entries[0].items : 0};
 }
 
 }  // namespace codegen::cpu

@@ -19,12 +19,14 @@ struct RenderedKernel {
   std::string name;
   std::string ir;
   bool two_phase = false;
+  int64_t phase1_items = 0;  // two-phase: the work items of the first entry (`name`_p1)
 };
 
 // Prints a lowered host kernel (no Grid loops, no vector statements); entry e is `name` + suffix.
 std::string print_llvm(const lir::Kernel& k, const std::string& name);
 
-// `k` must already be decomposed. `name` becomes the entry symbol.
-RenderedKernel render_llvm(const KernelSpec& k, const std::string& name);
+// `k` must already be decomposed. `name` becomes the entry symbol. `threads`: the host thread
+// pool's size, which the plan takes into account (codegen/plan.h DeviceDesc).
+RenderedKernel render_llvm(const KernelSpec& k, const std::string& name, int threads = 1);
 
 }  // namespace codegen::cpu

@@ -34,6 +34,9 @@ int main() {
   nx::Tensor a = nx::randn(k1, nx::float32, {37, 301});
   nx::Tensor b = nx::randn(k2, nx::float32, {301, 40});
   nx::Tensor big = nx::randn(nx::key(3), nx::float32, {2, 70001});  // two blocks per output
+  // Four full blocks and a partial one per output: the host interleaves 2 or 4 blocks per work
+  // item (plan part blocks) where they are full, the rest one by one.
+  nx::Tensor many = nx::randn(nx::key(4), nx::float32, {2, 4 * 65536 + 17});
   nx::Tensor h = nx::cast(a, nx::float16);
   nx::Tensor i = nx::randint(nx::key(5), -1000, 1000, {9, 123});
   // Reductions: rows, columns (strided), every element, several blocks, 16-bit, integers, bool.
@@ -43,6 +46,10 @@ int main() {
   show("sum_all", nx::sum(a));
   show("prod_rows", nx::prod(a * 0.01 + 1.0, {1}));
   show("sum_blocks", nx::sum(big, {1}));
+  show("sum_many_blocks", nx::sum(many, {1}));
+  show("sum_many_strided", nx::sum(nx::transpose(many), {0}));
+  show("max_many_blocks", nx::max(many * many, {1}));
+  show("mean_many_half", nx::mean(nx::cast(many, nx::float16), {1}));
   show("mean_half", nx::mean(h, {1}));
   show("sum_int", nx::sum(i, {1}));
   show("any_rows", nx::sum(nx::cast(a > 1.5, nx::bool_), {1}));

@@ -56,8 +56,13 @@ void expect_plans_agree(const std::string& device_env, const char* const* plans,
 }
 
 TEST(Plans, HostPlansGiveTheSameBits) {
-  const char* plans[] = {"host lanes:unrolled group:1", "host lanes:vector group:16",
-                         "host lanes:unrolled group:16", "host lanes:vector group:1"};
+  // The default interleaves reduction blocks where there are enough (sum_many_blocks: blocks:4
+  // on 2 threads); the plans without `blocks` reduce them one by one.
+  const char* plans[] = {
+      "host lanes:unrolled group:1",        "host lanes:vector group:16",
+      "host lanes:unrolled group:16",       "host lanes:vector group:1",
+      "host lanes:vector group:1 blocks:2", "host lanes:unrolled group:1 blocks:4",
+      "host lanes:vector group:16 blocks:4"};
   expect_plans_agree("", plans, sizeof plans / sizeof *plans);
 }
 

@@ -9,6 +9,11 @@
 // in one program: what rune compiled before scans were differentiated as loops). Both the first
 // call (trace and compile; run with RUNE_CACHE_DIR= for a cold kernel cache) and a steady call;
 // the loop is timed at 1,000 steps too.
+//
+// linreg_100_steps: the chapter's training step (samples/training_step.cpp: y = w x + b, mean
+// squared error, SGD 0.1) run 100 times as one rune::fori_loop program call, against 100 calls
+// of the compiled step; the loop must be one call (100 loop-step iterations, one trace) with the
+// calls' bits.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +23,7 @@
 #include <vector>
 
 #include "trace/rune.h"
+#include "trace/staged_program.h"
 
 namespace {
 
@@ -121,6 +127,61 @@ std::string scan_grad_rows() {
   return json;
 }
 
+using Params = std::pair<nx::Tensor, nx::Tensor>;
+
+// Prints the row's text; returns its JSON result and sets `ok` (one call, the calls' bits).
+std::string linreg_row(bool& ok) {
+  const nx::Tensor inputs = nx::create(nx::float64, {4}, {0, 1, 2, 3});
+  const nx::Tensor targets = nx::create(nx::float64, {4}, {1, 3, 5, 7});
+  auto sgd = [&](const Params& p) {
+    auto mse = [&](const Params& q) {
+      auto err = q.first * inputs + q.second - targets;
+      return nx::mean(err * err);
+    };
+    Params g = rune::grad(mse, p);
+    return Params{p.first - g.first * 0.1, p.second - g.second * 0.1};
+  };
+  auto step = rune::jit(sgd);
+  auto hundred = rune::jit([&](const Params& p) {
+    return rune::fori_loop(
+        0, 100, [&](const nx::Tensor&, const Params& c) { return sgd(c); }, p);
+  });
+  const Params p0{nx::scalar(nx::float64, 0), nx::scalar(nx::float64, 0)};
+  Params by_calls, by_loop;
+  auto calls = [&] {
+    Params p = p0;
+    for (int i = 0; i < 100; ++i) p = step(p);
+    nx::wait(p.first);
+    by_calls = p;
+  };
+  auto loop = [&] {
+    by_loop = hundred(p0);
+    nx::wait(by_loop.first);
+  };
+  calls();
+  const size_t before = rune::loop_step_iterations();
+  loop();
+  const bool one_call = rune::loop_step_iterations() - before == 100 && hundred.traces() == 1;
+  double c = 1e300, l = 1e300;
+  for (int round = 0; round < 3; ++round) {
+    c = std::min(c, median_us(calls, 5));
+    l = std::min(l, median_us(loop, 5));
+  }
+  const bool same = nx::item<double>(by_calls.first) == nx::item<double>(by_loop.first) &&
+                    nx::item<double>(by_calls.second) == nx::item<double>(by_loop.second);
+  ok = one_call && same;
+  std::printf(
+      "linreg_100_steps: rune %.1f us (one fori_loop program call: %s), reference %.1f us (100 "
+      "jit calls), speedup %.1fx, same bits: %s\n",
+      l, one_call ? "yes" : "NO", c, c / l, same ? "yes" : "NO");
+  char json[256];
+  std::snprintf(json, sizeof json,
+                "{\"name\":\"linreg_100_steps\",\"rune_us\":%.1f,\"ref\":\"100 jit calls\","
+                "\"ref_us\":%.1f}",
+                l, c);
+  return json;
+}
+
 }  // namespace
 
 int main() {
@@ -156,11 +217,13 @@ int main() {
       "calls), ratio %.3f [loop/calls], speedup %.1fx, same bits: %s\n",
       l, c, l / c, c / l, same ? "yes" : "NO");
   const std::string grad_rows = scan_grad_rows();
+  bool linreg_ok = false;
+  const std::string linreg = linreg_row(linreg_ok);
   std::printf(
       "{\"bench\":\"control_flow\",\"notes\":{\"scan_1000_steps_check\":\"%s\"},"
       "\"results\":[{\"name\":\"scan_1000_steps\",\"rune_us\":%.1f,\"ref\":\"1000 jit "
-      "calls\",\"ref_us\":%.1f,\"goal\":\"10x faster than ref\",\"met\":%s},%s]}\n",
+      "calls\",\"ref_us\":%.1f,\"goal\":\"10x faster than ref\",\"met\":%s},%s,%s]}\n",
       same ? "same bits" : "DIFFERENT BITS", l, c, l * 10 <= c ? "true" : "false",
-      grad_rows.c_str());
-  return same ? 0 : 1;
+      grad_rows.c_str(), linreg.c_str());
+  return same && linreg_ok ? 0 : 1;
 }

@@ -36,7 +36,7 @@ FLOPS = {"matmul_256": 2 * 256**3, "matmul_1024": 2 * 1024**3, "matmul_bias_relu
 ORDER = ["jit_affine_16M_f32", "jit_affine_16M_f64", "eager_affine_16M", "eager_one_op_16M",
          "jit_chain_16M", "sum_16M", "mean_16M", "softmax_4096x1024", "layernorm_4096x1024",
          "matmul_256", "matmul_1024", "matmul_bias_relu_1024", "train_chapter_step", "train_mlp_step",
-         "readme_mlp_step", "gpt_step", "scan_1000_steps", "scan_grad_100_first_call", "scan_grad_100_steps", "jit_call_3", "eager_op_3", "first_call_process_cold", "first_call_process_warm"]
+         "readme_mlp_step", "gpt_step", "scan_1000_steps", "scan_grad_100_first_call", "scan_grad_100_steps", "linreg_100_steps", "jit_call_3", "eager_op_3", "first_call_process_cold", "first_call_process_warm"]
 
 
 def load(path):

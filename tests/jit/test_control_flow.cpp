@@ -538,6 +538,60 @@ TEST(ScanGrad, CotangentsOfInitAndXs) {
                                                         xs));
 }
 
+// Edge cases of a scan kept whole under grad: an integer carry leaf (no cotangent), a carry leaf
+// returned unchanged, a y that is the step's row itself, a captured value that needs no
+// gradient; fori_loop under jit; and vmap of grad (the per-example gradients of a scan, each
+// the bits of rune::grad on its example).
+TEST(ScanGrad, IntegerCarryPassThroughAndVmap) {
+  using C3 = std::tuple<Tensor, Tensor, Tensor>;             // (h, count int32, fixed)
+  Tensor data = nx::create(nx::float64, {3}, {0.5, -1, 2});  // captured, no gradient
+  auto loss = [&](const Tensor& w, const Tensor& xs) {
+    auto step = [&](const C3& c, const Tensor& x) {
+      Tensor h = nx::sin(std::get<0>(c) * w + x * data);
+      return std::make_pair(C3{h, std::get<1>(c) + 1, std::get<2>(c)}, x);
+    };
+    C3 init{w, nx::zeros(nx::int32, {}), w * 2.0};
+    auto [c, ys] = rune::scan(step, init, xs);
+    return nx::sum(std::get<0>(c) * std::get<2>(c)) + nx::sum(ys * ys) +
+           nx::sum(nx::cast(std::get<1>(c), nx::float64));
+  };
+  Tensor xs = xs_data(nx::float64);
+  Tensor w = nx::create(nx::float64, {3}, {0.3, -0.8, 1.1});
+  auto f = [&](const Tensor& p) { return loss(p, xs); };
+  Tensor g = rune::grad(f, w);
+  EXPECT_EQ(bits(rune::jit([&](const Tensor& p) { return rune::grad(f, p); })(w)), bits(g));
+  expect_close(nx::to_vector<double>(g), finite_differences(f, w));
+
+  // fori_loop with a captured weight, under jit: two loop steps of 5, the eager bits.
+  Tensor v = nx::create(nx::float64, {3}, {0.9, 1.1, -0.4});
+  auto fori = [&](const Tensor& p) {
+    return nx::sum(rune::fori_loop(
+        0, 5,
+        [&](const Tensor& i, const Tensor& c) {
+          return nx::tanh(c * p + nx::cast(i, nx::float64));
+        },
+        v));
+  };
+  size_t before = rune::loop_step_iterations();
+  Tensor jf = rune::jit([&](const Tensor& p) { return rune::grad(fori, p); })(w);
+  nx::wait(jf);
+  EXPECT_EQ(rune::loop_step_iterations(), before + 2 * 5);
+  EXPECT_EQ(bits(jf), bits(rune::grad(fori, w)));
+  expect_close(nx::to_vector<double>(jf), finite_differences(fori, w));
+
+  // Per-example gradients through the scan: vmap over a batch of xs.
+  Tensor batch = nx::stack({xs, xs * 0.5, xs * -1.5}, 0);
+  auto per_example = rune::vmap(rune::grad(loss, rune::argnums<0>), {rune::none, 0});
+  Tensor pe = per_example(w, batch);
+  for (int64_t i = 0; i < 3; ++i)
+    EXPECT_EQ(bits(nx::index(pe, 0, i)),
+              bits(rune::grad(loss, rune::argnums<0>)(w, nx::index(batch, 0, i))))
+        << i;
+  EXPECT_EQ(bits(rune::jit([&](const Tensor& p, const Tensor& b) { return per_example(p, b); })(
+                w, batch)),
+            bits(pe));
+}
+
 // ---- errors: the API and the offending values ----
 
 // A body with a check is replayed per iteration into the program (its checks stay the

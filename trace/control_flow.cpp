@@ -26,28 +26,83 @@ std::string aval_text(nx::DType t, const nx::Shape& s) {
 // replay (the arguments, then the concrete tensors and enclosing-trace values it captured).
 struct Body {
   std::vector<ir::NodeRef> outputs;
-  std::vector<nx::Tensor> bindings;
+  std::vector<nx::Tensor> bindings;  // undefined for an inner loop's results (bound by `loops`)
   std::vector<Tracer::Check> checks;
+  std::vector<Tracer::Loop> loops;  // loops inside the body, recorded (see `nests_loops`)
   size_t n_args = 0;
   nx::Device device;
 };
 
+// Whether a body traced now records its own loops (Tracer::Loop) instead of unrolling them
+// (scan, fori_loop) or refusing them (while_loop): everywhere but under autodiff, which
+// differentiates the replayed graph. Replayed into a rune::jit trace, they become loop steps of
+// the body's program (staged_program.h); elsewhere they run per iteration (run_body).
+bool nests_loops() { return differentiating_depth == 0; }
+
 // Traces f once over stand-ins with the avals `in` (contiguous, on `device`).
-Body trace_body(const char* api, const Avals& in, nx::Device device, const FlatBody& f) {
-  Traced t = trace_flat(api, in, device, f, static_cast<int>(in.size()), "the body");
+Body trace_body(const char* api, const Avals& in, nx::Device device, const FlatBody& f,
+                bool records_loops = false) {
+  Traced t =
+      trace_flat(api, in, device, f, static_cast<int>(in.size()), "the body", false, records_loops);
   Body b;
   b.outputs = std::move(t.outputs);
   b.n_args = in.size();
   b.bindings.resize(in.size());
   b.bindings.insert(b.bindings.end(), t.captured.begin(), t.captured.end());
   b.checks = std::move(t.checks);
+  b.loops = std::move(t.loops);
   b.device = device;
   return b;
+}
+
+// The Loop of a loop step whose body is `lb`: its inputs are the enclosing trace's nodes of the
+// initial carry (lb's first n_args params) and of lb's captures; an inner loop's result has no
+// node (nullptr: its loop step inside lb's program binds it).
+Tracer::Loop loop_of(Tracer& outer, const Body& lb) {
+  Tracer::Loop loop;
+  for (size_t k = lb.n_args; k < lb.bindings.size(); ++k)
+    loop.inputs.push_back(lb.bindings[k].defined() ? outer.node_of(lb.bindings[k]) : nullptr);
+  loop.body_loops = lb.loops;
+  loop.body_params = static_cast<int>(lb.bindings.size());
+  return loop;
 }
 
 // One iteration: the traced graph replayed on `args` through the current interpreter. The
 // body's checks are replayed too: a check whose first false index is k becomes a check of
 // (flat index != k), which fails at the same index with the same data.
+std::vector<nx::Tensor> run_body(Body& b, const std::vector<nx::Tensor>& args);
+
+// A recorded loop run per iteration through the current interpreter (eagerly, or replayed into a
+// trace that does not record loops): its body graph evaluated on the carry and operands, its
+// rows stacked; a while loop reads its predicate each iteration.
+std::vector<nx::Tensor> run_loop_record(const Tracer::Loop& loop, std::vector<nx::Tensor> inputs,
+                                        nx::Device device) {
+  const size_t n_carry = loop.body_roots.size() - loop.n_ys;
+  Body body;
+  body.outputs = loop.body_roots;
+  if (loop.cond_root) body.outputs.push_back(loop.cond_root);
+  body.bindings = std::move(inputs);
+  body.loops = loop.body_loops;
+  body.n_args = n_carry;
+  body.device = device;
+  std::vector<nx::Tensor> carry(body.bindings.begin(),
+                                body.bindings.begin() + static_cast<long>(n_carry));
+  std::vector<std::vector<nx::Tensor>> rows(loop.n_ys);
+  for (int64_t t = 0; loop.trips < 0 || t < loop.trips; ++t) {
+    std::vector<nx::Tensor> out = run_body(body, carry);
+    if (loop.cond_root) {  // out: the new carry, then the predicate on the old one
+      if (!nx::item<bool>(out.back())) break;
+      out.pop_back();
+    }
+    for (size_t j = 0; j < loop.n_ys; ++j) rows[j].push_back(out[n_carry + j]);
+    carry.assign(out.begin(), out.begin() + static_cast<long>(n_carry));
+  }
+  for (auto& r : rows) carry.push_back(nx::stack(r, 0));
+  return carry;
+}
+
+// The body's own loops are recorded again in the current trace where it records loops (and is
+// not differentiated), and run per iteration elsewhere.
 std::vector<nx::Tensor> run_body(Body& b, const std::vector<nx::Tensor>& args) {
   for (size_t i = 0; i < b.n_args; ++i) b.bindings[i] = args[i];
   std::vector<ir::NodeRef> roots = b.outputs;
@@ -55,7 +110,23 @@ std::vector<nx::Tensor> run_body(Body& b, const std::vector<nx::Tensor>& args) {
     roots.push_back(c.first_false);
     roots.insert(roots.end(), c.data.begin(), c.data.end());
   }
-  std::vector<nx::Tensor> vals = evaluate(roots, b.bindings, b.device);
+  GraphEvaluator ev(b.bindings, b.device);
+  for (const Tracer::Loop& inner : b.loops) {
+    Tracer* t = active_tracer();
+    std::vector<nx::Tensor> outs;
+    if (t && t->records_loops && differentiating_depth == 0) {
+      Tracer::Loop copy = inner;
+      for (ir::NodeRef& in : copy.inputs)
+        if (in) in = t->node_of(ev({in})[0]);
+      outs = t->add_loop(std::move(copy));
+    } else {
+      std::vector<nx::Tensor> ins;
+      for (ir::NodeRef in : inner.inputs) ins.push_back(in ? ev({in})[0] : nx::Tensor());
+      outs = run_loop_record(inner, std::move(ins), b.device);
+    }
+    for (size_t k = 0; k < outs.size(); ++k) ev.bind(inner.outputs[k], outs[k]);
+  }
+  std::vector<nx::Tensor> vals = ev(roots);
   size_t at = b.outputs.size();
   for (const auto& c : b.checks) {
     nx::Tensor first = vals[at++];
@@ -117,8 +188,12 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
     const std::vector<nx::Tensor>& xs, int64_t length, const int64_t* counter_lo) {
   const size_t n_carry = init.size(), n_y = b.outputs.size() - n_carry;
   nx::Device device = b.device;
-  bool reads_x = false;  // whether the body reads its per-step input at all
-  for (ir::NodeRef n : ir::toposort(b.outputs))
+  bool reads_x = false;  // whether the body (or a loop inside it) reads its per-step input
+  std::vector<ir::NodeRef> read = b.outputs;
+  for (const auto& inner : b.loops)
+    for (ir::NodeRef in : inner.inputs)
+      if (in) read.push_back(in);
+  for (ir::NodeRef n : ir::toposort(read))
     reads_x |= n->op == ir::Op::Param && ir::arg_load(n).param >= static_cast<int>(n_carry) &&
                ir::arg_load(n).param < static_cast<int>(b.n_args);
   const size_t counted = reads_x && !xs.empty() ? 1 : 0;  // the counter's slot
@@ -154,14 +229,13 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
     next.insert(next.end(), outs.begin() + static_cast<long>(n_carry), outs.end());  // the rows
     return next;
   };
-  Body loop_body = trace_body(api, avals_of(carry0), device, step);
-  Tracer::Loop loop;
-  for (const auto& c : carry0) loop.inputs.push_back(jit_tracer.node_of(c));
-  for (size_t k = loop_body.n_args; k < loop_body.bindings.size(); ++k)
-    loop.inputs.push_back(jit_tracer.node_of(loop_body.bindings[k]));
+  Body loop_body = trace_body(api, avals_of(carry0), device, step, /*records_loops=*/true);
+  Tracer::Loop loop = loop_of(jit_tracer, loop_body);
+  std::vector<ir::NodeRef> carry_nodes;
+  for (const auto& c : carry0) carry_nodes.push_back(jit_tracer.node_of(c));
+  loop.inputs.insert(loop.inputs.begin(), carry_nodes.begin(), carry_nodes.end());
   loop.body_roots = loop_body.outputs;
   loop.n_ys = n_y;
-  loop.body_params = static_cast<int>(loop_body.bindings.size());
   loop.trips = length;
   std::vector<nx::Tensor> final = jit_tracer.add_loop(std::move(loop));
   std::vector<nx::Tensor> carry(final.begin(), final.begin() + static_cast<long>(n_carry));
@@ -215,7 +289,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_flat(
   for (const auto& x : xs)
     in.push_back({x.dtype(), nx::Shape(x.shape().begin() + 1, x.shape().end())});
   nx::Device device = device_of(init.empty() ? xs : init);
-  Body b = trace_body(api, in, device, body);
+  Body b = trace_body(api, in, device, body, nests_loops());
   check_carry(api, b, init, carry_paths);
   // Traced straight into a trace that autodiff differentiates, the scan is kept whole: autodiff
   // differentiates it as a loop (trace/scan_vjp.h), not as its replayed iterations. Traced
@@ -264,9 +338,9 @@ std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
                                   "count is only known at run time, as in JAX; use "
                                   "rune::fori_loop or rune::scan with a fixed trip count");
     throw jit_error(std::string(api) +
-                    ": not supported inside another loop's or branch's body yet (its trip count "
-                    "depends on traced values); call it directly in the function rune::jit "
-                    "compiles, or use rune::fori_loop / rune::scan with a fixed trip count");
+                    ": not supported inside the body of a loop or branch that is not itself "
+                    "compiled as a loop step (a body with checks, a loop outside rune::jit, a "
+                    "cond_fn); use rune::fori_loop / rune::scan with a fixed trip count there");
   }
   ir::NodeUse use;
   Avals in = avals_of(init);
@@ -278,7 +352,7 @@ std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
                                 (c.outputs.size() == 1
                                      ? aval_text(c.outputs[0]->dtype, c.outputs[0]->shape)
                                      : std::to_string(c.outputs.size()) + " tensors"));
-  Body b = trace_body(api, in, device, body);
+  Body b = trace_body(api, in, device, body, nests_loops());
   check_carry(api, b, init, carry_paths);
   if (b.outputs.size() != init.size())
     throw std::invalid_argument(std::string(api) + ": body_fn returned " +
@@ -297,14 +371,13 @@ std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
       r.push_back(run_body(c, in)[0]);
       return r;
     };
-    Body lb = trace_body(api, in, device, both);
-    Tracer::Loop loop;
-    for (const auto& t : init) loop.inputs.push_back(outer->node_of(t));
-    for (size_t k = lb.n_args; k < lb.bindings.size(); ++k)
-      loop.inputs.push_back(outer->node_of(lb.bindings[k]));
+    Body lb = trace_body(api, in, device, both, /*records_loops=*/true);
+    Tracer::Loop loop = loop_of(*outer, lb);
+    std::vector<ir::NodeRef> carry_nodes;
+    for (const auto& t : init) carry_nodes.push_back(outer->node_of(t));
+    loop.inputs.insert(loop.inputs.begin(), carry_nodes.begin(), carry_nodes.end());
     loop.body_roots.assign(lb.outputs.begin(), lb.outputs.begin() + static_cast<long>(n));
     loop.cond_root = lb.outputs[n];
-    loop.body_params = static_cast<int>(lb.bindings.size());
     loop.trips = -1;
     return outer->add_loop(std::move(loop));
   }
@@ -326,7 +399,8 @@ std::vector<nx::Tensor> switch_flat(const char* api, const nx::Tensor& index,
   Avals in = avals_of(operands);
   nx::Device device = operands.empty() ? index.device() : device_of(operands);
   std::vector<Body> bs;
-  for (const auto& f : branches) bs.push_back(trace_body(api, in, device, f));
+  const bool nests = nests_loops();
+  for (const auto& f : branches) bs.push_back(trace_body(api, in, device, f, nests));
   for (size_t k = 1; k < bs.size(); ++k) {
     if (bs[k].outputs.size() != bs[0].outputs.size())
       throw std::invalid_argument(std::string(api) + ": " + branch_name(k) + " returns " +

@@ -23,6 +23,9 @@ struct LoopPlan {
   int64_t trips = 0;  // -1: while `cond` (then `copy` moves the final carry to its slots)
   std::shared_ptr<const runtime::Program> cond, copy;
   size_t n_carry = 0, n_operands = 0, n_ys = 0;
+  // The body's inputs that are its own loops' results (Tracer::Loop::inputs' nullptr): no
+  // buffer is given for them (the body's program binds them itself).
+  std::vector<size_t> unbound;
   std::vector<size_t> carry_bytes, row_bytes;
   // Carry leaf k is in the memory given for output writer[k]: outputs sharing a slot are written
   // once, to the last one's memory, so leaves returned twice read that one.
@@ -92,8 +95,10 @@ class Reruns {
 // carry leaves, ends by copying the carry into them. A while loop reads its predicate back on
 // the host each iteration (on a GPU a wait for the work queued so far).
 void run_loop(const LoopPlan& p, char* const* bufs) {
-  std::vector<char*> in(bufs, bufs + p.n_carry + p.n_operands);
-  char* const* final_slots = bufs + p.n_carry + p.n_operands;
+  const size_t given = p.n_carry + p.n_operands - p.unbound.size();
+  std::vector<char*> in(bufs, bufs + given);
+  for (size_t u : p.unbound) in.insert(in.begin() + static_cast<long>(u), nullptr);
+  char* const* final_slots = bufs + given;
   char* const* ys = final_slots + p.n_carry;
   std::vector<char*> out(p.n_carry + p.n_ys);  // one iteration's outputs: carry, then rows
   Reruns body(*p.body);
@@ -174,11 +179,19 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
   for (const auto& loop : loops) {
     if (loop.trips == 0 || (loop.trips < 0) != (loop.cond_root != nullptr))
       throw std::logic_error("rune::jit: a loop step needs a trip count or a condition");
-    auto pre = codegen::compile(loop.inputs, n_params, device);
+    std::vector<ir::NodeRef> given;  // the inputs the program computes before the loop
+    for (ir::NodeRef in : loop.inputs)
+      if (in) given.push_back(in);
+    auto pre = codegen::compile(given, n_params, device);
     std::vector<int> map(pre->slot_bytes.size(), -1);
     append(*pre, map);
     auto plan = std::make_shared<LoopPlan>();
-    plan->body = codegen::compile(loop.body_roots, loop.body_params, device);
+    plan->body =
+        loop.body_loops.empty()
+            ? codegen::compile(loop.body_roots, loop.body_params, device)
+            : compile_with_loops(loop.body_roots, loop.body_loops, loop.body_params, device);
+    for (size_t k = 0; k < loop.inputs.size(); ++k)
+      if (!loop.inputs[k]) plan->unbound.push_back(k);
     plan->trips = loop.trips;
     plan->n_ys = loop.n_ys;
     plan->n_carry = loop.body_roots.size() - loop.n_ys;

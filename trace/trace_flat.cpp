@@ -14,9 +14,11 @@ nx::Device device_of(const std::vector<nx::Tensor>& ts) {
 }
 
 Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device device,
-                  const FlatFn& f, int first_capture, const char* fn_name, bool records_scans) {
+                  const FlatFn& f, int first_capture, const char* fn_name, bool records_scans,
+                  bool records_loops) {
   Tracer tracer(device, first_capture);
   tracer.records_scans = records_scans;
+  tracer.records_loops = records_loops;
   Traced t;
   t.device = device;
   std::vector<nx::Tensor> stand_ins;
@@ -40,6 +42,7 @@ Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device de
   t.checkpoints = tracer.checkpoints();
   t.checks = tracer.checks();
   t.scans = tracer.scans();
+  t.loops = tracer.loops();
   return t;
 }
 

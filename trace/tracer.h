@@ -53,15 +53,18 @@ class Tracer final : public nx::Interpreter {
   // trace/staged_program.h): its compiled body runs `trips` times in one step of the program
   // runner, carry = body(carry).
   struct Loop {
-    std::vector<ir::NodeRef> inputs;  // the initial carry, then the body's captured operands
+    // The initial carry, then the body's captured operands; nullptr for a body param that is
+    // the result of one of body_loops (bound inside the body's program).
+    std::vector<ir::NodeRef> inputs;
     // The body's new carry, then its n_ys rows; its params: carry, captures. Iteration t writes
     // row y of its output y straight into row t of the loop's stacked output y ([trips, ...]).
     std::vector<ir::NodeRef> body_roots;
     size_t n_ys = 0;
     int body_params = 0;
-    int64_t trips = 0;           // a fixed trip count (scan, fori_loop), or -1: while cond_root
-    ir::NodeRef cond_root = {};  // while_loop: a bool scalar over the body's params (no ys)
-    std::vector<int> outputs;    // the params standing for the final carry, then the stacked ys
+    int64_t trips = 0;             // a fixed trip count (scan, fori_loop), or -1: while cond_root
+    ir::NodeRef cond_root = {};    // while_loop: a bool scalar over the body's params (no ys)
+    std::vector<int> outputs;      // the params standing for the final carry, then the stacked ys
+    std::vector<Loop> body_loops;  // loops inside the body: loop steps of the body's program
   };
   // Set by rune::jit on its own tracer: control flow traced directly into it becomes a Loop.
   bool records_loops = false;

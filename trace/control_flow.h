@@ -8,6 +8,7 @@
 // into the enclosing trace otherwise. docs/compilation.md "Control flow" says what retraces a
 // body.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -15,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/ops.h"
 #include "core/tree.h"
 #include "trace/tree_util.h"
 
@@ -156,6 +158,26 @@ C while_loop(P cond_fn, B body_fn, const C& init) {
     return of.leaves;
   };
   return detail::rebuild<C>(detail::while_flat(cond, body, cflat.leaves, cpaths), cflat.tokens);
+}
+
+// lax.fori_loop with bounds that are integer scalar tensors. Concrete bounds are read and give
+// the loop above. Traced ones (under rune::jit: the trip count is then only known when the
+// program runs, and one program serves every bound) make it, as in JAX, a while_loop over
+// (i, carry), i int32 from lo while i < hi, which cannot be differentiated.
+template <class F, class C>
+C fori_loop(const nx::Tensor& lo, const nx::Tensor& hi, F body, const C& init) {
+  for (const nx::Tensor* b : {&lo, &hi})
+    if (!b->shape().empty() || !ir::is_int(b->dtype()) || b->dtype() == nx::DType::Bool)
+      throw std::invalid_argument("rune::fori_loop: bounds must be integer scalars, got " +
+                                  b->describe());
+  if (!lo.is_traced() && !hi.is_traced()) {  // concrete: the static loop (differentiable)
+    const int64_t l = nx::item<int64_t>(lo), h = nx::item<int64_t>(hi);
+    return fori_loop(l, std::max(l, h), body, init);
+  }
+  using IC = std::pair<nx::Tensor, C>;
+  auto cond = [&](const IC& s) { return nx::less(s.first, nx::cast(hi, nx::int32)); };
+  auto step = [&](const IC& s) { return IC{s.first + 1, body(s.first, s.second)}; };
+  return while_loop(cond, step, IC{nx::cast(lo, nx::int32), init}).second;
 }
 
 namespace detail {

@@ -315,6 +315,42 @@ TEST_P(ControlFlow, NestedLoopsAreLoopStepsOfTheBody) {
   EXPECT_EQ(jitted.traces(), 1u);
 }
 
+// fori_loop with tensor bounds: under rune::jit one program serves every bound (a while loop
+// over the counter), with the bits of the loop with static bounds; it cannot be differentiated.
+TEST_P(ControlFlow, ForiLoopWithTracedBounds) {
+  auto body = [](const Tensor& i, const Tensor& c) {
+    return c * 0.75 + nx::cast(i, nx::float32) * 0.5;
+  };
+  auto dynamic = rune::jit([&](const Tensor& lo, const Tensor& hi, const Tensor& c) {
+    return rune::fori_loop(lo, hi, body, c);
+  });
+  Tensor c0 = on(nx::create(nx::float32, {3}, {1, 2, 3}));
+  for (auto [lo, hi] : {std::pair{0, 4}, std::pair{2, 9}, std::pair{5, 5}, std::pair{3, 1}}) {
+    Tensor want = rune::fori_loop(lo, std::max(lo, hi), body, c0);
+    Tensor l = on(nx::full(nx::int64, {}, lo)), h = on(nx::full(nx::int64, {}, hi));
+    EXPECT_EQ(bits(dynamic(l, h, c0)), bits(want)) << lo << " " << hi;
+    EXPECT_EQ(bits(rune::fori_loop(l, h, body, c0)), bits(want)) << lo << " " << hi;
+  }
+  EXPECT_EQ(dynamic.traces(), 1u);
+  // Concrete tensor bounds are read: the static loop, which grad differentiates.
+  Tensor zero = on(nx::full(nx::int32, {}, 0)), two = on(nx::full(nx::int32, {}, 2));
+  auto sum_loop = [&](const Tensor& lo, const Tensor& hi) {
+    return [&, lo, hi](const Tensor& c) { return nx::sum(rune::fori_loop(lo, hi, body, c)); };
+  };
+  EXPECT_EQ(bits(rune::grad(sum_loop(zero, two), c0)),
+            bits(rune::grad(
+                [&](const Tensor& c) { return nx::sum(rune::fori_loop(0, 2, body, c)); }, c0)));
+  // Traced bounds: a while loop, which cannot be differentiated.
+  EXPECT_NE(rt::message_of([&] {
+              rune::jit([&](const Tensor& lo, const Tensor& hi, const Tensor& c) {
+                return rune::grad(sum_loop(lo, hi), c);
+              })(zero, two, c0);
+            }).find("rune::while_loop: cannot be differentiated"),
+            std::string::npos);
+  EXPECT_EQ(rt::error_of([&] { rune::fori_loop(on(nx::full(nx::float32, {}, 0)), two, body, c0); }),
+            "rune::fori_loop: bounds must be integer scalars, got float32 []");
+}
+
 // A gradient through a long scan under rune::jit is two loop steps whatever the length (the
 // body's forward and its vjp each compiled once), with the eager gradient's bits.
 TEST_P(ControlFlow, JitGradOfALongScanIsTwoLoopSteps) {

@@ -549,19 +549,25 @@ class Lowerer {
   }
 
   // Host, one block: rows of outputs; along a row, `group` adjacent outputs at a time reduce
-  // together (each keeps its lanes and tree), the rest one by one.
+  // together (each keeps its lanes and tree), the rest one by one. The groups sit at fixed places
+  // in each row (outputs W g .. W g + W - 1, for as many whole groups as the row holds) and a
+  // work range [lo, hi) runs every group whose first output it holds, whole (it may store past
+  // hi: the range that holds those outputs skips them), and the row's last outputs past its
+  // whole groups that lie in it. So any split of the outputs across the thread pool keeps the
+  // groups, and each output is stored once, with the same bits either way.
   void grouped_host() {
     const Shape& s = k_.shape;
     const int64_t last = s.back(), R = k_.reduce_size();
     const int W = p_.group;
     if (last == 0) return;
     NodeRef lo = V(lir::kLo), hi = V(lir::kHi);
+    NodeRef whole = I(last / W * W);  // the row's outputs in whole groups
     VarId row = var("row");
     loop(row, udiv(lo, last), udiv(add(hi, I(last - 1)), last), Loop::Serial, [&] {
       NodeRef base = let("base", mul(V(row), last));
       NodeRef ilo = let("ilo", b::where(b::lt(base, lo), b::sub(lo, base), I(0)));
       NodeRef ihi = let("ihi", min(b::sub(hi, base), I(last)));
-      NodeRef full = let("full", add(ilo, mul(udiv(b::sub(ihi, ilo), W), W)));
+      NodeRef first = let("first", mul(udiv(add(ilo, I(W - 1)), W), W));
       auto idx_at = [&](NodeRef i) {
         auto idx = unflatten(V(row), Shape(s.begin(), s.end() - 1));
         idx.push_back(i);
@@ -569,7 +575,7 @@ class Lowerer {
       };
       VarId g = var("g");
       loop(
-          g, ilo, full, Loop::Serial,
+          g, first, min(ihi, whole), Loop::Serial,
           [&] {
             auto idx = idx_at(V(g));
             VarId acc = accumulate_block(idx, I(0), I(R), W);
@@ -584,7 +590,7 @@ class Lowerer {
           },
           W);
       VarId i = var("i");
-      loop(i, full, ihi, Loop::Serial, [&] {
+      loop(i, b::where(b::lt(ilo, whole), whole, ilo), ihi, Loop::Serial, [&] {
         auto idx = idx_at(V(i));
         NodeRef acc = reduce_block(idx, I(0), I(R));
         store(0, add(base, V(i)), at_index(k_.body, idx, {acc}));

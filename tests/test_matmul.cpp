@@ -274,6 +274,10 @@ TEST(Matmul, FusedEpiloguesGiveEagerBits) {
   Tensor bias = values(52, nx::float32, {3, 1, 40});
   auto f = [](const Tensor& x, const Tensor& w, const Tensor& b) { return nx::matmul(x, w) * b; };
   same(rune::jit(f)(xb, wb, bias), f(xb, wb, bias), "batched x w * b");
+  // Batched with two columns: each batch element runs transposed, its epilogue one range.
+  Tensor xt = values(53, nx::float32, {3, 50, 30}), wt = values(54, nx::float32, {3, 30, 2});
+  Tensor bt = values(55, nx::float32, {3, 1, 2});
+  same(rune::jit(f)(xt, wt, bt), f(xt, wt, bt), "batched transposed x w * b");
 }
 
 TEST(Matmul, GradientsAreProducts) {

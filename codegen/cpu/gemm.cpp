@@ -360,6 +360,16 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
   // indices, row by row of the output (a row of the output is a column of a transposed product).
   auto finish = [&](int64_t j0, int64_t j1) {
     if (!g.epilogue) return;
+    // Where the finished outputs are whole rows of the output they are one flat range: one call
+    // (the epilogue is elementwise, so how its range is cut changes no bit).
+    if (!g.transposed && j0 == 0 && j1 == g.n) {
+      g.epilogue(bufs, (bi * g.m + m_lo) * g.n, (bi * g.m + m_hi) * g.n);
+      return;
+    }
+    if (g.transposed && m_lo == 0 && m_hi == g.m) {
+      g.epilogue(bufs, (bi * g.n + j0) * g.m, (bi * g.n + j1) * g.m);
+      return;
+    }
     if (!g.transposed) {
       for (int64_t i = m_lo; i < m_hi; ++i) {
         int64_t row = (bi * g.m + i) * g.n;

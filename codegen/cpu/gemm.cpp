@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "ir/env.h"
+#include "runtime/thread_pool.h"
 
 namespace codegen::cpu {
 
@@ -541,7 +542,8 @@ GemmPlan plan_gemm(const KernelSpec& ks, int threads) {
   // the side whose other operand is the smaller.
   int64_t batch = g.batch_count();
   int64_t work = batch * g.m * g.n * std::max<int64_t>(g.k, 1);
-  if (threads > 1 && batch < threads && work >= (int64_t{1} << 18)) {
+  // (The launcher runs a step on the pool from runtime::kParallelWork flops, 2 per multiply-add.)
+  if (threads > 1 && batch < threads && 2 * work >= runtime::kParallelWork) {
     int64_t want = (threads + batch - 1) / batch;
     int64_t nr = tile_cols(isa, g.dtype);
     int64_t m_units = (g.m + g.mr - 1) / g.mr, n_units = (g.n + nr - 1) / nr;

@@ -14,6 +14,7 @@
 #include "codegen/cpu/sort_scan.h"
 #include "codegen/decompose.h"
 #include "codegen/disk_cache.h"
+#include "codegen/plan.h"
 #include "ir/debug.h"
 #include "ir/rewrite.h"
 #include "runtime/profile.h"
@@ -239,6 +240,18 @@ class HostBackend final : public Backend {
     return st;
   }
 
+  // An output's work, for the pool's decision (runtime::kParallelWork): the operations of the
+  // kernel as compiled (transcendentals decomposed: a tanh is about a hundred, an add one;
+  // codegen::traffic), at least one per element it reduces.
+  static int64_t work_per_output(const KernelSpec& k) {
+    KernelSpec d = k;
+    if (d.body) d.body = decompose(d.body);
+    if (d.rbody) d.rbody = decompose(d.rbody);
+    const double outs = static_cast<double>(std::max<int64_t>(numel(k.shape), 1));
+    const int64_t least = k.rbody ? std::max<int64_t>(k.reduce_size(), 1) : 1;
+    return std::max<int64_t>(least, static_cast<int64_t>(traffic(d, Plan{}).flops / outs));
+  }
+
   void add_kernel_steps(const KernelSpec& k, runtime::Program& p, CompileStats& stats) {
     const HostKernel hk = kernel_for(k, stats);
     int64_t outs = numel(k.shape);
@@ -258,8 +271,9 @@ class HostBackend final : public Backend {
                                     hk.code));
       p.steps.push_back(kernel_step(hk.main, hk.name, outs, nb, bytes, slots, hk.code));
     } else {
-      int64_t cost = k.rbody ? std::max<int64_t>(k.reduce_size(), 1) : 1;
-      p.steps.push_back(kernel_step(hk.main, hk.name, outs, cost, bytes * cost, k.slots, hk.code));
+      int64_t reduced = k.rbody ? std::max<int64_t>(k.reduce_size(), 1) : 1;
+      p.steps.push_back(kernel_step(hk.main, hk.name, outs, work_per_output(k), bytes * reduced,
+                                    k.slots, hk.code));
     }
   }
 

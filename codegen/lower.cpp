@@ -251,21 +251,35 @@ class Lowerer {
     return combine(combine(q[0], q[2]), combine(q[1], q[3]));
   }
   // rbody at output index `idx` (its last index moved by w) and flat reduce index r.
+  NodeRef rbody_at(std::vector<NodeRef> idx, NodeRef w, NodeRef r) {
+    idx.back() = add(idx.back(), w);
+    for (NodeRef d : unflatten(r, k_.rshape)) idx.push_back(d);
+    return at_index(k_.rbody, idx);
+  }
   NodeRef rbody_at(std::vector<NodeRef> idx, int w, NodeRef r) {
     if (w) idx.back() = add(idx.back(), I(w));
     for (NodeRef d : unflatten(r, k_.rshape)) idx.push_back(d);
     return at_index(k_.rbody, idx);
   }
 
-  // One block [rlo, rhi) of the reduction for W adjacent outputs (W = plan.group, else 1), in
-  // the documented order: lane l combines rlo + l, rlo + l + 8, ... from the identity; then the
-  // fixed tree. Returns one value per output.
-  std::vector<NodeRef> reduce_block(const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi,
-                                    int W) {
+  // The lanes of one block [rlo, rhi) of the reduction for W adjacent outputs (W = plan.group,
+  // else 1), in the documented order: lane l of output w (slot l * W + w) combines rlo + l,
+  // rlo + l + 8, ... from the identity. With W > 1 each lane's W outputs step as one loop over
+  // w (a vector loop when the plan's lanes are vector: the W outputs' loads are adjacent along
+  // the output's last axis, so they form one vector load and one vector op per lane and step,
+  // and the slots stay at constant offsets plus w, which keeps the array in registers).
+  VarId accumulate_block(const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi, int W) {
     const int L = kReduceLanes;
     VarId acc = reg("acc", acc_type(), int64_t{L} * W, identity());
-    auto update = [&](NodeRef slot, int w, NodeRef r) {
-      set(acc, slot, combine(at(acc, slot), rbody_at(idx, w, r)));
+    // w: the output's offset along the last axis (null: W == 1, the output itself).
+    auto update = [&](NodeRef slot, NodeRef w, NodeRef r) {
+      set(acc, slot, combine(at(acc, slot), w ? rbody_at(idx, w, r) : rbody_at(idx, 0, r)));
+    };
+    const Loop lanes = p_.vector_lanes ? Loop::Vector : Loop::Unrolled;
+    // Lane (or tail element) `l`'s slot for each of the W outputs: one loop over w.
+    auto outputs = [&](NodeRef l, NodeRef r) {
+      VarId w = var("w");
+      loop(w, I(0), I(W), lanes, [&] { update(add(mul(l, W), V(w)), V(w), r); });
     };
     NodeRef n = b::sub(rhi, rlo), nfull = udiv(n, L);
     VarId j = var("j");
@@ -273,32 +287,36 @@ class Lowerer {
       NodeRef base = add(rlo, mul(V(j), L));
       if (W == 1) {
         VarId l = var("l");
-        loop(l, I(0), I(L), p_.vector_lanes ? Loop::Vector : Loop::Unrolled,
-             [&] { update(V(l), 0, add(base, V(l))); });
+        loop(l, I(0), I(L), lanes, [&] { update(V(l), nullptr, add(base, V(l))); });
       } else {
-        for (int l = 0; l < L; ++l)
-          for (int w = 0; w < W; ++w) update(I(int64_t{l} * W + w), w, add(base, I(l)));
+        for (int l = 0; l < L; ++l) outputs(I(l), add(base, I(l)));
       }
     });
     // The last n % 8 elements: element t goes to lane t.
     NodeRef tail0 = mul(nfull, L);
     NodeRef tailbase = add(rlo, tail0), ntail = b::sub(n, tail0);
     VarId t = var("t");
-    if (W == 1) {
-      loop(t, I(0), I(L - 1), Loop::Unrolled,
-           [&] { when(b::lt(V(t), ntail), [&] { update(V(t), 0, add(tailbase, V(t))); }); });
-    } else {
-      loop(t, I(0), ntail, Loop::Serial, [&] {
-        for (int w = 0; w < W; ++w) update(add(mul(V(t), W), I(w)), w, add(tailbase, V(t)));
+    loop(t, I(0), I(L - 1), Loop::Unrolled, [&] {
+      when(b::lt(V(t), ntail), [&] {
+        if (W == 1)
+          update(V(t), nullptr, add(tailbase, V(t)));
+        else
+          outputs(V(t), add(tailbase, V(t)));
       });
-    }
-    std::vector<NodeRef> results;
-    for (int w = 0; w < W; ++w) {
-      std::vector<NodeRef> lane;
-      for (int l = 0; l < L; ++l) lane.push_back(at(acc, I(int64_t{l} * W + w)));
-      results.push_back(let("red", tree(lane)));
-    }
-    return results;
+    });
+    return acc;
+  }
+  // Output w's result of accumulate_block's lanes: the fixed tree.
+  NodeRef block_result(VarId acc, NodeRef w, int W) {
+    std::vector<NodeRef> lane;
+    for (int l = 0; l < kReduceLanes; ++l)
+      lane.push_back(at(acc, W == 1 ? I(l) : add(I(int64_t{l} * W), w)));
+    return tree(lane);
+  }
+  // One block [rlo, rhi) of the reduction for one output: its lanes, then the fixed tree.
+  NodeRef reduce_block(const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi) {
+    VarId acc = accumulate_block(idx, rlo, rhi, 1);
+    return let("red", block_result(acc, I(0), 1));
   }
 
   // GPU: lane l (of the 8 threads of this group) of the block [rlo, rhi); then the fixed tree as
@@ -421,7 +439,7 @@ class Lowerer {
     const int lanes = p_.lane_threads ? kReduceLanes : 1;
     // The partial of block [rlo, rhi) at output index idx (item w's lane when lane threads).
     auto partial = [&](const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi, NodeRef l) {
-      return p_.lane_threads ? reduce_lane(idx, rlo, rhi, l) : reduce_block(idx, rlo, rhi, 1)[0];
+      return p_.lane_threads ? reduce_lane(idx, rlo, rhi, l) : reduce_block(idx, rlo, rhi);
     };
     auto finish = [&](NodeRef o, const std::vector<NodeRef>& idx, NodeRef acc) {
       store(0, o, at_index(k_.body, idx, {acc}));
@@ -520,7 +538,7 @@ class Lowerer {
           loop(blk, blk0, min(add(blk0, I(G)), I(nb)), Loop::Serial, [&] {
             NodeRef rlo = mul(V(blk), kReduceBlock);
             NodeRef rhi = min(add(rlo, I(kReduceBlock)), I(R));
-            store(scratch, add(mul(o, nb), V(blk)), reduce_block(idx, rlo, rhi, 1)[0]);
+            store(scratch, add(mul(o, nb), V(blk)), reduce_block(idx, rlo, rhi));
           });
         };
         if (full_groups == ng) return together();
@@ -531,19 +549,25 @@ class Lowerer {
   }
 
   // Host, one block: rows of outputs; along a row, `group` adjacent outputs at a time reduce
-  // together (each keeps its lanes and tree), the rest one by one.
+  // together (each keeps its lanes and tree), the rest one by one. The groups sit at fixed places
+  // in each row (outputs W g .. W g + W - 1, for as many whole groups as the row holds) and a
+  // work range [lo, hi) runs every group whose first output it holds, whole (it may store past
+  // hi: the range that holds those outputs skips them), and the row's last outputs past its
+  // whole groups that lie in it. So any split of the outputs across the thread pool keeps the
+  // groups, and each output is stored once, with the same bits either way.
   void grouped_host() {
     const Shape& s = k_.shape;
     const int64_t last = s.back(), R = k_.reduce_size();
     const int W = p_.group;
     if (last == 0) return;
     NodeRef lo = V(lir::kLo), hi = V(lir::kHi);
+    NodeRef whole = I(last / W * W);  // the row's outputs in whole groups
     VarId row = var("row");
     loop(row, udiv(lo, last), udiv(add(hi, I(last - 1)), last), Loop::Serial, [&] {
       NodeRef base = let("base", mul(V(row), last));
       NodeRef ilo = let("ilo", b::where(b::lt(base, lo), b::sub(lo, base), I(0)));
       NodeRef ihi = let("ihi", min(b::sub(hi, base), I(last)));
-      NodeRef full = let("full", add(ilo, mul(udiv(b::sub(ihi, ilo), W), W)));
+      NodeRef first = let("first", mul(udiv(add(ilo, I(W - 1)), W), W));
       auto idx_at = [&](NodeRef i) {
         auto idx = unflatten(V(row), Shape(s.begin(), s.end() - 1));
         idx.push_back(i);
@@ -551,21 +575,24 @@ class Lowerer {
       };
       VarId g = var("g");
       loop(
-          g, ilo, full, Loop::Serial,
+          g, first, min(ihi, whole), Loop::Serial,
           [&] {
             auto idx = idx_at(V(g));
-            auto red = reduce_block(idx, I(0), I(R), W);
-            for (int w = 0; w < W; ++w) {
+            VarId acc = accumulate_block(idx, I(0), I(R), W);
+            // Each output's tree and store, the W outputs as one loop like their lanes.
+            VarId w = var("w");
+            loop(w, I(0), I(W), p_.vector_lanes ? Loop::Vector : Loop::Unrolled, [&] {
               auto iw = idx;
-              iw.back() = add(iw.back(), I(w));
-              store(0, add(base, add(V(g), I(w))), at_index(k_.body, iw, {red[w]}));
-            }
+              iw.back() = add(iw.back(), V(w));
+              NodeRef red = let("red", block_result(acc, V(w), W));
+              store(0, add(base, add(V(g), V(w))), at_index(k_.body, iw, {red}));
+            });
           },
           W);
       VarId i = var("i");
-      loop(i, full, ihi, Loop::Serial, [&] {
+      loop(i, b::where(b::lt(ilo, whole), whole, ilo), ihi, Loop::Serial, [&] {
         auto idx = idx_at(V(i));
-        NodeRef acc = reduce_block(idx, I(0), I(R), 1)[0];
+        NodeRef acc = reduce_block(idx, I(0), I(R));
         store(0, add(base, V(i)), at_index(k_.body, idx, {acc}));
       });
     });

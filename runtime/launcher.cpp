@@ -28,9 +28,9 @@ class HostLauncher : public Launcher {
   bool defers_calls() const override { return false; }
   bool after_runs_at_wait() const override { return false; }
 
-  // Below this much work (items times operations per item) a step runs on the calling thread:
-  // the pool's hand-off costs more than the work.
-  static bool tiny(const Step& st) { return st.items * st.cost < (1 << 15); }
+  // Below this much work (items times operations per item) a step runs on the calling thread,
+  // called directly: the pool's hand-off costs more than the work (kParallelWork).
+  static bool tiny(const Step& st) { return st.items * st.cost < kParallelWork; }
   // Kernels are timed for DEBUG=2 (printed) and for RUNE_PROFILE (recorded).
   static bool printed() { return ir::debug_level() >= 2; }
   static bool timed() { return printed() || profile_enabled(); }

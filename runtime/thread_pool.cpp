@@ -13,8 +13,6 @@
 namespace runtime {
 
 namespace {
-// Work below this many element operations runs inline: waking a worker costs ~10 us.
-constexpr int64_t kParallelThreshold = 1 << 16;
 
 // One parallel job at a time: the caller and the workers claim its chunks from a shared
 // counter. A claim names the job it is for: the counter holds the job's generation in its high
@@ -126,7 +124,7 @@ int host_threads() { return pool().size(); }
 void parallel_for(int64_t n, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   int threads = host_threads();
-  if (threads == 1 || n == 1 || n * std::max<int64_t>(cost, 1) < kParallelThreshold) {
+  if (threads == 1 || n == 1 || n * std::max<int64_t>(cost, 1) < kParallelWork) {
     fn(0, n);
     return;
   }

@@ -129,7 +129,16 @@ void shapes(nx::DType t) {
                                           {1, 300, 50},
                                           {50, 300, 1},
                                           {5, 600, 7},
-                                          {9, 40, 1000}}) {
+                                          {9, 40, 1000},
+                                          // transposed with a k-contiguous operand: its pack
+                                          // transposes 8 x 8 (4 x 4) blocks; k and the
+                                          // packed columns not multiples of the block, k
+                                          // past the k block (256)
+                                          {37, 13, 2},
+                                          {45, 263, 3},
+                                          {401, 70, 1},
+                                          {19, 5, 2},
+                                          {200, 516, 2}}) {
     uint64_t seed = static_cast<uint64_t>(m * 1000003 + k * 1009 + n);
     check<T>(values(seed, t, {m, k}), values(seed + 7, t, {k, n}),
              "m=" + std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
@@ -151,6 +160,12 @@ TEST(Matmul, StridedOperandsAreReadInPlace) {
   check<float>(a * 2.0 + 1.0, values(7, nx::float32, {30, 4}), "computed operand");
   check<float>(nx::broadcast_to(values(8, nx::float32, {1, 30}), {7, 30}),
                values(9, nx::float32, {30, 5}), "broadcast rows");
+  // A product with few columns whose a has rows longer than k (a slice): its transposed pack
+  // reads rows of the full width.
+  check<float>(nx::slice(values(20, nx::float32, {45, 300}), {{0, 45, 1}, {0, 263, 1}}),
+               values(21, nx::float32, {263, 3}), "sliced rows, transposed");
+  check<double>(nx::slice(values(22, nx::float64, {45, 300}), {{0, 45, 1}, {3, 266, 1}}),
+                values(23, nx::float64, {263, 2}), "sliced rows, transposed, float64");
 }
 
 TEST(Matmul, BatchesBroadcast) {
@@ -259,6 +274,10 @@ TEST(Matmul, FusedEpiloguesGiveEagerBits) {
   Tensor bias = values(52, nx::float32, {3, 1, 40});
   auto f = [](const Tensor& x, const Tensor& w, const Tensor& b) { return nx::matmul(x, w) * b; };
   same(rune::jit(f)(xb, wb, bias), f(xb, wb, bias), "batched x w * b");
+  // Batched with two columns: each batch element runs transposed, its epilogue one range.
+  Tensor xt = values(53, nx::float32, {3, 50, 30}), wt = values(54, nx::float32, {3, 30, 2});
+  Tensor bt = values(55, nx::float32, {3, 1, 2});
+  same(rune::jit(f)(xt, wt, bt), f(xt, wt, bt), "batched transposed x w * b");
 }
 
 TEST(Matmul, GradientsAreProducts) {

@@ -279,6 +279,35 @@ TEST(Reduce, NonContiguousInputs) {
   }
 }
 
+// Column sums: the host reduces 16 adjacent outputs together (plan group:16), each with its own
+// lanes and tree, as one vector loop per lane; reductions whose length is not a multiple of 8
+// (tail elements), rows not a multiple of 16 (the rest one by one), and the README demo's
+// [400, 64] bias gradient; and column sums large enough to be split across the thread pool,
+// whose work ranges cut through groups (each output is still reduced once, in its group).
+TEST(Reduce, ColumnSumsOfAdjacentOutputs) {
+  struct Case {
+    int64_t rows, cols;
+  };
+  for (DType t : {nx::float32, nx::float64})
+    for (auto [rows, cols] : std::vector<Case>{{400, 64},
+                                               {403, 64},
+                                               {7, 16},
+                                               {1, 16},
+                                               {13, 35},
+                                               {8, 48},
+                                               {65, 17},
+                                               {129, 100},
+                                               {1000, 80},
+                                               {2001, 37},
+                                               {999, 200}}) {
+      SCOPED_TRACE(dname(t) + " " + std::to_string(rows) + "x" + std::to_string(cols));
+      auto v = data(t, rows * cols, static_cast<uint64_t>(rows * 31 + cols));
+      Tensor x = tensor(t, {rows, cols}, v);
+      check(R::Sum, x, v, {0});
+      check(R::Max, x, v, {0});
+    }
+}
+
 TEST(Reduce, ZeroDimensional) {
   for (DType t : {nx::bool_, nx::int32, nx::float16, nx::float64}) {
     Value v = num(t, 3);

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "ir/env.h"
+#include "runtime/thread_pool.h"
 
 namespace codegen::cpu {
 
@@ -223,14 +224,84 @@ void pack_a(const T* a, int64_t rs, int64_t cs, int64_t rows, int64_t kc, T* out
   }
 }
 
+// Transposes one panel of b whose k index is contiguous (b[p, j] at src[p + j * cs], w <= NR
+// columns): row p of the panel (out + p * NR) gets b[p, 0..w). 8 x 8 floats or 4 x 4 doubles
+// at a time: B rows of b's storage (B consecutive k each) are loaded as vectors and transposed
+// with AVX2 shuffles; the edges (w or kc not a multiple of B) element by element. Only moves:
+// the panel holds the same values in the same places as the element-by-element loop.
+template <class T, int NR>
+__attribute__((target("avx2"))) void pack_b_transposed_panel(const T* src, int64_t cs, int64_t kc,
+                                                             int w, T* out) {
+  constexpr int B = std::is_same_v<T, float> ? 8 : 4;
+  const int wb = w / B * B;
+  int64_t p = 0;
+  for (; p + B <= kc; p += B) {
+    for (int j = 0; j < wb; j += B) {
+      const T* s = src + p + j * cs;
+      T* o = out + p * NR + j;
+      if constexpr (std::is_same_v<T, float>) {
+        __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + cs),
+               r2 = _mm256_loadu_ps(s + 2 * cs), r3 = _mm256_loadu_ps(s + 3 * cs),
+               r4 = _mm256_loadu_ps(s + 4 * cs), r5 = _mm256_loadu_ps(s + 5 * cs),
+               r6 = _mm256_loadu_ps(s + 6 * cs), r7 = _mm256_loadu_ps(s + 7 * cs);
+        // t: pairs of rows interleaved; u: groups of four rows per 128-bit half.
+        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
+               t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
+               t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+               t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee),
+               u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
+               u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
+               u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+        _mm256_storeu_ps(o, _mm256_permute2f128_ps(u0, u4, 0x20));
+        _mm256_storeu_ps(o + NR, _mm256_permute2f128_ps(u1, u5, 0x20));
+        _mm256_storeu_ps(o + 2 * NR, _mm256_permute2f128_ps(u2, u6, 0x20));
+        _mm256_storeu_ps(o + 3 * NR, _mm256_permute2f128_ps(u3, u7, 0x20));
+        _mm256_storeu_ps(o + 4 * NR, _mm256_permute2f128_ps(u0, u4, 0x31));
+        _mm256_storeu_ps(o + 5 * NR, _mm256_permute2f128_ps(u1, u5, 0x31));
+        _mm256_storeu_ps(o + 6 * NR, _mm256_permute2f128_ps(u2, u6, 0x31));
+        _mm256_storeu_ps(o + 7 * NR, _mm256_permute2f128_ps(u3, u7, 0x31));
+      } else {
+        __m256d r0 = _mm256_loadu_pd(s), r1 = _mm256_loadu_pd(s + cs),
+                r2 = _mm256_loadu_pd(s + 2 * cs), r3 = _mm256_loadu_pd(s + 3 * cs);
+        __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1),
+                t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+        _mm256_storeu_pd(o, _mm256_permute2f128_pd(t0, t2, 0x20));
+        _mm256_storeu_pd(o + NR, _mm256_permute2f128_pd(t1, t3, 0x20));
+        _mm256_storeu_pd(o + 2 * NR, _mm256_permute2f128_pd(t0, t2, 0x31));
+        _mm256_storeu_pd(o + 3 * NR, _mm256_permute2f128_pd(t1, t3, 0x31));
+      }
+    }
+    for (int j = wb; j < w; ++j)
+      for (int q = 0; q < B; ++q) out[(p + q) * NR + j] = src[p + q + j * cs];
+  }
+  for (; p < kc; ++p)
+    for (int j = 0; j < w; ++j) out[p * NR + j] = src[p + j * cs];
+  for (p = 0; p < kc; ++p)
+    for (int j = w; j < NR; ++j) out[p * NR + j] = T(0);
+}
+
 // Packs kc x cols of b (strides rs, cs) as panels of NR columns; columns past the edge are 0.
+// A b whose k index is contiguous (rs == 1: the transposed operand of a product with few
+// columns, GemmPlan::transposed) is transposed with vector shuffles where the CPU has AVX2 and
+// the kernel in use is not the portable one (RUNE_GEMM_ISA=portable keeps the plain loop).
 template <class T, int NR>
 void pack_b(const T* b, int64_t rs, int64_t cs, int64_t kc, int64_t cols, T* out) {
+  const bool shuffle = rs == 1 && cs != 1 && host_isa() != Isa::Portable;
   for (int64_t j0 = 0; j0 < cols; j0 += NR) {
     int w = static_cast<int>(std::min<int64_t>(NR, cols - j0));
     const T* base = b + j0 * cs;
+    if (shuffle) {
+      pack_b_transposed_panel<T, NR>(base, cs, kc, w, out);
+      out += kc * NR;
+      continue;
+    }
     for (int64_t p = 0; p < kc; ++p, out += NR) {
       const T* src = base + p * rs;
+      if (cs == 1 && w == NR) {
+        std::memcpy(out, src, sizeof(T) * NR);  // a fixed size: vector moves, not rep movs
+        continue;
+      }
       if (cs == 1) {
         std::memcpy(out, src, sizeof(T) * w);
       } else {
@@ -290,6 +361,16 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
   // indices, row by row of the output (a row of the output is a column of a transposed product).
   auto finish = [&](int64_t j0, int64_t j1) {
     if (!g.epilogue) return;
+    // Where the finished outputs are whole rows of the output they are one flat range: one call
+    // (the epilogue is elementwise, so how its range is cut changes no bit).
+    if (!g.transposed && j0 == 0 && j1 == g.n) {
+      g.epilogue(bufs, (bi * g.m + m_lo) * g.n, (bi * g.m + m_hi) * g.n);
+      return;
+    }
+    if (g.transposed && m_lo == 0 && m_hi == g.m) {
+      g.epilogue(bufs, (bi * g.n + j0) * g.m, (bi * g.n + j1) * g.m);
+      return;
+    }
     if (!g.transposed) {
       for (int64_t i = m_lo; i < m_hi; ++i) {
         int64_t row = (bi * g.m + i) * g.n;
@@ -461,7 +542,8 @@ GemmPlan plan_gemm(const KernelSpec& ks, int threads) {
   // the side whose other operand is the smaller.
   int64_t batch = g.batch_count();
   int64_t work = batch * g.m * g.n * std::max<int64_t>(g.k, 1);
-  if (threads > 1 && batch < threads && work >= (int64_t{1} << 18)) {
+  // (The launcher runs a step on the pool from runtime::kParallelWork flops, 2 per multiply-add.)
+  if (threads > 1 && batch < threads && 2 * work >= runtime::kParallelWork) {
     int64_t want = (threads + batch - 1) / batch;
     int64_t nr = tile_cols(isa, g.dtype);
     int64_t m_units = (g.m + g.mr - 1) / g.mr, n_units = (g.n + nr - 1) / nr;

@@ -19,7 +19,7 @@ TEST(ThreadPool, EveryItemOfBackToBackJobsRunsExactlyOnce) {
     const int64_t n = 2 + job % (kMaxItems - 1);
     for (int64_t i = 0; i < n; ++i) runs[i].store(0, std::memory_order_relaxed);
     // A cost large enough that every job goes to the pool.
-    runtime::parallel_for(n, int64_t{1} << 16, [&](int64_t lo, int64_t hi) {
+    runtime::parallel_for(n, runtime::kParallelWork, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) runs[i].fetch_add(1, std::memory_order_relaxed);
     });
     // parallel_for has returned: every item ran, once, and nothing of this job runs later.

@@ -271,4 +271,8 @@ std::string to_string(NodeRef root) {
   return os.str();
 }
 
+NodeRef contiguous_param(int index, DType dtype, const Shape& shape) {
+  return make(Op::Param, dtype, shape, {}, LoadArg{index, View::contiguous(shape)});
+}
+
 }  // namespace ir

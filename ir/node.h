@@ -76,6 +76,8 @@ struct Node {
 // Returns the unique node with these fields (created on first use; freed by collect_nodes once
 // nothing holds it).
 NodeRef make(Op op, DType dtype, Shape shape, std::vector<NodeRef> src, Arg arg = {});
+// Param `index` read as a contiguous tensor of this dtype and shape.
+NodeRef contiguous_param(int index, DType dtype, const Shape& shape);
 // How many nodes the intern table holds (for memory reports and tests).
 size_t interned_nodes();
 

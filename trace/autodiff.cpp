@@ -34,10 +34,6 @@ Bound trace(const char* api, const std::vector<nx::Tensor>& params, const FlatFn
   return t;
 }
 
-ir::NodeRef param_node(int index, nx::DType t, const nx::Shape& shape) {
-  return ir::make(ir::Op::Param, t, shape, {}, ir::LoadArg{index, ir::View::contiguous(shape)});
-}
-
 // Evaluates the traced graph's outputs and its params' gradients for `roots` receiving `cots`,
 // running the scans kept whole (t.scans, in trace order) as loops: each forward, saving its
 // carries where a gradient flows through it, then, last scan first, the reverse scan of its body's
@@ -79,8 +75,8 @@ std::vector<nx::Tensor> evaluate_with_scans(const Bound& t, const std::vector<ir
     if (wants[k].empty()) continue;
     std::vector<ir::NodeRef> results;
     for (size_t i = 0; i < s.outputs.size(); ++i)
-      results.push_back(
-          param_node(s.outputs[i], runs[k].outputs[i].dtype(), runs[k].outputs[i].shape()));
+      results.push_back(ir::contiguous_param(s.outputs[i], runs[k].outputs[i].dtype(),
+                                             runs[k].outputs[i].shape()));
     std::vector<nx::Tensor> result_cts =
         ev(vjp_nodes(seed_roots, seed_cots, results, t.checkpoints));
     std::vector<nx::Tensor> input_cts =
@@ -88,8 +84,8 @@ std::vector<nx::Tensor> evaluate_with_scans(const Bound& t, const std::vector<ir
     for (size_t i = 0; i < s.inputs.size(); ++i) {
       if (!wants[k][i] || !input_cts[i].defined()) continue;
       seed_roots.push_back(s.inputs[i]);
-      seed_cots.push_back(
-          param_node(ev.add_binding(input_cts[i]), input_cts[i].dtype(), input_cts[i].shape()));
+      seed_cots.push_back(ir::contiguous_param(ev.add_binding(input_cts[i]), input_cts[i].dtype(),
+                                               input_cts[i].shape()));
     }
   }
   std::vector<nx::Tensor> grads = ev(vjp_nodes(seed_roots, seed_cots, t.params, t.checkpoints));
@@ -136,8 +132,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
                                     std::string(ir::name(o->dtype)) + " " +
                                     ir::to_string(o->shape));
       int index = static_cast<int>(params.size() + i);
-      cots.push_back(ir::make(ir::Op::Param, c.dtype(), c.shape(), {},
-                              ir::LoadArg{index, ir::View::contiguous(c.shape())}));
+      cots.push_back(ir::contiguous_param(index, c.dtype(), c.shape()));
       t.bindings[static_cast<size_t>(index)] = c;
     }
   }
@@ -179,15 +174,13 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(
   std::vector<ir::NodeRef> us;
   for (size_t i = 0; i < m; ++i) {
     ir::NodeRef o = t.outputs[i];
-    us.push_back(ir::make(ir::Op::Param, o->dtype, o->shape, {},
-                          ir::LoadArg{static_cast<int>(base + i), ir::View::contiguous(o->shape)}));
+    us.push_back(ir::contiguous_param(static_cast<int>(base + i), o->dtype, o->shape));
   }
   auto g = vjp_nodes(t.outputs, us, t.params);  // J^T u
   std::vector<ir::NodeRef> ts;
   for (size_t i = 0; i < n; ++i)
-    ts.push_back(ir::make(
-        ir::Op::Param, primals[i].dtype(), primals[i].shape(), {},
-        ir::LoadArg{static_cast<int>(base + m + i), ir::View::contiguous(primals[i].shape())}));
+    ts.push_back(ir::contiguous_param(static_cast<int>(base + m + i), primals[i].dtype(),
+                                      primals[i].shape()));
   auto jt = vjp_nodes(g, ts, us);  // d<J^T u, t>/du = J t
   std::vector<nx::Tensor> bindings = t.bindings;
   {

@@ -39,6 +39,13 @@ struct Body {
 // the body's program (staged_program.h); elsewhere they run per iteration (run_body).
 bool nests_loops() { return differentiating_depth == 0; }
 
+// The trace control flow traced now becomes loop steps of (rune::jit's, or a loop step's body's),
+// or null: none is active, it records no loops, or it is being differentiated.
+Tracer* loop_step_trace() {
+  Tracer* t = active_tracer();
+  return t && t->records_loops && differentiating_depth == 0 ? t : nullptr;
+}
+
 // Traces f once over stand-ins with the avals `in` (contiguous, on `device`).
 Body trace_body(const char* api, const Avals& in, nx::Device device, const FlatBody& f,
                 bool records_loops = false) {
@@ -55,11 +62,12 @@ Body trace_body(const char* api, const Avals& in, nx::Device device, const FlatB
   return b;
 }
 
-// The Loop of a loop step whose body is `lb`: its inputs are the enclosing trace's nodes of the
-// initial carry (lb's first n_args params) and of lb's captures; an inner loop's result has no
-// node (nullptr: its loop step inside lb's program binds it).
-Tracer::Loop loop_of(Tracer& outer, const Body& lb) {
+// The Loop of a loop step whose body is `lb`, started from `carry0` (lb's first n_args params):
+// its inputs are the enclosing trace's nodes of carry0 and of lb's captures; an inner loop's
+// result has no node (nullptr: its loop step inside lb's program binds it).
+Tracer::Loop loop_of(Tracer& outer, const Body& lb, const std::vector<nx::Tensor>& carry0) {
   Tracer::Loop loop;
+  for (const auto& c : carry0) loop.inputs.push_back(outer.node_of(c));
   for (size_t k = lb.n_args; k < lb.bindings.size(); ++k)
     loop.inputs.push_back(lb.bindings[k].defined() ? outer.node_of(lb.bindings[k]) : nullptr);
   loop.body_loops = lb.loops;
@@ -112,9 +120,8 @@ std::vector<nx::Tensor> run_body(Body& b, const std::vector<nx::Tensor>& args) {
   }
   GraphEvaluator ev(b.bindings, b.device);
   for (const Tracer::Loop& inner : b.loops) {
-    Tracer* t = active_tracer();
     std::vector<nx::Tensor> outs;
-    if (t && t->records_loops && differentiating_depth == 0) {
+    if (Tracer* t = loop_step_trace()) {
       Tracer::Loop copy = inner;
       for (ir::NodeRef& in : copy.inputs)
         if (in) in = t->node_of(ev({in})[0]);
@@ -230,10 +237,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
     return next;
   };
   Body loop_body = trace_body(api, avals_of(carry0), device, step, /*records_loops=*/true);
-  Tracer::Loop loop = loop_of(jit_tracer, loop_body);
-  std::vector<ir::NodeRef> carry_nodes;
-  for (const auto& c : carry0) carry_nodes.push_back(jit_tracer.node_of(c));
-  loop.inputs.insert(loop.inputs.begin(), carry_nodes.begin(), carry_nodes.end());
+  Tracer::Loop loop = loop_of(jit_tracer, loop_body, carry0);
   loop.body_roots = loop_body.outputs;
   loop.n_ys = n_y;
   loop.trips = length;
@@ -253,7 +257,6 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> record_scan(
   s.body_outputs = b.outputs;
   s.n_carry = init.size();
   s.n_xs = xs.size();
-  s.n_captures = b.bindings.size() - b.n_args;
   s.length = length;
   if (counter_lo) {
     s.counted = true;
@@ -298,8 +301,8 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_flat(
   Tracer* outer = active_tracer();
   if (outer && outer->records_scans && length > 0 && b.checks.empty())
     return record_scan(api, *outer, b, init, xs, length, counter_lo);
-  if (outer && outer->records_loops && differentiating_depth == 0 && length > 0 && b.checks.empty())
-    return scan_as_loop(api, *outer, b, init, xs, length, counter_lo);
+  if (Tracer* steps = loop_step_trace(); steps && length > 0 && b.checks.empty())
+    return scan_as_loop(api, *steps, b, init, xs, length, counter_lo);
   const size_t n_carry = init.size(), n_y = b.outputs.size() - n_carry;
   std::vector<nx::Tensor> carry = init;
   std::vector<std::vector<nx::Tensor>> ys(n_y);
@@ -331,7 +334,7 @@ std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
                                    const std::vector<std::string>& carry_paths) {
   const char* api = "rune::while_loop";
   Tracer* outer = active_tracer();
-  if (outer && !(outer->records_loops && differentiating_depth == 0)) {
+  if (outer && !loop_step_trace()) {
     if (differentiating_depth > 0)
       throw std::invalid_argument(std::string(api) +
                                   ": cannot be differentiated (rune::grad, vjp, jvp): its trip "
@@ -372,10 +375,7 @@ std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
       return r;
     };
     Body lb = trace_body(api, in, device, both, /*records_loops=*/true);
-    Tracer::Loop loop = loop_of(*outer, lb);
-    std::vector<ir::NodeRef> carry_nodes;
-    for (const auto& t : init) carry_nodes.push_back(outer->node_of(t));
-    loop.inputs.insert(loop.inputs.begin(), carry_nodes.begin(), carry_nodes.end());
+    Tracer::Loop loop = loop_of(*outer, lb, init);
     loop.body_roots.assign(lb.outputs.begin(), lb.outputs.begin() + static_cast<long>(n));
     loop.cond_root = lb.outputs[n];
     loop.trips = -1;

@@ -18,10 +18,6 @@ std::vector<T> slice(const std::vector<T>& v, size_t from, size_t to) {
   return std::vector<T>(v.begin() + static_cast<long>(from), v.begin() + static_cast<long>(to));
 }
 
-ir::NodeRef param_node(int index, nx::DType t, const nx::Shape& shape) {
-  return ir::make(ir::Op::Param, t, shape, {}, ir::LoadArg{index, ir::View::contiguous(shape)});
-}
-
 }  // namespace
 
 ScanRun run_scan(const Tracer::Scan& s, const std::vector<nx::Tensor>& inputs, bool save_carries,
@@ -62,7 +58,7 @@ std::vector<nx::Tensor> scan_vjp(const Tracer::Scan& s, const std::vector<nx::Te
     if (it != params.end()) return it->second;
     nx::Shape shape = inputs[i].shape();  // a param the body never reads: its cotangent is 0
     if (i >= nc && i < n_args) shape.erase(shape.begin());  // an x: one row
-    return param_node(static_cast<int>(i), inputs[i].dtype(), shape);
+    return ir::contiguous_param(static_cast<int>(i), inputs[i].dtype(), shape);
   };
   // The step's vjp, once, as a graph over the body's params and the cotangents of its float
   // outputs (params n_in, n_in + 1, ...): the cotangents of the float carry leaves, then of the
@@ -74,7 +70,7 @@ std::vector<nx::Tensor> scan_vjp(const Tracer::Scan& s, const std::vector<nx::Te
     if (!ir::is_float(o->dtype)) continue;
     float_outputs.push_back(k);
     roots.push_back(o);
-    cots.push_back(param_node(static_cast<int>(n_in + cots.size()), o->dtype, o->shape));
+    cots.push_back(ir::contiguous_param(static_cast<int>(n_in + cots.size()), o->dtype, o->shape));
   }
   std::vector<size_t> carry_ct, x_ct, cap_ct;  // input indices, in the wrt order
   for (size_t i = 0; i < n_in; ++i)

@@ -214,8 +214,7 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
       std::vector<ir::NodeRef> carry;  // the identity on the carry, into the program's slots
       for (size_t k = 0; k < plan->n_carry; ++k) {
         ir::NodeRef r = loop.body_roots[k];
-        carry.push_back(ir::make(ir::Op::Param, r->dtype, r->shape, {},
-                                 ir::LoadArg{static_cast<int>(k), ir::View::contiguous(r->shape)}));
+        carry.push_back(ir::contiguous_param(static_cast<int>(k), r->dtype, r->shape));
       }
       plan->copy = codegen::compile(carry, static_cast<int>(plan->n_carry), device);
     }

@@ -83,8 +83,7 @@ nx::Tensor Tracer::unbound_param(nx::DType t, const nx::Shape& shape, std::vecto
   int index = n_args_ + static_cast<int>(captured_.size());
   captured_.push_back(nx::Tensor());  // bound by a loop's step, or by autodiff (a Scan)
   indices.push_back(index);
-  return wrap(
-      ir::make(ir::Op::Param, t, shape, {}, ir::LoadArg{index, ir::View::contiguous(shape)}));
+  return wrap(ir::contiguous_param(index, t, shape));
 }
 
 std::vector<nx::Tensor> Tracer::add_loop(Loop loop) {

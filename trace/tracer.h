@@ -77,7 +77,7 @@ class Tracer final : public nx::Interpreter {
     const char* api = "rune::scan";
     std::vector<ir::NodeRef>
         body_outputs;  // new carry then ys, over params: carry, x rows, captures
-    size_t n_carry = 0, n_xs = 0, n_captures = 0;
+    size_t n_carry = 0, n_xs = 0;
     int64_t length = 0;
     bool counted = false;  // fori_loop: xs is its step counter, counter_lo, counter_lo + 1, ...
     int64_t counter_lo = 0;

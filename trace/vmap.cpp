@@ -97,8 +97,7 @@ std::vector<nx::Tensor> vmap_flat(const char* api, const std::vector<nx::Tensor>
     }
     bindings.push_back(move_axis(leaves[i], at[i], 0));
     ir::Shape s = bindings.back().shape();
-    inputs[t.params[i]] = ir::make(ir::Op::Param, leaves[i].dtype(), s, {},
-                                   ir::LoadArg{static_cast<int>(i), ir::View::contiguous(s)});
+    inputs[t.params[i]] = ir::contiguous_param(static_cast<int>(i), leaves[i].dtype(), s);
   }
   for (const auto& c : t.captured) bindings.push_back(c);
 

@@ -10,6 +10,7 @@ foreach(page ${RUNE_DOC_PAGES})
   foreach(block ${blocks})
     add_executable(doc_${block} ${CMAKE_BINARY_DIR}/doc_blocks/${block}.cpp)
     target_link_libraries(doc_${block} PRIVATE rune)
+    rune_use_pch(doc_${block} program)  # tests/CMakeLists.txt
     # docs/distributed.md's blocks run on 2 MPI ranks (its examples print from rank 0 only).
     set(launcher "")
     set(env "")

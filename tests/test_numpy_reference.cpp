@@ -120,7 +120,9 @@ void check_all(Mode m, const std::string& device) {
       ADD_FAILURE() << "threw " << e.what();
       continue;
     }
-    if (!device.empty()) EXPECT_EQ(y.device().name(), device);
+    if (!device.empty()) {
+      EXPECT_EQ(y.device().name(), device);
+    }
     EXPECT_TRUE(ref::close(y, c.outs[0], c.ulps));
   }
 }

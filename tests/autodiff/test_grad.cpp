@@ -508,7 +508,9 @@ TEST(Grad, ProdOfALongAxis) {
       [](const Tensor& t) { return rune::grad([](const Tensor& u) { return nx::prod(u); }, t); },
       x);
   for (int64_t i = 0; i < L; ++i)
-    if (i != 100) ASSERT_EQ(g[i], 0) << "element " << i;
+    if (i != 100) {
+      ASSERT_EQ(g[i], 0) << "element " << i;
+    }
   EXPECT_NEAR(g[100], static_cast<double>(others), 1e-12 * std::fabs(static_cast<double>(others)));
 }
 

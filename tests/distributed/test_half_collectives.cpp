@@ -85,9 +85,13 @@ TEST(HalfCollectives, AllReduceFoldsInFloat32InRankOrderAndRoundsOnce) {
         << show(reference(t, w, false));
     Tensor m = dist::all_reduce(comm, x, dist::ReduceOp::Mean);
     EXPECT_TRUE(same_bits(m, reference(t, w, true))) << ir::name(t);
-    if (t == nx::float16) EXPECT_TRUE(std::isinf(nx::to_vector<float>(s)[2]));  // 60000 * w
+    if (t == nx::float16) {
+      EXPECT_TRUE(std::isinf(nx::to_vector<float>(s)[2]));
+    }  // 60000 * w
     // On 3 or more ranks these inputs tell rounding once from rounding at every step.
-    if (w >= 3) EXPECT_NE(reference(t, w, false), reference(t, w, false, true)) << ir::name(t);
+    if (w >= 3) {
+      EXPECT_NE(reference(t, w, false), reference(t, w, false, true)) << ir::name(t);
+    }
   }
 }
 

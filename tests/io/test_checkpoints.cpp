@@ -321,8 +321,9 @@ TEST(Checkpoints, NpzZip64Records) {
       "assert z.testzip() is None; assert sorted(z.namelist()) == ['b.npy', 'empty.npy', 'w.npy'];"
       " assert all(i.file_size == len(z.read(i)) for i in z.infolist())\" '" +
       path + "'";
-  if (std::system("python3 -c 'import zipfile' 2>/dev/null") == 0)
+  if (std::system("python3 -c 'import zipfile' 2>/dev/null") == 0) {
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
 }
 
 // ---- files written by numpy and safetensors (tools/io-refgen) ----
@@ -347,7 +348,9 @@ TEST(Reference, SafetensorsAndNpzWrittenByPython) {
 TEST(Reference, NpyWrittenByNumpy) {
   Tensor f32 = nx::load_npy(data("ref_f32.npy"));
   for (const auto& r : reference_tensors())
-    if (std::string(r.name) == "f32") EXPECT_EQ(nx::to_bytes(f32), from_hex(r.hex));
+    if (std::string(r.name) == "f32") {
+      EXPECT_EQ(nx::to_bytes(f32), from_hex(r.hex));
+    }
   Tensor fortran = nx::load_npy(data("ref_fortran.npy"));
   EXPECT_EQ(fortran.shape(), (nx::Shape{2, 3, 4}));
   std::vector<double> want(24);

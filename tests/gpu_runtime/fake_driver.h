@@ -2,17 +2,17 @@
 // allocator, transfers, runtime::Program slots and scratch, the launch helper, donation, checks
 // read at the next wait) runs in CI without a GPU. "Device memory" is host memory; kernels are the
 // shared C renderer's output in a host dialect, compiled by the system compiler into a shared
-// object whose path is the module image. A launch runs the grid-stride loop on 8 host threads
-// (thread t takes the work items t, t + 8, ...), which are the 8 lanes of every reduction group:
-// the dialect's lane exchange is a barrier-synchronised exchange between them, so the reductions'
-// lane-thread path (codegen/c_renderer.h) runs here exactly as rendered for a GPU.
+// object whose path is the module image. A launch runs the grid-stride loop on 8 threads (thread
+// t takes the work items t, t + 8, ...), which are the 8 lanes of every reduction group: the
+// dialect's lane exchange is a barrier-synchronised exchange between them, so the reductions'
+// lane-thread path (codegen/c_renderer.h) runs here exactly as rendered for a GPU. The threads
+// are fibers on the launching host thread (fake_fibers.h), switched at each barrier.
 // Install it before anything asks for a CUDA device (install_fake_cuda()).
 #pragma once
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <barrier>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,10 +21,10 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "codegen/compile.h"
+#include "gpu_runtime/fake_fibers.h"
 #include "runtime/gpu/driver.h"
 
 namespace fake_gpu {
@@ -137,30 +137,31 @@ struct Function {
   unsigned block = 0;
 };
 
-// One launch at a time (a mutex in launch): the exchange's slots and barriers are global.
-struct Lanes {
-  explicit Lanes(unsigned threads) : block_sync(threads) {}
-  unsigned long long slot[kThreads] = {};
-  std::barrier<> sync{kThreads};
-  std::barrier<> block_sync;  // the block barrier (exchange with k < 0) of all the launch's threads
-};
-inline Lanes*& current_lanes() {
-  static Lanes* l = nullptr;
-  return l;
+// The running launch's threads (fibers, fake_fibers.h) and their exchange slots; one launch at a
+// time (a mutex in launch).
+inline Fibers& launch_fibers() {
+  static Fibers f;
+  return f;
 }
-inline thread_local unsigned this_lane = 0;
-// Lane l gets the value of lane l + k (its own when l + k >= 8); all 8 threads call it together.
+inline std::vector<unsigned long long>& exchange_slots() {
+  static std::vector<unsigned long long> s;
+  return s;
+}
+// Lane l of each group of 8 consecutive threads gets the value of lane l + k (its own when
+// l + k >= 8); every thread of the launch calls it together (a converged warp's shuffle).
 // k < 0: the block barrier (__syncthreads) of a fixed-block entry.
 inline unsigned long long exchange(unsigned long long v, int k) {
-  Lanes& g = *current_lanes();
+  Fibers& f = launch_fibers();
   if (k < 0) {
-    g.block_sync.arrive_and_wait();
+    f.wait();
     return v;
   }
-  g.slot[this_lane] = v;
-  g.sync.arrive_and_wait();
-  unsigned long long r = this_lane + k < kThreads ? g.slot[this_lane + k] : v;
-  g.sync.arrive_and_wait();
+  const unsigned t = f.current();
+  std::vector<unsigned long long>& slot = exchange_slots();
+  slot[t] = v;
+  f.wait();
+  const unsigned long long r = t % kThreads + k < kThreads ? slot[t + k] : v;
+  f.wait();
   return r;
 }
 
@@ -199,11 +200,8 @@ inline int launch(void* f, unsigned grid, unsigned block, void*, void** params, 
   if (fn.block && block != fn.block) return 1;
   const unsigned n_threads = fn.block ? fn.block : kThreads;
   if (fn.block) ++counters().block_launches;
-  Lanes lanes(n_threads);
-  current_lanes() = &lanes;
-  auto run = [&](unsigned t) {
-    this_lane = t % kThreads;
-    fn.bind(t, n_threads, exchange);
+  exchange_slots().assign(n_threads, 0);
+  auto body = [&](unsigned) {
     reinterpret_cast<Fn>(fn.entry)(
         a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13],
         a[14], a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26],
@@ -211,11 +209,10 @@ inline int launch(void* f, unsigned grid, unsigned block, void*, void** params, 
         a[40], a[41], a[42], a[43], a[44], a[45], a[46], a[47], a[48], a[49], a[50], a[51], a[52],
         a[53], a[54], a[55], a[56], a[57], a[58], a[59], a[60], a[61], a[62], a[63]);
   };
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < n_threads; ++t) threads.emplace_back(run, t);
-  run(0);
-  for (auto& t : threads) t.join();
-  current_lanes() = nullptr;
+  // The kernel's thread id lives in its module's thread-local storage, which the fibers share:
+  // bound again each time a fiber resumes.
+  auto resume = [&](unsigned t) { fn.bind(t, n_threads, exchange); };
+  launch_fibers().run(n_threads, body, resume);
   return 0;
 }
 inline const char* error_string(int code) {

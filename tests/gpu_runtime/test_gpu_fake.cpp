@@ -22,6 +22,47 @@ const nx::Device kCuda{runtime::DeviceKind::CUDA, 0};
 
 using rt::bits;  // the exact bits of any dtype's values (tests/test_util.h)
 
+// The fake device's threads are fibers (fake_fibers.h): a barrier returns only once every
+// thread has reached it, each thread resumes with its own id re-bound, and a barrier that can
+// never complete aborts with a message rather than hanging.
+TEST(FakeGpuFibers, BarriersOrderEveryThreadsSteps) {
+  fake_gpu::Fibers fibers;
+  for (unsigned n : {1u, 8u, 256u}) {
+    std::vector<int> step(n, 0);
+    unsigned bound = ~0u;  // the "thread-local" id: re-bound on every resume
+    bool ordered = true;
+    fibers.run(
+        n,
+        [&](unsigned t) {
+          for (int round = 1; round <= 3; ++round) {
+            step[t] = round;
+            fibers.wait();
+            // Past the barrier, every thread has finished this round's step.
+            for (unsigned u = 0; u < n; ++u) ordered &= step[u] >= round;
+            ordered &= bound == t && fibers.current() == t;
+            fibers.wait();
+          }
+        },
+        [&](unsigned t) { bound = t; });
+    EXPECT_TRUE(ordered) << n << " fibers";
+    for (unsigned t = 0; t < n; ++t) EXPECT_EQ(step[t], 3) << t;
+  }
+}
+
+TEST(FakeGpuFibersDeathTest, ABarrierThatCannotCompleteAborts) {
+  EXPECT_DEATH(
+      {
+        fake_gpu::Fibers fibers;
+        fibers.run(
+            4,
+            [&](unsigned t) {
+              if (t != 2) fibers.wait();  // thread 2 finishes without reaching the barrier
+            },
+            [](unsigned) {});
+      },
+      "a barrier can no longer complete \\(1 of 4 threads finished, 3 waiting\\)");
+}
+
 TEST(FakeGpu, DeviceFactsAndCountErrors) {
   ASSERT_TRUE(installed);
   auto& c = runtime::gpu::context(kCuda, "test");

@@ -130,7 +130,7 @@ void check_gpu_headers(const GpuCommunicator::Impl& g, const char* api, const Co
       what += " (root " + std::to_string(call.root) + ")";
     else if (call.kind != Collective::AllGather)
       what += " (op " + std::string(op_text(call.op)) + ")";
-    g.local->check(api, g.rank, api, what, 300.0);
+    g.local->check(api, g.rank, api, what);
   } else {
     check_headers(g.host, api, call, t, in_shape);
   }

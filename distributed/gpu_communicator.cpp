@@ -30,6 +30,18 @@ const GpuCollectiveLibrary& loaded(const char* api, GpuCollectives which, const 
   return lib;
 }
 
+// RUNE_DISTRIBUTED_TIMEOUT (seconds, default 300), as init() reads it for a host communicator.
+double timeout_from_env(const char* api) {
+  const char* t = std::getenv("RUNE_DISTRIBUTED_TIMEOUT");
+  if (!t || !*t) return 300.0;
+  char* end = nullptr;
+  const double s = std::strtod(t, &end);
+  if (*end || !(s > 0))
+    throw distributed_error(std::string(api) + ": RUNE_DISTRIBUTED_TIMEOUT='" + t +
+                            "' is not a positive number of seconds");
+  return s;
+}
+
 }  // namespace
 
 bool native_gpu_reductions() {
@@ -51,8 +63,13 @@ std::string gpu_collective_error(const GpuCollectiveLibrary& lib, const std::str
 }
 
 void LocalHeaders::check(const char* api, int rank, const std::string& call,
-                         const std::string& mine, double timeout) {
+                         const std::string& mine) {
   std::unique_lock lock(mu_);
+  if (!broken_.empty())
+    throw distributed_error(std::string(api) +
+                            ": the GPU communicator is broken by an earlier "
+                            "failure: " +
+                            broken_);
   const uint64_t k = next_[static_cast<size_t>(rank)]++;
   Round& r = rounds_[k];
   if (r.what.empty()) {
@@ -69,15 +86,16 @@ void LocalHeaders::check(const char* api, int rank, const std::string& call,
       if (!p) return false;
     return true;
   };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
   if (!cv_.wait_until(lock, deadline, all_posted)) {
     std::string missing;
     for (int q = 0; q < n_; ++q)
       if (!r.posted[static_cast<size_t>(q)]) missing += " " + std::to_string(q);
-    throw distributed_error(std::string(api) + ": rank " + std::to_string(rank) +
-                            " timed out after " + std::to_string(static_cast<int>(timeout)) +
-                            " s waiting for rank(s)" + missing +
-                            " of its GPU communicator to make the same call");
+    broken_ = std::string(api) + ": rank " + std::to_string(rank) + " timed out after " +
+              std::to_string(static_cast<int>(timeout_)) + " s waiting for rank(s)" + missing +
+              " of its GPU communicator to make the same call";
+    cv_.notify_all();
+    throw distributed_error(broken_);
   }
   std::string error;
   for (int q = 1; q < n_ && error.empty(); ++q) {
@@ -92,7 +110,10 @@ void LocalHeaders::check(const char* api, int rank, const std::string& call,
               std::to_string(rank) + ")";
   }
   if (++r.compared == n_) rounds_.erase(k);
-  if (!error.empty()) throw distributed_error(error);
+  if (!error.empty()) {
+    if (broken_.empty()) broken_ = error;
+    throw distributed_error(error);
+  }
 }
 
 }  // namespace detail
@@ -152,6 +173,7 @@ std::vector<GpuCommunicator> gpu_communicators(const std::vector<nx::Device>& de
   if (devices.empty()) throw distributed_error(std::string(api) + ": no devices given");
   const GpuCollectives which = library_for(api, devices[0]);
   const GpuCollectiveLibrary& lib = loaded(api, which, devices[0]);
+  timeout_from_env(api);  // a bad value raises before the communicator is made
   std::vector<int> ordinals;
   for (size_t i = 0; i < devices.size(); ++i) {
     const nx::Device& d = devices[i];
@@ -172,7 +194,8 @@ std::vector<GpuCommunicator> gpu_communicators(const std::vector<nx::Device>& de
     throw distributed_error(detail::gpu_collective_error(
         lib, api, ("ncclCommInitAll(" + std::to_string(devices.size()) + " devices)").c_str(), rc,
         nullptr, devices[0]));
-  auto local = std::make_shared<detail::LocalHeaders>(static_cast<int>(devices.size()));
+  auto local = std::make_shared<detail::LocalHeaders>(static_cast<int>(devices.size()),
+                                                      timeout_from_env(api));
   std::vector<GpuCommunicator> out;
   for (size_t i = 0; i < devices.size(); ++i) {
     auto impl = std::make_shared<GpuCommunicator::Impl>();

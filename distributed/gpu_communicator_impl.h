@@ -17,12 +17,16 @@ namespace detail {
 // between processes). Rounds are freed once every rank has compared them.
 class LocalHeaders {
  public:
-  explicit LocalHeaders(int ranks) : n_(ranks), next_(static_cast<size_t>(ranks)) {}
+  // `timeout`: seconds a rank waits for the others (RUNE_DISTRIBUTED_TIMEOUT, as a host
+  // communicator's).
+  LocalHeaders(int ranks, double timeout)
+      : n_(ranks), timeout_(timeout), next_(static_cast<size_t>(ranks)) {}
   // Posts rank `rank`'s next collective (`call`: its name; `what`: dtype, shape, op or root)
-  // and waits (at most `timeout` seconds) for every rank's; raises on every rank naming the
-  // first rank that differs from rank 0 (or the ranks missing at the timeout).
-  void check(const char* api, int rank, const std::string& call, const std::string& what,
-             double timeout);
+  // and waits (at most the timeout) for every rank's; raises on every rank naming the
+  // first rank that differs from rank 0 (or the ranks missing at the timeout). After a failure
+  // the communicator is broken, as a host one (distributed/communicator.h): a rank that timed
+  // out no longer lines up with the others' calls, so every later check raises naming it.
+  void check(const char* api, int rank, const std::string& call, const std::string& what);
 
  private:
   struct Round {
@@ -31,10 +35,12 @@ class LocalHeaders {
     int compared = 0;
   };
   const int n_;
+  const double timeout_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<uint64_t> next_;  // per rank, the round of its next call
   std::map<uint64_t, Round> rounds_;
+  std::string broken_;  // the first failure ("" while none)
 };
 }  // namespace detail
 

@@ -294,6 +294,16 @@ TEST(NcclCollectives, MismatchesAreNamedAndLeaveArgumentsAlone) {
                            "float32 [4] but rank 0 passed float32 [3]"),
               std::string::npos)
         << what[i];
+  // The communicator is then broken: a later call raises at once, naming the first failure.
+  try {
+    dist::all_gather(comms[0], xs[0]);
+    FAIL();
+  } catch (const dist::distributed_error& e) {
+    EXPECT_NE(std::string(e.what()).find("the GPU communicator is broken by an earlier failure: "
+                                         "rune::distributed::all_gather: the ranks disagree"),
+              std::string::npos)
+        << e.what();
+  }
   // Devices of two kinds, or listed twice.
   EXPECT_THROW(dist::gpu_communicators({cuda(0), cuda(0)}), dist::distributed_error);
   EXPECT_THROW(dist::gpu_communicators({cuda(0), nx::Device::cpu()}), dist::distributed_error);

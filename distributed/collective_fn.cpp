@@ -150,11 +150,11 @@ NodeRef CollectiveFn::vjp(NodeRef n, NodeRef g) const {
   throw std::logic_error("rune::distributed: no vjp for this collective");
 }
 
-}  // namespace
-
 bool on_gpu(const nx::Device& d) {
   return d.kind == runtime::DeviceKind::CUDA || d.kind == runtime::DeviceKind::HIP;
 }
+
+}  // namespace
 
 nx::Tensor collective(const Communicator& comm, const CollectiveCall& call, const nx::Tensor& x,
                       const nx::Shape& out_shape) {

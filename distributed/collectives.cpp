@@ -91,6 +91,12 @@ void check_root(const char* api, int root, int w) {
                             " is not a rank of a world of " + std::to_string(w));
 }
 
+// The size of an in-process GPU communicator given as its ranks; raises when none is given.
+int group_size(const char* api, const std::vector<GpuCommunicator>& comms) {
+  if (comms.empty()) throw distributed_error(std::string(api) + ": no GPU communicators given");
+  return static_cast<int>(comms.size());
+}
+
 template <class Comm>
 Tensor broadcast_on(const Comm& comm, const Tensor& x, int root) {
   const char* api = "rune::distributed::broadcast";
@@ -141,14 +147,14 @@ std::vector<Tensor> reduce_scatter(const std::vector<GpuCommunicator>& comms,
   }
   return detail::grouped_collective(
       api, comms, {Collective::ReduceScatter, op, 0}, xs,
-      xs.empty() ? nx::Shape{} : scattered_shape(api, xs[0], static_cast<int>(comms.size())));
+      xs.empty() ? nx::Shape{} : scattered_shape(api, xs[0], group_size(api, comms)));
 }
 std::vector<Tensor> all_gather(const std::vector<GpuCommunicator>& comms,
                                const std::vector<Tensor>& xs) {
   const char* api = "rune::distributed::all_gather";
   for (const Tensor& x : xs) check_defined(api, x);
   nx::Shape shape = xs.empty() ? nx::Shape{} : xs[0].shape();
-  shape.insert(shape.begin(), static_cast<int64_t>(comms.size()));
+  shape.insert(shape.begin(), static_cast<int64_t>(group_size(api, comms)));
   return detail::grouped_collective(api, comms, {Collective::AllGather, ReduceOp::Sum, 0}, xs,
                                     shape);
 }
@@ -156,7 +162,7 @@ std::vector<Tensor> broadcast(const std::vector<GpuCommunicator>& comms,
                               const std::vector<Tensor>& xs, int root) {
   const char* api = "rune::distributed::broadcast";
   for (const Tensor& x : xs) check_defined(api, x);
-  check_root(api, root, static_cast<int>(comms.size()));
+  check_root(api, root, group_size(api, comms));
   return detail::grouped_collective(api, comms, {Collective::Broadcast, ReduceOp::Sum, root}, xs,
                                     xs.empty() ? nx::Shape{} : xs[0].shape());
 }

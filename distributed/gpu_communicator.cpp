@@ -138,7 +138,8 @@ bool GpuCommunicator::native_reductions() const {
   return impl("rune::distributed::GpuCommunicator").native;
 }
 
-GpuCommunicator gpu_communicator(const Communicator& comm, nx::Device device) {
+GpuCommunicator gpu_communicator(const Communicator& comm, nx::Device device,
+                                 bool native_reductions) {
   const char* api = "rune::distributed::gpu_communicator";
   const GpuCollectives which = library_for(api, device);
   const GpuCollectiveLibrary& lib = loaded(api, which, device);
@@ -153,7 +154,7 @@ GpuCommunicator gpu_communicator(const Communicator& comm, nx::Device device) {
   impl->rank = comm.rank();
   impl->size = comm.size();
   impl->device = device;
-  impl->native = native_gpu_reductions();
+  impl->native = native_reductions;
   impl->host = comm;
   ctx.make_current();  // NCCL binds the communicator to the calling thread's current device
   void* c = nullptr;
@@ -168,7 +169,8 @@ GpuCommunicator gpu_communicator(const Communicator& comm, nx::Device device) {
   return GpuCommunicator(std::move(impl));
 }
 
-std::vector<GpuCommunicator> gpu_communicators(const std::vector<nx::Device>& devices) {
+std::vector<GpuCommunicator> gpu_communicators(const std::vector<nx::Device>& devices,
+                                               bool native_reductions) {
   const char* api = "rune::distributed::gpu_communicators";
   if (devices.empty()) throw distributed_error(std::string(api) + ": no devices given");
   const GpuCollectives which = library_for(api, devices[0]);
@@ -205,7 +207,7 @@ std::vector<GpuCommunicator> gpu_communicators(const std::vector<nx::Device>& de
     impl->rank = static_cast<int>(i);
     impl->size = static_cast<int>(devices.size());
     impl->device = devices[i];
-    impl->native = native_gpu_reductions();
+    impl->native = native_reductions;
     impl->local = local;
     out.emplace_back(std::move(impl));
   }

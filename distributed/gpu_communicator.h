@@ -32,8 +32,9 @@ class GpuCommunicator {
   int size() const;
   nx::Device device() const;
   bool defined() const { return impl_ != nullptr; }
-  // Whether sum and mean use NCCL's own reduction (ncclAllReduce / ncclReduceScatter), whose
-  // order is its ring's or tree's; rank order (rune's fold) otherwise. RUNE_NCCL_NATIVE=1.
+  // Whether sum, mean and max use NCCL's own reduction (ncclAllReduce / ncclReduceScatter),
+  // whose order is its ring's or tree's; rank order (rune's fold) otherwise. Chosen when the
+  // communicator is made (default: RUNE_NCCL_NATIVE=1).
   bool native_reductions() const;
 
   struct Impl;
@@ -44,16 +45,18 @@ class GpuCommunicator {
   std::shared_ptr<Impl> impl_;
 };
 
+// RUNE_NCCL_NATIVE=1 in the environment (read once): NCCL's own sum, mean and max (faster,
+// NCCL's order and NaN rule); anything else, unset: rank order. The default of the calls below.
+bool native_gpu_reductions();
 // This process's rank of `comm` joins a GPU communicator of comm.size() ranks on `device`
 // (CUDA:n: NCCL, HIP:n: RCCL). Every rank of `comm` must call it (a collective). Raises naming
-// the device, the library and NCCL's error.
-GpuCommunicator gpu_communicator(const Communicator& comm, nx::Device device);
+// the device, the library and NCCL's error. `native_reductions`: see native_reductions().
+GpuCommunicator gpu_communicator(const Communicator& comm, nx::Device device,
+                                 bool native_reductions = native_gpu_reductions());
 // One GPU communicator over several devices of this process (ncclCommInitAll): element i is rank
 // i on devices[i]. The devices must be of one GPU kind, none twice.
-std::vector<GpuCommunicator> gpu_communicators(const std::vector<nx::Device>& devices);
-// RUNE_NCCL_NATIVE=1 in the environment (read once): NCCL's own sum and mean (faster, NCCL's
-// order); anything else, unset: rank order.
-bool native_gpu_reductions();
+std::vector<GpuCommunicator> gpu_communicators(const std::vector<nx::Device>& devices,
+                                               bool native_reductions = native_gpu_reductions());
 
 namespace detail {
 // The GPU communicator of `comm`'s rank on `device`, made on first use (a collective over

@@ -122,8 +122,7 @@ TEST(NcclCollectives, GroupedCollectivesHaveTheHostPathsBits) {
 TEST(NcclCollectives, NativeReductionsAreTheLibrarysBitsWhichDifferHere) {
   // Proves the inputs tell the orders apart: NCCL's own reduction (here the fake's reverse
   // order) gives other bits, so the rank-order bits above came from rune's fold.
-  auto comms = dist::gpu_communicators(devices(3));
-  for (auto& g : comms) g.impl("test").native = true;
+  auto comms = dist::gpu_communicators(devices(3), /*native_reductions=*/true);
   auto xs = inputs(nx::float32, 3);
   const int before = nccl_calls("ncclAllReduce");
   auto r = dist::all_reduce(comms, xs);

@@ -64,8 +64,7 @@ TEST(NcclDevice, CommInitAllOfOneDevice) {
 
 TEST(NcclDevice, NativeReductionsOfOneDevice) {
   if (auto why = why_skip(); !why.empty()) GTEST_SKIP() << why;
-  auto comms = dist::gpu_communicators({kCuda});
-  comms[0].impl("test").native = true;  // RUNE_NCCL_NATIVE=1 for this communicator
+  auto comms = dist::gpu_communicators({kCuda}, /*native_reductions=*/true);
   check_world_of_one(comms[0]);
 }
 

@@ -54,6 +54,11 @@ Rendered render(const Schedule& s, const CDialect& dialect) {
   r.source = render_c_prelude(dialect);
   std::map<std::string, bool> seen;
   for (const auto& spec : s.kernels) {
+    if (spec.library && spec.library->op == Op::HostCall) {  // a host function's step, no code
+      r.names.emplace_back();
+      r.launches.emplace_back();
+      continue;
+    }
     KernelSpec k = spec;
     if (k.body) k.body = decompose(k.body);
     if (k.rbody) k.rbody = decompose(k.rbody);
@@ -95,6 +100,26 @@ bool add_cub_sort(runtime::Program& p, const KernelSpec& k, runtime::gpu::Contex
   return true;
 }
 
+// A HostCall with a GPU form (ir::HostFn::queue_on_gpu, e.g. an NCCL collective): a library
+// step that queues it on the device's stream, between the program's kernels.
+runtime::Step host_call_step(const KernelSpec& k) {
+  const LibraryCall& lib = *k.library;
+  runtime::Step st;
+  st.kind = runtime::Step::Kind::Library;
+  st.name = lib.host.fn->describe();
+  st.items = 1;
+  st.bytes = (numel(lib.in_shape) + numel(k.shape)) * itemsize(lib.in_dtype);
+  st.slots = k.slots;
+  // Not a kernel: a nonzero grid only says it runs, also for empty operands (every rank must
+  // make the call: the function's header check is a collective).
+  st.geometry = runtime::gpu::LaunchGeometry{1, 1};
+  st.queue = [fn = lib.host.fn, t = lib.in_dtype, in_shape = lib.in_shape, out_shape = k.shape,
+              offset = lib.offset](runtime::gpu::Context& c, char* const* bufs) {
+    fn->queue_on_gpu(&c, bufs[1] + offset * itemsize(t), bufs[0], t, in_shape, out_shape);
+  };
+  return st;
+}
+
 runtime::Step launch_step(runtime::gpu::Handle fn, std::string name, int64_t items, int64_t bytes,
                           std::vector<int> slots, runtime::gpu::LaunchGeometry geometry) {
   runtime::Step st;
@@ -114,14 +139,22 @@ class GpuBackend final : public Backend {
   void set_target(GpuTarget t) { target_ = std::move(t); }
 
   void add_steps(const Schedule& s, runtime::Program& p, CompileStats& stats) override {
-    for (const auto& k : s.kernels)
-      if (k.library && k.library->op == Op::HostCall)
+    bool code = false;  // whether any kernel is rendered (a lone host call needs no module)
+    for (const auto& k : s.kernels) {
+      const bool host_call = k.library && k.library->op == Op::HostCall;
+      if (host_call && !k.library->host.fn->runs_on_gpu())
         throw std::invalid_argument(
             k.library->host.fn->api() + ": cannot run inside a program for " + p.device.name() +
-            " yet (host calls run in programs for CPU devices); call it between compiled steps");
+            " (this host function has no GPU form); call it between compiled steps");
+      code |= !host_call;
+    }
     runtime::gpu::Context& ctx = runtime::gpu::context(p.device, "rune::compile");
     const GpuTarget target = target_;
     Rendered r = render(s, *target.dialect);
+    if (!code) {
+      for (const auto& k : s.kernels) p.steps.push_back(host_call_step(k));
+      return;
+    }
     if (debug_level() >= 5)
       std::fprintf(stderr, "rune: %s source for %s:\n%s\n", target.dialect->name.c_str(),
                    ctx.info().arch.c_str(), r.source.c_str());
@@ -151,6 +184,10 @@ class GpuBackend final : public Backend {
     };
     for (size_t j = 0; j < s.kernels.size(); ++j) {
       const KernelSpec& k = s.kernels[j];
+      if (k.library && k.library->op == Op::HostCall) {
+        p.steps.push_back(host_call_step(k));
+        continue;
+      }
       const std::string& name = r.names[j];
       int64_t outs = numel(k.shape);
       int64_t bytes = kernel_bytes(k);

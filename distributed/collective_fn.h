@@ -6,13 +6,20 @@
 #pragma once
 #include "core/tensor.h"
 #include "distributed/collective_kernels.h"
+#include "distributed/gpu_communicator.h"
 
 namespace rune::distributed::detail {
 
 // call applied to x (concrete or traced) through the current interpreter; the result has
-// x's dtype and `out_shape`. A concrete x on any device but the host's CPU runs on a host copy
-// (so MPI is only called from the thread that calls the collective) and comes back to x's device.
+// x's dtype and `out_shape`. On a GPU (CUDA:n, HIP:n) the step queues NCCL / RCCL on the device's
+// stream (distributed/gpu_collective_queue.h) over the GPU communicator of comm's rank on that
+// device (made on first use), eagerly and inside programs for the device; where the library is
+// absent a concrete x runs on a host copy, as on every other device (CPU:n), and comes back
+// (so MPI is only called from the thread that calls the collective).
 nx::Tensor collective(const Communicator& comm, const CollectiveCall& call, const nx::Tensor& x,
+                      const nx::Shape& out_shape);
+// The same over a GPU communicator: x (concrete or traced) must be on g's device.
+nx::Tensor collective(const GpuCommunicator& g, const CollectiveCall& call, const nx::Tensor& x,
                       const nx::Shape& out_shape);
 
 }  // namespace rune::distributed::detail

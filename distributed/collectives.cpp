@@ -11,6 +11,7 @@
 #include "distributed/buckets.h"
 #include "distributed/collective_fn.h"
 #include "distributed/collective_kernels.h"
+#include "distributed/gpu_grouped.h"
 #include "ir/dtype.h"
 #include "ir/shape.h"
 
@@ -42,9 +43,11 @@ Tensor result(DType t, const nx::Shape& shape, const std::vector<uint8_t>& bytes
   Tensor r = nx::host_from_bytes(t, shape, bytes.data());
   return device.kind == runtime::DeviceKind::CPU ? r : nx::place(r, device);
 }
-}  // namespace
 
-Tensor all_reduce(const Communicator& comm, const Tensor& x, ReduceOp op) {
+// The public calls over either communicator (Communicator, GpuCommunicator): both have rank()
+// and size(), and detail::collective overloads on them.
+template <class Comm>
+Tensor all_reduce_on(const Comm& comm, const Tensor& x, ReduceOp op) {
   const char* api = "rune::distributed::all_reduce";
   check_defined(api, x);
   check_op(api, x.dtype(), op);
@@ -52,46 +55,123 @@ Tensor all_reduce(const Communicator& comm, const Tensor& x, ReduceOp op) {
   return detail::collective(comm, {Collective::AllReduce, op, 0}, x, x.shape());
 }
 
-Tensor reduce_scatter(const Communicator& comm, const Tensor& x, ReduceOp op) {
-  const char* api = "rune::distributed::reduce_scatter";
-  check_defined(api, x);
-  check_op(api, x.dtype(), op);
-  const int w = comm.size();
+nx::Shape scattered_shape(const char* api, const Tensor& x, int w) {
   if (x.ndim() == 0 || x.shape()[0] % w != 0)
     throw distributed_error(std::string(api) + ": " + x.describe() +
                             ": the leading axis must be a multiple of the world size " +
                             std::to_string(w));
   nx::Shape shape = x.shape();
   shape[0] /= w;
-  return detail::collective(comm, {Collective::ReduceScatter, op, 0}, x, shape);
+  return shape;
 }
 
-Tensor all_gather(const Communicator& comm, const Tensor& x) {
+template <class Comm>
+Tensor reduce_scatter_on(const Comm& comm, const Tensor& x, ReduceOp op) {
+  const char* api = "rune::distributed::reduce_scatter";
+  check_defined(api, x);
+  check_op(api, x.dtype(), op);
+  comm.impl(api);
+  return detail::collective(comm, {Collective::ReduceScatter, op, 0}, x,
+                            scattered_shape(api, x, comm.size()));
+}
+
+template <class Comm>
+Tensor all_gather_on(const Comm& comm, const Tensor& x) {
   const char* api = "rune::distributed::all_gather";
   check_defined(api, x);
+  comm.impl(api);
   nx::Shape shape = x.shape();
   shape.insert(shape.begin(), comm.size());
   return detail::collective(comm, {Collective::AllGather, ReduceOp::Sum, 0}, x, shape);
 }
 
-Tensor broadcast(const Communicator& comm, const Tensor& x, int root) {
-  const char* api = "rune::distributed::broadcast";
-  check_defined(api, x);
-  const int w = comm.size();
+void check_root(const char* api, int root, int w) {
   if (root < 0 || root >= w)
     throw distributed_error(std::string(api) + ": root " + std::to_string(root) +
                             " is not a rank of a world of " + std::to_string(w));
+}
+
+// The size of an in-process GPU communicator given as its ranks; raises when none is given.
+int group_size(const char* api, const std::vector<GpuCommunicator>& comms) {
+  if (comms.empty()) throw distributed_error(std::string(api) + ": no GPU communicators given");
+  return static_cast<int>(comms.size());
+}
+
+template <class Comm>
+Tensor broadcast_on(const Comm& comm, const Tensor& x, int root) {
+  const char* api = "rune::distributed::broadcast";
+  check_defined(api, x);
+  comm.impl(api);
+  check_root(api, root, comm.size());
   return detail::collective(comm, {Collective::Broadcast, ReduceOp::Sum, root}, x, x.shape());
+}
+}  // namespace
+
+Tensor all_reduce(const Communicator& comm, const Tensor& x, ReduceOp op) {
+  return all_reduce_on(comm, x, op);
+}
+Tensor reduce_scatter(const Communicator& comm, const Tensor& x, ReduceOp op) {
+  return reduce_scatter_on(comm, x, op);
+}
+Tensor all_gather(const Communicator& comm, const Tensor& x) { return all_gather_on(comm, x); }
+Tensor broadcast(const Communicator& comm, const Tensor& x, int root) {
+  return broadcast_on(comm, x, root);
+}
+Tensor all_reduce(const GpuCommunicator& g, const Tensor& x, ReduceOp op) {
+  return all_reduce_on(g, x, op);
+}
+Tensor reduce_scatter(const GpuCommunicator& g, const Tensor& x, ReduceOp op) {
+  return reduce_scatter_on(g, x, op);
+}
+Tensor all_gather(const GpuCommunicator& g, const Tensor& x) { return all_gather_on(g, x); }
+Tensor broadcast(const GpuCommunicator& g, const Tensor& x, int root) {
+  return broadcast_on(g, x, root);
+}
+
+std::vector<Tensor> all_reduce(const std::vector<GpuCommunicator>& comms,
+                               const std::vector<Tensor>& xs, ReduceOp op) {
+  const char* api = "rune::distributed::all_reduce";
+  for (const Tensor& x : xs) {
+    check_defined(api, x);
+    check_op(api, x.dtype(), op);
+  }
+  return detail::grouped_collective(api, comms, {Collective::AllReduce, op, 0}, xs,
+                                    xs.empty() ? nx::Shape{} : xs[0].shape());
+}
+std::vector<Tensor> reduce_scatter(const std::vector<GpuCommunicator>& comms,
+                                   const std::vector<Tensor>& xs, ReduceOp op) {
+  const char* api = "rune::distributed::reduce_scatter";
+  for (const Tensor& x : xs) {
+    check_defined(api, x);
+    check_op(api, x.dtype(), op);
+  }
+  return detail::grouped_collective(
+      api, comms, {Collective::ReduceScatter, op, 0}, xs,
+      xs.empty() ? nx::Shape{} : scattered_shape(api, xs[0], group_size(api, comms)));
+}
+std::vector<Tensor> all_gather(const std::vector<GpuCommunicator>& comms,
+                               const std::vector<Tensor>& xs) {
+  const char* api = "rune::distributed::all_gather";
+  for (const Tensor& x : xs) check_defined(api, x);
+  nx::Shape shape = xs.empty() ? nx::Shape{} : xs[0].shape();
+  shape.insert(shape.begin(), static_cast<int64_t>(group_size(api, comms)));
+  return detail::grouped_collective(api, comms, {Collective::AllGather, ReduceOp::Sum, 0}, xs,
+                                    shape);
+}
+std::vector<Tensor> broadcast(const std::vector<GpuCommunicator>& comms,
+                              const std::vector<Tensor>& xs, int root) {
+  const char* api = "rune::distributed::broadcast";
+  for (const Tensor& x : xs) check_defined(api, x);
+  check_root(api, root, group_size(api, comms));
+  return detail::grouped_collective(api, comms, {Collective::Broadcast, ReduceOp::Sum, root}, xs,
+                                    xs.empty() ? nx::Shape{} : xs[0].shape());
 }
 
 namespace detail {
 
 std::vector<Tensor> broadcast_leaves(const Communicator& comm, const char* api,
                                      const std::vector<Tensor>& leaves, int root) {
-  const int w = comm.size();
-  if (root < 0 || root >= w)
-    throw distributed_error(std::string(api) + ": root " + std::to_string(root) +
-                            " is not a rank of a world of " + std::to_string(w));
+  check_root(api, root, comm.size());
   std::vector<Tensor> out;
   for (const Tensor& x : leaves) {
     check_defined(api, x);

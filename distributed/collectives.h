@@ -21,6 +21,7 @@
 #pragma once
 #include "core/tensor.h"
 #include "distributed/communicator.h"
+#include "distributed/gpu_communicator.h"
 
 namespace rune::distributed {
 
@@ -39,6 +40,29 @@ nx::Tensor reduce_scatter(const Communicator& comm, const nx::Tensor& x,
                           ReduceOp op = ReduceOp::Sum);
 // Rank root's x on every rank (each rank passes a tensor of that dtype and shape).
 nx::Tensor broadcast(const Communicator& comm, const nx::Tensor& x, int root = 0);
+
+// The same collectives over a GPU communicator (distributed/gpu_communicator.h): x on g's
+// device, concrete or traced (inside rune::jit: one step of the device's program), queued on the
+// device's stream through NCCL / RCCL, with the bits of the host path (sum, mean and max are
+// folded in rank order by a rune kernel unless g.native_reductions()). One thread per rank.
+nx::Tensor all_reduce(const GpuCommunicator& g, const nx::Tensor& x, ReduceOp op = ReduceOp::Sum);
+nx::Tensor all_gather(const GpuCommunicator& g, const nx::Tensor& x);
+nx::Tensor reduce_scatter(const GpuCommunicator& g, const nx::Tensor& x,
+                          ReduceOp op = ReduceOp::Sum);
+nx::Tensor broadcast(const GpuCommunicator& g, const nx::Tensor& x, int root = 0);
+
+// One thread driving every rank of an in-process GPU communicator (gpu_communicators): xs[i]
+// (concrete) on comms[i]'s device, in rank order; result i on that device. The NCCL calls of all
+// ranks are one group (ncclGroupStart / ncclGroupEnd), then each device's fold is queued.
+std::vector<nx::Tensor> all_reduce(const std::vector<GpuCommunicator>& comms,
+                                   const std::vector<nx::Tensor>& xs, ReduceOp op = ReduceOp::Sum);
+std::vector<nx::Tensor> all_gather(const std::vector<GpuCommunicator>& comms,
+                                   const std::vector<nx::Tensor>& xs);
+std::vector<nx::Tensor> reduce_scatter(const std::vector<GpuCommunicator>& comms,
+                                       const std::vector<nx::Tensor>& xs,
+                                       ReduceOp op = ReduceOp::Sum);
+std::vector<nx::Tensor> broadcast(const std::vector<GpuCommunicator>& comms,
+                                  const std::vector<nx::Tensor>& xs, int root = 0);
 
 namespace detail {
 // all_reduce of several concrete tensors as buckets of at most `bucket_bytes` (one collective

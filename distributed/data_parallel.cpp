@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "distributed/gpu_communicator_impl.h"
+
 namespace rune::distributed::detail {
 
 void check_devices(const char* api, const std::vector<nx::Device>& devices) {
@@ -14,6 +16,37 @@ void check_devices(const char* api, const std::vector<nx::Device>& devices) {
         throw distributed_error(std::string(api) + ": device " + devices[i].name() +
                                 " is listed twice (at " + std::to_string(j) + " and " +
                                 std::to_string(i) + ")");
+}
+
+std::vector<GpuCommunicator> gpu_group_for(const std::vector<nx::Device>& devices) {
+  const runtime::DeviceKind kind = devices[0].kind;
+  if (kind != runtime::DeviceKind::CUDA && kind != runtime::DeviceKind::HIP) return {};
+  for (const nx::Device& d : devices)
+    if (d.kind != kind) return {};
+  const auto which =
+      kind == runtime::DeviceKind::CUDA ? GpuCollectives::Nccl : GpuCollectives::Rccl;
+  if (!gpu_collective_library(which).error.empty()) return {};
+  return gpu_communicators(devices);
+}
+
+std::vector<nx::Tensor> mean_over_gpus(const char* api, const std::vector<GpuCommunicator>& comms,
+                                       const std::vector<std::vector<nx::Tensor>>& parts,
+                                       nx::Device home) {
+  std::vector<nx::Tensor> out;
+  for (size_t k = 0; k < parts[0].size(); ++k) {
+    const nx::Tensor& first = parts[0][k];
+    if (!ir::is_float(first.dtype()))
+      throw distributed_error(std::string(api) + ": result leaf " + std::to_string(k) + " is " +
+                              first.describe() + ": the mean over devices needs float leaves");
+    std::vector<nx::Tensor> xs;
+    for (const auto& p : parts) xs.push_back(p[k]);
+    std::vector<nx::Tensor> r = all_reduce(comms, xs, ReduceOp::Mean);
+    nx::Tensor kept = r[0];
+    for (size_t i = 0; i < comms.size(); ++i)
+      if (comms[i].device() == home) kept = r[i];
+    out.push_back(kept.device() == home ? kept : nx::place(kept, home));
+  }
+  return out;
 }
 
 std::vector<nx::Tensor> mean_in_order(const char* api,

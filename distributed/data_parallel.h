@@ -7,8 +7,10 @@
 // same bits, the bits of one all_reduce per leaf whatever the bucket size, and applies the same
 // optimizer update: parameters stay identical on every rank. The buckets are reduced after the
 // compiled step returns, not during its backward pass (docs/distributed.md says why). Over devices
-// the shards run concurrently on the devices' streams and the sum is taken on the host, where the
-// parameters stay (one copy).
+// the shards run concurrently on the devices' streams; the sum is taken on the devices through
+// NCCL / RCCL where they are GPUs of one kind and the library loads (gathered, then folded in
+// device order by a rune kernel), else on the host; the parameters stay where they are (one
+// copy).
 //
 // Guarantee (tested): the result is bit for bit what one process gets by running the same
 // compiled step on shard 0, 1, ..., W-1, summing the results left to right in rank order and
@@ -38,6 +40,15 @@ inline void check_shardable(const char* api, const nx::Tensor& x, int size) {
 }
 // Raises naming the list unless it holds at least one device and none twice.
 void check_devices(const char* api, const std::vector<nx::Device>& devices);
+// The in-process GPU communicator over `devices` where they are all of one GPU kind and its
+// library (NCCL, RCCL) loads; else empty, and the mean is taken on the host (the same bits).
+std::vector<GpuCommunicator> gpu_group_for(const std::vector<nx::Device>& devices);
+// mean_in_order's result computed on the devices: per leaf, all_reduce(Mean) over `comms`
+// (gathered by NCCL, folded in device order by a rune kernel on each device), the copy of
+// `home`'s device kept (or device 0's, placed on `home`).
+std::vector<nx::Tensor> mean_over_gpus(const char* api, const std::vector<GpuCommunicator>& comms,
+                                       const std::vector<std::vector<nx::Tensor>>& parts,
+                                       nx::Device home);
 // parts[i][k]: leaf k of device i's result. Per leaf: the sum over i in order, on the host, then
 // divided by the count (the bits of all_reduce(Mean) over that many ranks), placed on `home`.
 // Raises naming the leaf unless every leaf has a float dtype.
@@ -120,6 +131,13 @@ class DataParallel {
     const nx::Device home = tree_flatten(params).first.empty()
                                 ? nx::Device::cpu()
                                 : tree_flatten(params).first[0].device();
+    if (!gpu_checked_) {  // once: the devices do not change
+      gpus_ = distributed::detail::gpu_group_for(devices_);
+      gpu_checked_ = true;
+    }
+    if (!gpus_.empty())
+      return tree_unflatten<Result>(def,
+                                    distributed::detail::mean_over_gpus(api, gpus_, parts, home));
     return tree_unflatten<Result>(def, distributed::detail::mean_in_order(api, parts, home));
   }
 
@@ -133,6 +151,9 @@ class DataParallel {
 
   distributed::Communicator comm_;
   std::vector<nx::Device> devices_;  // empty: over comm_
+  // Over GPU devices: their NCCL / RCCL communicator, made at the first call (empty: none).
+  std::vector<distributed::GpuCommunicator> gpus_;
+  bool gpu_checked_ = false;
   size_t bucket_bytes_ = distributed::detail::kDefaultBucketBytes;
   decltype(rune::jit(std::declval<Step>())) step_;
 };

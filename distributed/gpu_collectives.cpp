@@ -40,7 +40,10 @@ GpuCollectiveLibrary load(GpuCollectives which, const std::vector<std::string>& 
   get(lib.get_version, "ncclGetVersion");
   get(lib.get_unique_id, "ncclGetUniqueId");
   get(lib.comm_init_rank, "ncclCommInitRank");
+  get(lib.comm_init_all, "ncclCommInitAll");
   get(lib.comm_destroy, "ncclCommDestroy");
+  get(lib.group_start, "ncclGroupStart");
+  get(lib.group_end, "ncclGroupEnd");
   get(lib.all_reduce, "ncclAllReduce");
   get(lib.all_gather, "ncclAllGather");
   get(lib.reduce_scatter, "ncclReduceScatter");

@@ -3,10 +3,9 @@
 // (librccl.so.1). No link-time dependency; where a library is absent, using it raises naming the
 // names tried and each dlerror. RUNE_NCCL_LIBRARY / RUNE_RCCL_LIBRARY name a file to load instead.
 //
-// Status: loading, symbol resolution, version queries and the communicator's unique id (which
-// needs no GPU: it is the address of the bootstrap rank 0 opens), shared over a rune
-// communicator; the collectives over them (GPU buffers, one communicator per device) are not
-// written yet, since no machine that builds rune has a GPU to run them (docs/distributed.md).
+// This file: loading, symbol resolution, version queries and the communicator's unique id
+// (which needs no GPU: it is the address of the bootstrap rank 0 opens), shared over a rune
+// communicator. The communicators and collectives built on it: distributed/gpu_communicator.h.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -18,14 +17,25 @@ namespace rune::distributed {
 
 enum class GpuCollectives { Nccl, Rccl };
 
+// NCCL's ncclUniqueId: 128 opaque bytes every rank of one GPU communicator must share. A struct
+// because ncclCommInitRank takes it by value (on the stack under the x86-64 ABI, not a pointer).
+struct NcclUniqueId {
+  char internal[128];
+};
+
 // The entry points rune needs, resolved; a load that failed has `error` set and no entries.
+// Signatures are NCCL's (nccl.h 2.x; RCCL exports the same): handles (ncclComm_t, cudaStream_t)
+// are opaque pointers, ncclDataType_t / ncclRedOp_t / ncclResult_t ints.
 struct GpuCollectiveLibrary {
   std::string name;   // the file that loaded
   std::string error;  // why it did not ("" when loaded)
   int (*get_version)(int*) = nullptr;
   int (*get_unique_id)(void*) = nullptr;
-  int (*comm_init_rank)(void**, int, const void*, int) = nullptr;
+  int (*comm_init_rank)(void**, int, NcclUniqueId, int) = nullptr;
+  int (*comm_init_all)(void**, int, const int*) = nullptr;
   int (*comm_destroy)(void*) = nullptr;
+  int (*group_start)() = nullptr;
+  int (*group_end)() = nullptr;
   int (*all_reduce)(const void*, void*, size_t, int, int, void*, void*) = nullptr;
   int (*all_gather)(const void*, void*, size_t, int, void*, void*) = nullptr;
   int (*reduce_scatter)(const void*, void*, size_t, int, int, void*, void*) = nullptr;

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,18 @@ class HostFn {
   // receives the result (contiguous, the node's dtype and `out_shape`). Raises on failure.
   virtual void run(const void* in, void* out, DType dtype, const Shape& in_shape,
                    const Shape& out_shape) const = 0;
+  // Whether the function has a GPU form (queue_on_gpu): a program for a GPU with a HostCall of a
+  // function without one raises when it is compiled.
+  virtual bool runs_on_gpu() const { return false; }
+  // The GPU form: queues the work on the stream of `gpu_context`, the runtime::gpu::Context of the
+  // program's device (opaque here: ir/ knows no runtime types), reading `in` and writing `out`
+  // (device addresses, contiguous, as run's). It must only queue (no wait for the device) and
+  // raise where queueing fails (rune::distributed's NCCL / RCCL collectives).
+  virtual void queue_on_gpu(void* /*gpu_context*/, const void* /*in*/, void* /*out*/,
+                            DType /*dtype*/, const Shape& /*in_shape*/,
+                            const Shape& /*out_shape*/) const {
+    throw std::logic_error(api() + ": no GPU form");
+  }
   // The operand's cotangent given the cotangent `g` of node `n` (a HostCall of this function),
   // for autodiff (trace/vjp.cpp); raises naming api() where the function has no derivative.
   virtual NodeRef vjp(NodeRef n, NodeRef g) const = 0;

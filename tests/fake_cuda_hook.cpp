@@ -2,7 +2,8 @@
 // the fake CUDA driver (gpu_runtime/fake_driver.h) is installed as CUDA:0 before anything else
 // runs, so the suite runs on a GPU path without a GPU, e.g.
 //   RUNE_TEST_FAKE_CUDA=1 RUNE_DEFAULT_DEVICE=CUDA:0 ctest -L unit
-// Unset (or anything but 1), the hook does nothing.
+// Unset (or anything but 1), the hook does nothing. RUNE_TEST_FAKE_CUDA_DEVICES sets how many
+// devices the fake has.
 //
 // The fake compiles each kernel source with the system compiler (~0.3 s); the shared objects
 // are kept in $RUNE_CACHE_DIR/fake-cuda (RUNE_CACHE_DIR unset or empty: no cache), named by a
@@ -63,6 +64,10 @@ std::string cached_compile(const std::string& source, const std::string& arch) {
 __attribute__((constructor(101))) void install_if_asked() {
   const char* v = std::getenv("RUNE_TEST_FAKE_CUDA");
   if (!v || std::string(v) != "1") return;
+  // RUNE_TEST_FAKE_CUDA_DEVICES=n: CUDA:0 .. CUDA:n-1 (default 1), e.g. for the NCCL examples of
+  // docs/distributed.md over two devices.
+  if (const char* n = std::getenv("RUNE_TEST_FAKE_CUDA_DEVICES"); n && std::atoi(n) > 0)
+    fake_gpu::devices() = std::atoi(n);
   fake_gpu::install_fake_cuda();
   codegen::set_gpu_target_for_testing(runtime::DeviceKind::CUDA,
                                       {&fake_gpu::host_dialect(), cached_compile});

@@ -1,11 +1,15 @@
 // NCCL / RCCL loading (distributed/gpu_collectives.h): resolution on this machine, and the
-// messages where a library is absent or is not a collective library. No GPU needed.
+// messages where a library is absent or is not a collective library, or fails to make a
+// communicator. No GPU needed (the fake NCCL's tests: test_nccl_collectives.cpp).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "distributed/communicator.h"
 #include "distributed/gpu_collectives.h"
+#include "distributed/gpu_communicator.h"
+#include "gpu_runtime/fake_driver.h"
 
 namespace dist = rune::distributed;
 
@@ -68,6 +72,41 @@ TEST(GpuCollectives, AUniqueIdFromAnAbsentLibraryIsNamed) {
   } catch (const dist::distributed_error& e) {
     EXPECT_NE(std::string(e.what()).find("rune::distributed::gpu_collective_unique_id: RCCL is not "
                                          "available; tried:"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// With the fake CUDA driver as CUDA:0 (a device, but no libcuda), the real libnccl fails when it
+// makes the communicator; the error names the call, the device, the library and NCCL's reason
+// (here: "unhandled cuda error (...) (1): Cuda failure 'CUDA driver version is insufficient for
+// CUDA runtime version'").
+TEST(GpuCollectives, RealNcclWithoutADriverFailsClearlyAtInit) {
+  const auto& lib = dist::gpu_collective_library(dist::GpuCollectives::Nccl);
+  if (!lib.error.empty()) GTEST_SKIP() << "NCCL is not installed";
+  if (dlopen("libcuda.so.1", RTLD_LAZY)) GTEST_SKIP() << "a CUDA driver is here: NCCL may work";
+  fake_gpu::install_fake_cuda_unless_hooked();
+  try {
+    dist::gpu_communicators({nx::Device::parse("CUDA:0", "test")});
+    FAIL() << "ncclCommInitAll worked without a driver";
+  } catch (const dist::distributed_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rune::distributed::gpu_communicators: ncclCommInitAll(1 "
+                                         "devices) failed on CUDA:0 (" +
+                                         lib.name + "): "),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(GpuCollectives, HipDevicesWithoutRcclAreNamed) {
+  if (dist::gpu_collective_library(dist::GpuCollectives::Rccl).error.empty())
+    GTEST_SKIP() << "RCCL is installed here";
+  try {
+    dist::gpu_communicators({nx::Device::parse("HIP:0", "test")});
+    FAIL();
+  } catch (const dist::distributed_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rune::distributed::gpu_communicators: collectives on "
+                                         "HIP:0 need RCCL: RCCL is not available; tried:"),
               std::string::npos)
         << e.what();
   }

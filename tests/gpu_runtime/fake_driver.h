@@ -40,8 +40,14 @@ inline Counters& counters() {
 }
 
 inline int init() { return 0; }
+// How many devices the fake has (CUDA:0 .. CUDA:n-1, all host memory); 1 unless a test that
+// needs several (the NCCL tests) sets it before the first CUDA request, which reads it once.
+inline std::atomic<int>& devices() {
+  static std::atomic<int> n{1};
+  return n;
+}
 inline int device_count(int* n) {
-  *n = 1;
+  *n = devices().load();
   return 0;
 }
 inline int device_name(int, char* buf, int len) {
@@ -60,7 +66,7 @@ inline int warp_size(int, int* n) {
   *n = 32;
   return 0;
 }
-inline int set_current(int dev) { return dev == 0 ? 0 : 101; }
+inline int set_current(int dev) { return dev >= 0 && dev < devices().load() ? 0 : 101; }
 inline int mem_alloc(runtime::gpu::DevPtr* p, size_t n) {
   ++counters().mem_alloc;
   void* q = std::aligned_alloc(256, (n + 255) / 256 * 256);
@@ -95,9 +101,10 @@ inline int memcpy_dtod(runtime::gpu::DevPtr d, runtime::gpu::DevPtr s, size_t n,
   std::memmove(reinterpret_cast<void*>(d), reinterpret_cast<void*>(s), n);
   return 0;
 }
+// A distinct token per stream (one per device context, never freed), so a test can tell
+// which device's stream a library call was queued on.
 inline int stream_create(void** s) {
-  static int token;
-  *s = &token;
+  *s = new int(0);
   return 0;
 }
 inline int stream_synchronize(void*) {

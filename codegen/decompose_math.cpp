@@ -3,7 +3,8 @@
 // Conventions used throughout:
 //  * p is the precision (24 / 53 bits); "ulp" is the unit in the last place of the result.
 //  * A pair {hi, lo} (DD) is an unevaluated sum; two_sum / fast_two_sum / two_prod are the classic
-//    error-free transformations, valid because every primitive rounds once (no FMA). two_prod
+//    error-free transformations, valid because every primitive rounds once (no contraction;
+//    fma_ is the explicit Fma primitive, one rounding, used by float32 exp and tanh). two_prod
 //    uses Veltkamp splitting, so its operands must stay below ~2^996 (float64) / 2^115 (float32)
 //    and its partial products above the subnormal range; each use below respects that.
 //  * The builder folds all-constant subexpressions, so splitting a constant costs nothing.
@@ -81,6 +82,9 @@ E vmax(E a, double c) { return max_(a, lit(a.dt(), c)); }
 E vabs(E a) { return b::abs(a); }
 E vfloor(E a) { return b::floor(a); }
 E vround(E a) { return b::round(a); }
+E fma_(E a, E c, E d) { return b::fma(a, c, d); }
+E fma_(E a, double c, E d) { return b::fma(a, lit(a.dt(), c), d); }
+E fma_(E a, E c, double d) { return b::fma(a, c, lit(a.dt(), d)); }
 
 // ---------------------------------------------------------------------------------------------
 // Per-format facts.
@@ -133,6 +137,13 @@ E horner(E x, const double* c, size_t n) {
 template <size_t N>
 E horner(E x, const double (&c)[N]) {
   return horner(x, c, N);
+}
+// The same with each step a fused multiply-add (one rounding per step).
+template <size_t N>
+E horner_fma(E x, const double (&c)[N]) {
+  E acc = lit(x.dt(), c[N - 1]);
+  for (size_t i = N - 1; i-- > 0;) acc = fma_(acc, x, c[i]);
+  return acc;
 }
 // The float64 or float32 coefficient set, by format.
 template <size_t N, size_t M>
@@ -334,6 +345,101 @@ Expm1Parts expm1_parts(const Fmt& f, E x0) {
   DD h = two_sum(ahi, s * ph.hi);
   DD e = fast_two_sum(h.hi, h.lo + (alo + s * pl));  // normalized: tanh divides by it
   return {e.hi, e.lo, pow2(f, r.k - kc)};
+}
+
+// ---------------------------------------------------------------------------------------------
+// float32 exp and tanh with fused multiply-adds.
+//
+// Fma (a * b + c rounded once) is an IEEE fma on every backend (llvm.fma on the host, __fmaf_rn /
+// fmaf on CUDA / HIP / the C renderer), so these give the same bits everywhere, like the
+// separately rounded algorithms above, in about half their operations: the range reduction needs
+// no split of ln2 into short pieces, the polynomial is Horner with one rounding per step, and
+// tanh divides once. (sinh, cosh, expm1, pow and exp2 keep exp_parts / expm1_parts, which take a
+// low part of the argument; float64 keeps them too.)
+
+// x = k ln2 + r + rl for a float32 x with |x| <= 110 (or NaN):
+//  * kf = fma(x, 1/ln2, 1.5 2^23) holds round(x/ln2) in its low significand bits (the sum lies in
+//    [2^23, 2^24), where floats are the integers); k = kf - 1.5 2^23 exactly, and the bit pattern
+//    of kf minus that of 1.5 2^23 is k as an int32 (ki, for the scale).
+//  * rh = fma(k, -L1, x) with L1 = ln2 rounded to float32 is exact: for k != 0, |x| > ln2/2, so x
+//    and k L1 are multiples of 2^-25 and 2^-24, and their difference is a multiple of 2^-25 below
+//    1/2 (|x/ln2 - k| <= 1/2 + 2^-17): 24 bits.
+//  * c = k * -L2, L2 = ln2 - L1 rounded (|c| < 2^-21.6, its error < 2^-45 absolute, as is
+//    k (ln2 - L1 - L2)); r = rh + c rounded and rl = c - (r - rh) its rounding error (fast
+//    two-sum; where |rh| < |c| both are tiny and rl's own error is below 2^-45).
+// tail = e^(r + rl) - 1 - r - r^2/2 = r^3 P(r) + rl (1 + r), to ~2^-33 absolute (P: kExpm1P32,
+// degree 4, relative 2^-23.6 of a term below 0.0072; rl r^2 / 2 < 2^-30 is left out).
+struct Exp32 {
+  E ki, r, z, tail;  // z = r * r rounded
+};
+constexpr double kMagicRound32 = 0x1.8p23;
+constexpr double kLn2Hi32 = 0x1.62e430p-1;    // ln2 rounded to float32
+constexpr double kLn2Lo32 = -0x1.05c610p-29;  // ln2 - kLn2Hi32 rounded to float32
+Exp32 exp32_parts(const Fmt& f, E x) {
+  E kf = fma_(x, fc(f, kInvLn2), kMagicRound32);
+  E k = kf - kMagicRound32;
+  E rh = fma_(k, fc(f, -kLn2Hi32), x);
+  E c = k * -kLn2Lo32;
+  E r = rh + c;
+  E rl = c - (r - rh);
+  E z = r * r;
+  E tail = fma_(z * r, horner_fma(r, kExpm1P32), fma_(rl, r, rl));
+  E ki = bits(f, kf) - bits(f, fc(f, kMagicRound32));
+  return {ki, r, z, tail};
+}
+
+// exp(x) = 2^k (hi + (lo + r^2/2 + tail)) with hi + lo = 1 + r exactly (fast two-sum): the
+// terms after hi sum to < 0.065 with error ~2^-30, so the result rounds once to within 0.59 ulp
+// (float32, every input: exhaustive check against libm). 2^k is applied as two powers of 2
+// (k1 = floor(k/2), k2 = k - k1, biased exponents from ki + 254 > 0, so a logical shift halves
+// it): exact in normal results, one more rounding into subnormals (0.75 ulp there), inf / 0
+// beyond. x is clamped to +-110 first (Max/Min keep NaN).
+E exp32(const Fmt& f, E x0) {
+  E x = vmin(vmax(x0, -110.0), 110.0);
+  Exp32 e = exp32_parts(f, x);
+  E hi = e.r + 1.0;
+  E lo = (1.0 - hi) + e.r;
+  E y = hi + fma_(e.z, 0.5, lo + e.tail);
+  E u = e.ki + ic(f, 2 * f.bias);
+  E e1 = shr_(u, ic(f, 1));
+  E e2 = u - e1;
+  E s1 = from_bits(f, shl_(e1, ic(f, f.mant))), s2 = from_bits(f, shl_(e2, ic(f, f.mant)));
+  return (y * s1) * s2;
+}
+
+// tanh |x| = em / (em + 2), em = expm1(2|x|) = (2^k - 1) + 2^k p with p = e^r - 1 as a pair:
+//  * p = r + r^2/2 + tail, summed with two fast two-sums (|r| >= r^2/2 >= |tail|) and the
+//    rounding error of r^2 (an fma) so that the pair is within ~2^-30 relative;
+//  * em = (2^k - 1) + 2^k p by a fast two-sum (2^k - 1 >= 2^k |p| for k >= 1; k = 0 adds to 0),
+//    2^k - 1 exact for k <= 24 (above, tanh rounds to 1 and the error is irrelevant);
+//  * D = em + 2 as a pair (two-sum ordered by max / min), one division y = 1 / D_hi, q0 = em y,
+//    and one Newton correction from the exact residual em_hi - q0 D_hi (an fma) plus the low
+//    parts: q = q0 + (em - q0 D) y, whose error is ~2^-24 of a correction of ~1 ulp.
+// The quotient then rounds once: within 0.56 ulp over every float32 (exhaustive check). |x| is
+// capped at 9.5 (tanh rounds to 1 from 9.01), and below 2^-13 tanh x rounds to x.
+E tanh32(const Fmt& f, E x) {
+  E ax = vabs(x);
+  E u = vmin(ax, 9.5) * 2.0;
+  Exp32 e = exp32_parts(f, u);  // k in [0, 28]
+  E s = from_bits(f, shl_(e.ki + ic(f, f.bias), ic(f, f.mant)));
+  E hz = e.z * 0.5;
+  E zl = fma_(e.r, e.r, -e.z);  // r^2 - z exactly
+  DD p1 = fast_two_sum(e.r, hz);
+  DD p2 = fast_two_sum(p1.hi, e.tail);
+  E pl = p1.lo + fma_(zl, 0.5, p2.lo);
+  E a = s - 1.0;
+  DD h = fast_two_sum(a, s * p2.hi);
+  E hl = h.lo + s * pl;
+  E two = fc(f, 2.0);
+  E dh = h.hi + 2.0;
+  E dl = (min_(h.hi, two) - (dh - max_(h.hi, two))) + hl;
+  E y = fc(f, 1.0) / dh;
+  E q0 = h.hi * y;
+  E nq = -q0;
+  E rho = fma_(nq, dl, fma_(nq, dh, h.hi) + hl);
+  E t = fma_(rho, y, q0);
+  t = where(lt(ax, 0x1p-13), ax, t);
+  return copysign(f, t, x);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1014,6 +1120,7 @@ E rsqrt64(E x) {
 NodeRef exp(NodeRef x0) {
   check_scalar(x0);
   Fmt f = fmt_of(x0);
+  if (!f.d) return exp32(f, x0);
   return exp_core(f, x0, nullptr);
 }
 
@@ -1032,6 +1139,7 @@ NodeRef tanh(NodeRef x0) {
   check_scalar(x0);
   E x = x0;
   Fmt f = fmt_of(x);
+  if (!f.d) return tanh32(f, x);
   E ax = vabs(x);
   E u = vmin(ax, f.d ? 22.0 : 9.5) * 2.0;
   Expm1Parts e = expm1_parts(f, u);

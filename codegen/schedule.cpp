@@ -315,8 +315,9 @@ class Scheduler {
   static constexpr int64_t kStoredBytes = 16 << 10;
   // The same, for values of at least kStoredBytes, when the work to recompute it, counted in
   // the primitive operations codegen::decompose turns it into, reaches kRecomputeLimit: a
-  // transcendental is dozens of them (float32 exp: about 80), so softmax's exp(x - max), read
-  // by the row sum and by the division, is computed once instead of twice. Storing costs a
+  // transcendental is dozens of them (float64 exp: 59), so softmax's exp(x - max), read by the
+  // row sum and by the division, is computed once instead of twice (float32 exp, 34 with fused
+  // multiply-adds, is below the limit and is recomputed by both readers). Storing costs a
   // write and a read per element, which a 2-core host or a GPU covers with about 40-55 simple
   // operations of compute (docs/compilation.md, "Program memory"); smaller values keep the old rule
   // so the small steps keep their kernels.

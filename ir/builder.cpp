@@ -49,6 +49,14 @@ NodeRef where(NodeRef c, NodeRef a, NodeRef b) {
   if (a == b) return a;
   return build(Op::Where, a->dtype, {c, a, b});
 }
+NodeRef fma(NodeRef a, NodeRef b, NodeRef c) {
+  if (a->dtype != b->dtype || a->dtype != c->dtype ||
+      (a->dtype != DType::Float32 && a->dtype != DType::Float64))
+    throw std::logic_error("ir::b::fma: operands " + std::string(name(a->dtype)) + ", " +
+                           std::string(name(b->dtype)) + ", " + std::string(name(c->dtype)) +
+                           " (float32 or float64, one dtype)");
+  return build(Op::Fma, a->dtype, {a, b, c});
+}
 NodeRef cast(NodeRef a, DType to) { return a->dtype == to ? a : build(Op::Cast, to, {a}); }
 NodeRef bitcast(NodeRef a, DType to) { return a->dtype == to ? a : build(Op::Bitcast, to, {a}); }
 

@@ -13,6 +13,8 @@ NodeRef like(NodeRef x, double v);  // constant of x's dtype (float or integer)
 NodeRef unary(Op op, NodeRef a);
 NodeRef binary(Op op, NodeRef a, NodeRef b);
 NodeRef where(NodeRef c, NodeRef a, NodeRef b);
+// a * b + c rounded once (Op::Fma; float32 / float64 operands of one dtype).
+NodeRef fma(NodeRef a, NodeRef b, NodeRef c);
 NodeRef cast(NodeRef a, DType to);
 NodeRef bitcast(NodeRef a, DType to);
 

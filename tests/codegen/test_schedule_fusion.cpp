@@ -322,20 +322,30 @@ TEST(ScheduleFusion, ASharedSumOfThreeComputedBuffersIsStored) {
 }
 
 // A shared value of 16 KiB or more whose recomputation is dozens of primitive operations once
-// decomposed (a transcendental) is stored once: softmax's exp(x - max), read by the row sum and
-// by the division, is computed once instead of twice. Smaller, each reader recomputes it.
+// decomposed (a transcendental of at least kRecomputeLimit = 48 operations: float64 exp, 59) is
+// stored once: softmax's exp(x - max), read by the row sum and by the division, is computed once
+// instead of twice. Smaller, each reader recomputes it. float32 exp (34 operations with fused
+// multiply-adds, docs/numerics.md) is below the limit, cheaper than the store's write and read,
+// so a float32 softmax of any size recomputes it in both readers.
 TEST(ScheduleFusion, ASharedExpOfSixteenKiBOrMoreIsComputedOnce) {
   auto softmax = [](const std::vector<Tensor>& a) {
     return std::vector<Tensor>{nx::softmax(a[0], 1)};
   };
-  auto k = kernels_of({{nx::float32, {64, 1024}}}, softmax);
+  auto k = kernels_of({{nx::float64, {64, 1024}}}, softmax);
   EXPECT_EQ(k, (std::vector<std::string>{
-                   "reduce float32 [64, 1] over [1024] by ReduceMax, 1 param, 0+0 ops",
-                   "elementwise float32 [64, 1], 1 param, 3 ops",      // the max, finite
-                   "elementwise float32 [64, 1024], 2 params, 2 ops",  // e = exp(x - max)
-                   "reduce float32 [64, 1] over [1024] by ReduceSum, 1 param, 0+0 ops",
-                   "elementwise float32 [64, 1024], 2 params, 1 ops",  // e / sum
+                   "reduce float64 [64, 1] over [1024] by ReduceMax, 1 param, 0+0 ops",
+                   "elementwise float64 [64, 1], 1 param, 3 ops",      // the max, finite
+                   "elementwise float64 [64, 1024], 2 params, 2 ops",  // e = exp(x - max)
+                   "reduce float64 [64, 1] over [1024] by ReduceSum, 1 param, 0+0 ops",
+                   "elementwise float64 [64, 1024], 2 params, 1 ops",  // e / sum
                }));
+  auto f32 = kernels_of({{nx::float32, {64, 1024}}}, softmax);
+  EXPECT_EQ(f32, (std::vector<std::string>{
+                     "reduce float32 [64, 1] over [1024] by ReduceMax, 1 param, 0+0 ops",
+                     "elementwise float32 [64, 1], 1 param, 3 ops",
+                     "reduce float32 [64, 1] over [1024] by ReduceSum, 2 params, 2+0 ops",
+                     "elementwise float32 [64, 1024], 3 params, 3 ops",  // exp again, then /
+                 }));
   auto small = kernels_of({{nx::float32, {4, 8}}}, softmax);
   EXPECT_EQ(small, (std::vector<std::string>{
                        "reduce float32 [4, 1] over [8] by ReduceMax, 1 param, 0+0 ops",

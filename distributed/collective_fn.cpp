@@ -6,6 +6,7 @@
 #include "core/interpreter.h"
 #include "core/ops.h"
 #include "distributed/gpu_collective_queue.h"
+#include "ir/full.h"
 #include "ir/node.h"
 #include "runtime/gpu/context.h"
 
@@ -32,10 +33,6 @@ const char* api_of(Collective c) {
   return "rune::distributed";
 }
 
-const char* op_text(ReduceOp op) {
-  return op == ReduceOp::Sum ? "sum" : op == ReduceOp::Mean ? "mean" : "max";
-}
-
 class CollectiveFn final : public ir::HostFn {
  public:
   // Over a host communicator (GPU operands: its rank's GPU communicator on that device, made on
@@ -57,7 +54,7 @@ class CollectiveFn final : public ir::HostFn {
     std::string s = api_.substr(api_.rfind(':') + 1);
     if (call_.kind == Collective::Broadcast) return s + "(root " + std::to_string(call_.root) + ")";
     if (call_.kind == Collective::AllGather) return s;
-    return s + "(" + op_text(call_.op) + ")";
+    return s + "(" + op_name(call_.op) + ")";
   }
   void run(const void* in, void* out, ir::DType t, const ir::Shape& in_shape,
            const ir::Shape&) const override {
@@ -102,14 +99,6 @@ class CollectiveFn final : public ir::HostFn {
   std::vector<int64_t> key_;
 };
 
-NodeRef constant(ir::DType t, double v, const ir::Shape& shape) {
-  ir::Arg a = ir::is_float(t) ? ir::Arg{v} : ir::Arg{static_cast<int64_t>(v)};
-  NodeRef c = ir::make(Op::Const, t, {}, {}, a);
-  if (shape.empty()) return c;
-  NodeRef r = ir::make(Op::Reshape, t, ir::Shape(shape.size(), 1), {c});
-  return ir::make(Op::Expand, t, shape, {r});
-}
-
 // Transposes under the semantics of JAX's pmap, where every rank holds its own x and the result
 // is the same on every rank (psum's transpose is psum): the cotangent of rank r's x is the sum
 // over ranks q of d(y_q)/d(x_r)^T g_q.
@@ -135,14 +124,14 @@ NodeRef CollectiveFn::vjp(NodeRef n, NodeRef g) const {
       NodeRef ag = ir::make(Op::Reshape, x->dtype, x->shape,
                             {node({Collective::AllGather, ReduceOp::Sum, 0}, g, all)});
       if (call_.op == ReduceOp::Mean)
-        ag = ir::make(Op::Div, x->dtype, x->shape, {ag, constant(x->dtype, w, x->shape)});
+        ag = ir::make(Op::Div, x->dtype, x->shape, {ag, ir::full(x->dtype, w, x->shape)});
       return ag;
     }
     case Collective::Broadcast: {  // y_q = x_root: dx_root = sum_q g_q, dx_r = 0 elsewhere
       // Every rank takes part in the sum (a collective); the others then drop it.
       NodeRef sum = node({Collective::AllReduce, ReduceOp::Sum, 0}, g, g->shape);
-      NodeRef keep = constant(ir::DType::Bool, rank() == call_.root ? 1 : 0, g->shape);
-      return ir::make(Op::Where, g->dtype, g->shape, {keep, sum, constant(g->dtype, 0, g->shape)});
+      NodeRef keep = ir::full(ir::DType::Bool, rank() == call_.root ? 1 : 0, g->shape);
+      return ir::make(Op::Where, g->dtype, g->shape, {keep, sum, ir::full(g->dtype, 0, g->shape)});
     }
     case Collective::Bucket:
       break;

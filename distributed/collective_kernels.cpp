@@ -35,25 +35,13 @@ struct Header {
   int64_t dims[kMaxDims];
 };
 
-const char* op_name(int64_t op) {
-  switch (static_cast<ReduceOp>(op)) {
-    case ReduceOp::Sum:
-      return "sum";
-    case ReduceOp::Mean:
-      return "mean";
-    case ReduceOp::Max:
-      return "max";
-  }
-  return "?";
-}
-
 std::string describe(const Header& h) {
   std::string s = std::string(ir::name(static_cast<DType>(h.dtype))) + " " +
                   ir::to_string(ir::Shape(h.dims, h.dims + h.ndim));
   if (h.collective == static_cast<int64_t>(Collective::Broadcast))
     s += " (root " + std::to_string(h.root) + ")";
   else if (h.collective != static_cast<int64_t>(Collective::AllGather))
-    s += " (op " + std::string(op_name(h.op)) + ")";
+    s += " (op " + std::string(op_name(static_cast<ReduceOp>(h.op))) + ")";
   return s;
 }
 
@@ -276,6 +264,18 @@ void run_collective(const Communicator& comm, const char* api, const CollectiveC
       return;
     }
   }
+}
+
+const char* op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Mean:
+      return "mean";
+    case ReduceOp::Max:
+      return "max";
+  }
+  return "?";
 }
 
 }  // namespace rune::distributed::detail

@@ -21,6 +21,9 @@ struct CollectiveCall {
   int root = 0;
 };
 
+// The reduction's name in messages: "sum", "mean", "max".
+const char* op_name(ReduceOp op);
+
 // Exchanges a header (call, dtype, shape) with every rank; raises on every rank naming the
 // first rank whose call differs from rank 0's, and breaks the communicator.
 void check_headers(const Communicator& comm, const char* api, const CollectiveCall& call,

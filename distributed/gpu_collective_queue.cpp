@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "codegen/compile.h"
+#include "ir/full.h"
 #include "ir/node.h"
 #include "runtime/gpu/context.h"
 
@@ -46,16 +47,6 @@ int nccl_type(DType t) {
     default:
       return -1;
   }
-}
-
-const char* op_text(ReduceOp op) {
-  return op == ReduceOp::Sum ? "sum" : op == ReduceOp::Mean ? "mean" : "max";
-}
-
-NodeRef constant(DType t, double v, const ir::Shape& shape) {
-  NodeRef c = ir::make(Op::Const, t, {}, {}, ir::is_float(t) ? ir::Arg{v} : ir::Arg{int64_t(v)});
-  NodeRef r = ir::make(Op::Reshape, t, ir::Shape(shape.size(), 1), {c});
-  return ir::make(Op::Expand, t, shape, {r});
 }
 
 // The program of the fold: param 0 holds `rows` rows of `width` elements (dtype t); the result is
@@ -98,7 +89,7 @@ std::shared_ptr<const runtime::Program> fold_program(const FoldKey& k, nx::Devic
     }
   }
   if (k.op == ReduceOp::Mean)
-    acc = ir::make(Op::Div, wide, shape, {acc, constant(wide, static_cast<double>(k.rows), shape)});
+    acc = ir::make(Op::Div, wide, shape, {acc, ir::full(wide, static_cast<double>(k.rows), shape)});
   if (wide != k.t) acc = ir::make(Op::Cast, k.t, shape, {acc});
   auto prog = codegen::compile({acc}, 1, device);
   std::lock_guard lock(mu);
@@ -129,7 +120,7 @@ void check_gpu_headers(const GpuCommunicator::Impl& g, const char* api, const Co
     if (call.kind == Collective::Broadcast)
       what += " (root " + std::to_string(call.root) + ")";
     else if (call.kind != Collective::AllGather)
-      what += " (op " + std::string(op_text(call.op)) + ")";
+      what += " (op " + std::string(op_name(call.op)) + ")";
     g.local->check(api, g.rank, api, what);
   } else {
     check_headers(g.host, api, call, t, in_shape);

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "ir/full.h"
+
 namespace rune {
 
 using ir::NodeRef;
@@ -13,14 +15,7 @@ using ir::Shape;
 namespace {
 
 // Tensor-level node builders mirroring the nx ops (operands already share shape and dtype).
-NodeRef constant(ir::DType t, double v, const Shape& shape) {
-  ir::Arg a = ir::is_float(t) ? ir::Arg{v} : ir::Arg{static_cast<int64_t>(v)};
-  NodeRef c = ir::make(Op::Const, t, {}, {}, a);
-  if (shape.empty()) return c;
-  NodeRef r = ir::make(Op::Reshape, t, Shape(shape.size(), 1), {c});
-  return ir::make(Op::Expand, t, shape, {r});
-}
-NodeRef like(NodeRef x, double v) { return constant(x->dtype, v, x->shape); }
+NodeRef like(NodeRef x, double v) { return ir::full(x->dtype, v, x->shape); }
 NodeRef bin(Op op, NodeRef a, NodeRef b) { return ir::make(op, a->dtype, a->shape, {a, b}); }
 NodeRef add(NodeRef a, NodeRef b) { return bin(Op::Add, a, b); }
 NodeRef sub(NodeRef a, NodeRef b) { return bin(Op::Sub, a, b); }
@@ -104,8 +99,8 @@ NodeRef ungather(NodeRef x, NodeRef idx, NodeRef g, int64_t axis) {
   Shape grid = x->shape, col = idx->shape;
   grid.insert(grid.begin() + axis + 1, m);
   col.insert(col.begin() + axis, 1);
-  NodeRef hi = constant(ir::DType::Int64, static_cast<double>(x->shape[axis] - 1), idx->shape);
-  NodeRef clamped = bin(Op::Min, bin(Op::Max, idx, constant(ir::DType::Int64, 0, idx->shape)), hi);
+  NodeRef hi = ir::full(ir::DType::Int64, static_cast<double>(x->shape[axis] - 1), idx->shape);
+  NodeRef clamped = bin(Op::Min, bin(Op::Max, idx, ir::full(ir::DType::Int64, 0, idx->shape)), hi);
   NodeRef j = ir::make(Op::Iota, ir::DType::Int64, grid, {}, axis);
   NodeRef gi = expand(reshape(g, col), grid);
   NodeRef picked = where(cmp(Op::CmpEq, expand(reshape(clamped, col), grid), j), gi, like(gi, 0));
@@ -131,7 +126,7 @@ NodeRef cumprod_last(NodeRef x) {
     NodeRef shifted = ir::make(Op::Pad, x->dtype, x->shape,
                                {ir::make(Op::Shrink, x->dtype, head, {x}, keep)}, widen);
     NodeRef filled =
-        where(cmp(Op::CmpLe, constant(ir::DType::Int64, static_cast<double>(k), x->shape), iota),
+        where(cmp(Op::CmpLe, ir::full(ir::DType::Int64, static_cast<double>(k), x->shape), iota),
               shifted, like(x, 1));
     // Each level is materialised (a Copy is always its own buffer, codegen/schedule.cpp):
     // fused, level k would recompute 2^k products per element.
@@ -157,7 +152,7 @@ NodeRef others_last(NodeRef x) {
     NodeRef shifted = ir::make(Op::Pad, v->dtype, v->shape,
                                {ir::make(Op::Shrink, v->dtype, head, {inc}, keep)}, widen);
     NodeRef iota = ir::make(Op::Iota, ir::DType::Int64, v->shape, {}, static_cast<int64_t>(nd - 1));
-    return where(cmp(Op::CmpLt, constant(ir::DType::Int64, 0, v->shape), iota), shifted,
+    return where(cmp(Op::CmpLt, ir::full(ir::DType::Int64, 0, v->shape), iota), shifted,
                  like(v, 1));
   };
   return mul(exclusive(x), flip_last(exclusive(flip_last(x))));
@@ -339,7 +334,7 @@ std::vector<NodeRef> vjp_nodes(const std::vector<NodeRef>& roots,
   std::vector<NodeRef> out;
   for (auto w : wrt) {
     auto c = ct.find(w);
-    out.push_back(c != ct.end() ? c->second : constant(w->dtype, 0, w->shape));
+    out.push_back(c != ct.end() ? c->second : ir::full(w->dtype, 0, w->shape));
   }
   return checkpoints.empty() ? out : rematerialise(out, roots, checkpoints);
 }

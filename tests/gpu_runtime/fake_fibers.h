@@ -48,7 +48,7 @@ class Fibers {
     resume_ = &resume;
     finished_ = arrived_ = 0;
     generation_ = 0;
-    state_.assign(n, State::Ready);
+    state_.assign(n, State::Runnable);
     for (unsigned t = 0; t < n; ++t) {
       getcontext(&fibers_[t]);
       fibers_[t].uc_stack.ss_sp = stacks_[t];
@@ -66,7 +66,7 @@ class Fibers {
         if (state_[t] == State::Done) continue;
         if (state_[t] == State::Waiting && generation_ == wait_generation_[t]) continue;
         current_ = t;
-        state_[t] = State::Running;
+        state_[t] = State::Runnable;
         switch_to(&scheduler_, &fibers_[t], stacks_[t]);
         progressed = true;
       }
@@ -97,9 +97,9 @@ class Fibers {
   unsigned current() const { return current_; }
 
  private:
-  enum class State { Ready, Running, Waiting, Done };
-  static constexpr size_t kStack = 256 * 1024;  // kernels keep a few KiB of locals at most
-  static constexpr size_t kGuard = 4096;        // an overflow faults instead of corrupting
+  enum class State { Runnable, Waiting, Done };  // Waiting: at a barrier, since wait_generation_
+  static constexpr size_t kStack = 256 * 1024;   // kernels keep a few KiB of locals at most
+  static constexpr size_t kGuard = 4096;         // an overflow faults instead of corrupting
 
   static void entry(unsigned hi, unsigned lo, unsigned t) {
     auto* self = reinterpret_cast<Fibers*>((static_cast<uintptr_t>(hi) << 32) | lo);

@@ -5,7 +5,7 @@
 // Unset (or anything but 1), the hook does nothing. RUNE_TEST_FAKE_CUDA_DEVICES sets how many
 // devices the fake has.
 //
-// The fake compiles each kernel source with the system compiler (~0.3 s); the shared objects
+// The fake compiles each kernel source with the system compiler (~0.1 s); the shared objects
 // are kept in $RUNE_CACHE_DIR/fake-cuda (RUNE_CACHE_DIR unset or empty: no cache), named by a
 // hash of the source and of fake_driver.h (RUNE_FAKE_DRIVER_HASH, from the build), so test
 // processes and reruns share them. An entry is written beside its name and renamed into place.

@@ -46,11 +46,13 @@ NodeRef input(DType t, int param) {
 template <class T>
 struct Graph {
   NodeRef a = nullptr, b = nullptr, root = nullptr;
-  explicit Graph(Fn1 fn) : a(input(dtype_of<T>(), 0)), root(fn(a)) {}
-  explicit Graph(Fn2 fn) : a(input(dtype_of<T>(), 0)), b(input(dtype_of<T>(), 1)), root(fn(a, b)) {}
+  ir::ScalarProgram program;
+  explicit Graph(Fn1 fn) : a(input(dtype_of<T>(), 0)), root(fn(a)), program(root) {}
+  explicit Graph(Fn2 fn)
+      : a(input(dtype_of<T>(), 0)), b(input(dtype_of<T>(), 1)), root(fn(a, b)), program(root) {}
   T operator()(T x, T y = 0) const {
     Value va = Value::of_float(dtype_of<T>(), x), vb = Value::of_float(dtype_of<T>(), y);
-    Value r = ir::eval_scalar(root, [&](NodeRef n) { return n == a ? va : vb; });
+    Value r = program.run([&](NodeRef n) { return n == a ? va : vb; });
     EXPECT_EQ(r.dtype, dtype_of<T>());
     return static_cast<T>(r.f);
   }
@@ -928,11 +930,12 @@ TEST(DecomposeMath, DecomposeCoversTheNewPrimitives) {
       for (NodeRef n : ir::toposort({root}))
         EXPECT_TRUE(printed.count(n->op)) << what << " leaves " << ir::op_name(n->op);
       ASSERT_EQ(root->dtype, classify ? DType::Bool : t) << what;
+      const ir::ScalarProgram program(root);
       for (double v : kValues) {
         Value x = ir::is_float(t)
                       ? Value::of_float(t, v)
                       : Value::of_int(t, std::isfinite(v) ? static_cast<int64_t>(v) : 1);
-        Value got = ir::eval_scalar(root, [&](NodeRef) { return x; });
+        Value got = program.run([&](NodeRef) { return x; });
         Value want = ir::apply(op, root->dtype, {x});
         bool nan = ir::is_float(got.dtype) && std::isnan(got.f) && std::isnan(want.f);
         if (!nan && op == Op::Erfc && t == DType::Float64) {  // std::erfc: not correctly rounded

@@ -286,7 +286,8 @@ TEST(Donation, LoopHoldsOneGenerationOf64MiB) {
   auto& alloc = runtime::device_allocator(w.device());
   alloc.reset_peak();
   size_t before = alloc.stats().in_use;
-  for (int i = 0; i < 1000; ++i) w = decay(nx::donate(w));
+  // 100 steps move 6.4 GB; a step that kept its input alive would already need 100 generations.
+  for (int i = 0; i < 100; ++i) w = decay(nx::donate(w));
   size_t peak = alloc.stats().peak - before;
   EXPECT_LE(peak, size_t(2) << 26) << "peak " << peak;  // within two generations
   EXPECT_NEAR(nx::item<float>(nx::max(w)), 0.5f, 1e-6);

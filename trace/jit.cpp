@@ -7,6 +7,7 @@
 #include <future>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "codegen/compile.h"
@@ -40,17 +41,73 @@ struct Key {
     return hash == o.hash && tokens == o.tokens && leaves == o.leaves;
   }
 };
+// Where a concrete leaf's data starts, modulo 16 bytes.
+int64_t leaf_align(const nx::TensorImpl& im) {
+  return static_cast<int64_t>(
+      (reinterpret_cast<uintptr_t>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype)) %
+      16);
+}
+
+// The key's hash, straight from the call's arguments (make_key's leaves, unbuilt).
+size_t hash_args(const Flat& args) {
+  uint64_t h = ir::kFnvOffset;
+  auto mix = [&](int64_t v) { h = ir::hash_combine(h, v); };
+  for (auto t : args.tokens) mix(t);
+  for (const auto& t : args.leaves) {
+    const auto& im = t.impl();
+    mix(static_cast<int64_t>(im.dtype));
+    for (auto d : im.shape) mix(d);
+    mix(static_cast<int64_t>(im.device.kind) * 64 + im.device.index);
+    if (!im.node)
+      for (size_t d = 0; d < im.shape.size(); ++d) mix(im.shape[d] == 1 ? 0 : im.view.strides[d]);
+    mix(im.node ? 0 : leaf_align(im));
+  }
+  return h;
+}
+
+// Whether the key made from `args` would equal `k`, without making it.
+bool key_matches(const Key& k, const Flat& args) {
+  if (k.tokens != args.tokens || k.leaves.size() != args.leaves.size()) return false;
+  for (size_t i = 0; i < k.leaves.size(); ++i) {
+    const LeafKey& lk = k.leaves[i];
+    const auto& im = args.leaves[i].impl();
+    if (lk.dtype != im.dtype || lk.shape != im.shape || !(lk.device == im.device)) return false;
+    if (im.node) {
+      if (!lk.strides.empty() || lk.align != 0) return false;
+      continue;
+    }
+    if (lk.strides.size() != im.view.strides.size() || lk.align != leaf_align(im)) return false;
+    for (size_t d = 0; d < lk.strides.size(); ++d)
+      if (lk.strides[d] != (im.shape[d] == 1 ? 0 : im.view.strides[d])) return false;
+  }
+  return true;
+}
+
+// A call's key as the cache looks it up: a hit builds no Key (a steady call allocates nothing
+// for its key), a miss builds one with make_key to store.
+struct ArgsKey {
+  const Flat* args;
+  size_t hash;
+};
+
 struct KeyHash {
+  using is_transparent = void;
   size_t operator()(const Key& k) const { return k.hash; }
+  size_t operator()(const ArgsKey& a) const { return a.hash; }
+};
+struct KeyEq {
+  using is_transparent = void;
+  bool operator()(const Key& a, const Key& b) const { return a == b; }
+  bool operator()(const ArgsKey& a, const Key& b) const {
+    return a.hash == b.hash && key_matches(b, *a.args);
+  }
+  bool operator()(const Key& a, const ArgsKey& b) const { return (*this)(b, a); }
 };
 
 // Step "key": the call's structure tokens and each leaf's abstract value, with their hash.
 Key make_key(const Flat& args) {
   Key k;
   k.tokens = args.tokens;
-  uint64_t h = ir::kFnvOffset;
-  auto mix = [&](int64_t v) { h = ir::hash_combine(h, v); };
-  for (auto t : k.tokens) mix(t);
   k.leaves.reserve(args.leaves.size());
   for (const auto& t : args.leaves) {
     const auto& im = t.impl();
@@ -59,18 +116,11 @@ Key make_key(const Flat& args) {
       lk.strides = im.view.strides;
       for (size_t d = 0; d < lk.shape.size(); ++d)
         if (lk.shape[d] == 1) lk.strides[d] = 0;
-      lk.align =
-          (reinterpret_cast<uintptr_t>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype)) %
-          16;
+      lk.align = leaf_align(im);
     }
-    mix(static_cast<int64_t>(lk.dtype));
-    for (auto d : lk.shape) mix(d);
-    mix(static_cast<int64_t>(lk.device.kind) * 64 + lk.device.index);
-    for (auto s : lk.strides) mix(s);
-    mix(lk.align);
     k.leaves.push_back(std::move(lk));
   }
-  k.hash = h;
+  k.hash = hash_args(args);
   return k;
 }
 
@@ -141,7 +191,7 @@ std::string describe_key(const Key& k) {
 struct Compiled {
   std::shared_ptr<const runtime::Program> program;
   std::vector<nx::Tensor> captured;
-  std::vector<int64_t> result_tokens;
+  std::shared_ptr<const std::vector<int64_t>> result_tokens;
   std::vector<std::pair<nx::DType, nx::Shape>> outputs;  // results, then one index per check
   size_t n_results = 0;
   std::vector<Tracer::Check> checks;
@@ -191,9 +241,9 @@ std::exception_ptr failed_check(const Compiled& c, const std::vector<runtime::Bu
 // device the call returns once its work is queued, arguments on the device bind without a copy
 // and results stay there; checks are read in the device's order, and a failure poisons the
 // results and raises at the next wait. Donated buffers in `reuse` are written in place.
-std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> launch_call(
-    const std::shared_ptr<const Compiled>& c, const std::vector<nx::Tensor>& leaves,
-    std::vector<char*> ptrs, std::vector<runtime::BufferRef> reuse) {
+JitCore::Result launch_call(const std::shared_ptr<const Compiled>& c,
+                            const std::vector<nx::Tensor>& leaves, std::vector<char*> ptrs,
+                            std::vector<runtime::BufferRef> reuse) {
   const runtime::Launcher& launcher = c->program->launcher();
   std::vector<const std::shared_ptr<runtime::Poison>*> poisons;  // the host has no failure states
   if (runtime::is_async(c->device))
@@ -229,7 +279,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> launch_call(
   return {std::move(outs), c->result_tokens};
 }
 
-using CallResult = std::pair<std::vector<nx::Tensor>, std::vector<int64_t>>;
+using CallResult = JitCore::Result;
 
 // The device a call runs on: its arguments' (all on one), or without tensor arguments the
 // default device, where creation ops would have put its values. A device that does not exist
@@ -302,7 +352,7 @@ Traced trace_program(const Flat& args, const Key& key, const JitCore::TraceFn& t
   for (auto& cap : c->captured)  // undefined: a loop's result, bound inside the program
     if (cap.defined() && !cap.is_traced() && !(cap.device() == device))
       cap = nx::place(cap, device);
-  c->result_tokens = std::move(result.tokens);
+  c->result_tokens = std::make_shared<const std::vector<int64_t>>(std::move(result.tokens));
   for (auto r : t.roots) c->outputs.push_back({r->dtype, r->shape});
   c->device = device;
   t.compiled = std::move(c);
@@ -408,7 +458,7 @@ struct JitCore::Impl {
     Future future;
     std::list<Key>::iterator lru;
   };
-  std::unordered_map<Key, Entry, KeyHash> cache;
+  std::unordered_map<Key, Entry, KeyHash, KeyEq> cache;
   std::list<Key> lru;  // most recent first
   std::optional<Key> last;
   size_t traces = 0;
@@ -418,40 +468,44 @@ struct JitCore::Impl {
   struct Lookup {
     Future future;
     std::shared_ptr<Promise> mine;
+    std::optional<Key> key;  // a miss's key, as stored
   };
 
   // Step "look up": a hit moves the key to the front of the LRU list; a miss reports the
   // retrace (RUNE_JIT_DEBUG), installs a pending entry and evicts the least recently used
   // programs past the cache size.
-  Lookup look_up(const Key& key, const PathsFn& paths) {
+  Lookup look_up(const Flat& args, const PathsFn& paths) {
     Lookup r;
+    const ArgsKey probe{&args, hash_args(args)};
     std::lock_guard lock(mu);
-    auto it = cache.find(key);
+    auto it = cache.find(probe);
     if (it != cache.end()) {
       lru.splice(lru.begin(), lru, it->second.lru);
       r.future = it->second.future;
-    } else {
-      if (ir::jit_debug() && last) {
-        std::vector<std::string> lp, tp;
-        paths(lp, tp);
-        std::fprintf(stderr, "rune.jit: retrace: %s\n",
-                     first_difference(key, *last, lp, tp).c_str());
-      }
-      r.mine = std::make_shared<Promise>();
-      r.future = r.mine->get_future().share();
-      lru.push_front(key);
-      cache.emplace(key, Entry{r.future, lru.begin()});
-      ++traces;
-      while (cache.size() > std::max<size_t>(options.cache_size, 1)) {
-        const Key& victim = lru.back();
-        if (ir::jit_debug())
-          std::fprintf(stderr, "rune.jit: evicted the program for %s (cache size %zu)\n",
-                       describe_key(victim).c_str(), options.cache_size);
-        cache.erase(victim);
-        lru.pop_back();
-      }
+      if (ir::jit_debug()) last = it->first;  // read only by the retrace report
+      return r;
     }
-    last = key;
+    r.key = make_key(args);
+    const Key& key = *r.key;
+    if (ir::jit_debug() && last) {
+      std::vector<std::string> lp, tp;
+      paths(lp, tp);
+      std::fprintf(stderr, "rune.jit: retrace: %s\n", first_difference(key, *last, lp, tp).c_str());
+    }
+    r.mine = std::make_shared<Promise>();
+    r.future = r.mine->get_future().share();
+    lru.push_front(key);
+    cache.emplace(key, Entry{r.future, lru.begin()});
+    ++traces;
+    while (cache.size() > std::max<size_t>(options.cache_size, 1)) {
+      const Key& victim = lru.back();
+      if (ir::jit_debug())
+        std::fprintf(stderr, "rune.jit: evicted the program for %s (cache size %zu)\n",
+                     describe_key(victim).c_str(), options.cache_size);
+      cache.erase(victim);
+      lru.pop_back();
+    }
+    if (ir::jit_debug()) last = key;
     return r;
   }
 
@@ -518,9 +572,8 @@ size_t JitCore::cached_programs() const {
 CallResult JitCore::call(const Flat& args, const TraceFn& trace, const PathsFn& paths) {
   Impl& m = *impl_;
   for (const auto& l : args.leaves) nx::check_alive(l, m.options.name.c_str());
-  Key key = make_key(args);
-  Impl::Lookup found = m.look_up(key, paths);
-  if (found.mine) m.build(*found.mine, args, key, trace);
+  Impl::Lookup found = m.look_up(args, paths);
+  if (found.mine) m.build(*found.mine, args, *found.key, trace);
   std::shared_ptr<const Compiled> c = found.future.get();
   return m.run(c, args, paths);
 }

@@ -52,10 +52,11 @@ class JitCore {
   // Fills paths for the arguments (only used for messages).
   using PathsFn = std::function<void(std::vector<std::string>& leaf_paths,
                                      std::vector<std::string>& token_paths)>;
+  // The outputs of a call and the tokens that rebuild its result's structure (the program's
+  // own, shared: a call copies nothing of them).
+  using Result = std::pair<std::vector<nx::Tensor>, std::shared_ptr<const std::vector<int64_t>>>;
   // Runs the program for `args` (tracing on a new key); returns outputs and result tokens.
-  std::pair<std::vector<nx::Tensor>, std::vector<int64_t>> call(const Flat& args,
-                                                                const TraceFn& trace,
-                                                                const PathsFn& paths);
+  Result call(const Flat& args, const TraceFn& trace, const PathsFn& paths);
   size_t traces() const;  // how many times f was traced
   size_t cached_programs() const;
 
@@ -91,11 +92,14 @@ class Jitted<R(Args...)> {
     if (active_tracer()) return f_(std::forward<Args>(args)...);
     Flat flat;
     std::vector<size_t> leaf_end;  // leaves of argument i end at leaf_end[i]
-    flatten_args(flat, &leaf_end, args...);
+    flatten_args(flat, sig_.consumed.empty() ? nullptr : &leaf_end, args...);
     for (int a : sig_.consumed)  // consumed arguments are donated on every call
       for (size_t l = a == 0 ? 0 : leaf_end[a - 1]; l < leaf_end[a]; ++l)
         nx::donate(flat.leaves[l]);
-    auto trace = [&](const std::vector<nx::Tensor>& stand_ins) {
+    // The callbacks go to JitCore as std::function: each wraps a closure of one pointer, which
+    // std::function stores in place (a closure of several references would be allocated on
+    // every call, hit or miss).
+    auto trace_here = [&](const std::vector<nx::Tensor>& stand_ins) {
       [[maybe_unused]] Unflat u{stand_ins, flat.tokens};  // unread when f takes no arguments
       std::tuple<std::decay_t<Args>...> a{Tree<std::decay_t<Args>>::build(u)...};
       R r = std::apply(f_, a);
@@ -103,14 +107,18 @@ class Jitted<R(Args...)> {
       Tree<R>::flatten(r, out, "");
       return out;
     };
-    auto paths = [&](std::vector<std::string>& lp, std::vector<std::string>& tp) {
+    auto paths_here = [&](std::vector<std::string>& lp, std::vector<std::string>& tp) {
       Flat f;
       f.paths = &lp;
       f.token_paths = &tp;
       flatten_args(f, nullptr, args...);
     };
+    auto trace = [p = &trace_here](const std::vector<nx::Tensor>& s) { return (*p)(s); };
+    auto paths = [p = &paths_here](std::vector<std::string>& lp, std::vector<std::string>& tp) {
+      (*p)(lp, tp);
+    };
     auto [outs, tokens] = core_->call(flat, trace, paths);
-    Unflat u{outs, tokens};
+    Unflat u{outs, *tokens};
     return Tree<R>::build(u);
   }
 

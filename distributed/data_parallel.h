@@ -129,10 +129,15 @@ class DataParallel {
     if (!devices_.empty()) return over_devices(api, params, batch...);
     // Left to right, so the first bad batch tensor is the one named.
     (distributed::detail::check_shardable(api, batch, comm_.size()), ...);
-    if (overlap_ && distributed::detail::all_on_host(params, batch...))
-      return overlapped_(params,
-                         distributed::detail::shard(api, batch, comm_.rank(), comm_.size())...)
-          .second;
+    if (overlap_ && !one_bucket_ && distributed::detail::all_on_host(params, batch...)) {
+      auto [buckets, result] = overlapped_(
+          params, distributed::detail::shard(api, batch, comm_.rank(), comm_.size())...);
+      // One bucket has nothing to overlap (its start comes after the whole backward pass) and
+      // costs the split's copies: later calls reduce after the step (the same bits). Every rank
+      // has the same plan, so every rank switches at the same call.
+      one_bucket_ = buckets.size() <= 1;
+      return result;
+    }
     auto local =
         step_(params, distributed::detail::shard(api, batch, comm_.rank(), comm_.size())...);
     return reduce(api, local);
@@ -153,13 +158,19 @@ class DataParallel {
           "rune::DataParallel::set_bucket_bytes: 0 bytes (the bucket size must be positive)");
     bucket_bytes_ = bytes;
     overlapped_ = Overlapped::make(fn_, comm_, bucket_bytes_);  // the plan is in its programs
+    one_bucket_ = false;
   }
   size_t bucket_bytes() const { return bucket_bytes_; }
 
   // Whether the gradient buckets are reduced inside the compiled step, overlapped with its
   // backward pass (the default; host tensors only), or after it returns. The same on every
   // rank; the bits are the same either way.
-  void set_overlap(bool on) { overlap_ = on; }
+  // A step whose leaves make a single bucket has nothing to overlap: after its first overlapped
+  // call, data_parallel reduces after the step (until the bucket size or this setting changes).
+  void set_overlap(bool on) {
+    overlap_ = on;
+    one_bucket_ = false;
+  }
   bool overlap() const { return overlap_; }
 
   const distributed::Communicator& communicator() const { return comm_; }
@@ -219,6 +230,7 @@ class DataParallel {
   using Overlapped = distributed::detail::Overlapped<typename rune::detail::FnSig<StepFn>::type>;
   size_t bucket_bytes_ = distributed::detail::kDefaultBucketBytes;
   bool overlap_ = true;
+  bool one_bucket_ = false;  // the latest overlapped call had a single bucket
   StepFn fn_;
   decltype(rune::jit(std::declval<Step>())) step_;
   typename Overlapped::type overlapped_;

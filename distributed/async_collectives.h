@@ -14,7 +14,9 @@
 // raises the job's error: the blocking call's message (timeouts, mismatches, a broken
 // communicator), naming its API. A start never waited for (an exception in between, a dropped
 // handle) still runs, since the other ranks expect its messages; its result is dropped, and
-// finalize() cancels it if it is still in flight, so exit neither hangs nor leaks.
+// finalize() cancels it if it is still in flight, so exit neither hangs nor leaks. Inside
+// rune::jit a start whose token no wait reads is not part of the program (nothing computed from
+// it is a result), on every rank alike.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -8,7 +8,7 @@
 // materialised contiguously and the call is one step of the program (codegen/schedule.cpp), and
 // the steps of a program's HostCall nodes keep one order, fixed by the program's structure
 // (codegen/memory_order.cpp), so every process running the same program calls them in the same
-// order.
+// order (those that move messages: ordered() below).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -18,7 +18,8 @@ ProgressQueue::~ProgressQueue() { stop("rune::distributed: the communicator was 
 
 uint64_t ProgressQueue::submit(const std::string& api, Job job) {
   std::lock_guard lock(mu_);
-  if (stopped_) throw distributed_error(api + ": " + why_);
+  if (stopped_)
+    throw distributed_error(api + ": the communicator is finalized (no collective can start)");
   const uint64_t id = next_++;
   tickets_[id] = std::make_shared<Ticket>();
   jobs_.emplace_back(id, std::move(job));

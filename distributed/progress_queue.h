@@ -38,8 +38,8 @@ class ProgressQueue {
   ProgressQueue(const ProgressQueue&) = delete;
   ProgressQueue& operator=(const ProgressQueue&) = delete;
 
-  // Queues `job` after every job submitted before; returns its ticket (never 0). Raises
-  // `stopped_why` (prefixed by `api`) once stop() ran.
+  // Queues `job` after every job submitted before; returns its ticket (never 0). Raises naming
+  // `api` once stop() ran.
   uint64_t submit(const std::string& api, Job job);
   // Blocks until ticket `id`'s job ended, drops the ticket and returns the job's result, or
   // rethrows the job's error. Raises naming `api` where the ticket is unknown (never issued,
@@ -54,7 +54,7 @@ class ProgressQueue {
   bool on_queue_thread() const;
   // Ends the queue: jobs not started fail with `why`, the running one is left to `cancel`
   // (called under no lock, e.g. the transport's cancel), the thread is joined, every ticket is
-  // dropped. Later submits raise `why`.
+  // dropped (a wait blocked on one raises `why`). Later submits raise.
   void stop(const std::string& why, const std::function<void()>& cancel);
   // How many tickets are held (tests: nothing leaks).
   size_t tickets() const;

@@ -86,8 +86,9 @@ class MpiTransport final : public Transport {
     for (const auto& m : sends) post(m, false);
     // Poll with MPI_Testall against the deadline (MPI_Waitall could block forever on a rank
     // that died or never joined). MPI moves large (rendezvous) messages only while it is
-    // polled, so the first 200 ms spin; a longer wait (a late peer) polls every 200 us, so it
-    // does not hold a core.
+    // polled, so the first 200 ms spin (yielding the core to any thread ready to run: the
+    // kernels a split collective overlaps, other ranks sharing the cores); a longer wait (a late
+    // peer) polls every 200 us, so it does not hold a core.
     auto start = std::chrono::steady_clock::now();
     auto deadline = start + std::chrono::duration<double>(timeout);
     auto spin_until = start + std::chrono::milliseconds(200);
@@ -102,7 +103,10 @@ class MpiTransport final : public Transport {
       }
       auto now = std::chrono::steady_clock::now();
       if (now > deadline) break;
-      if (now > spin_until) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (now > spin_until)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      else
+        std::this_thread::yield();
     }
     std::set<int> unanswered;
     for (size_t i = 0; i < reqs.size(); ++i)

@@ -91,14 +91,18 @@ bool g_finalized = false;
 void finalize() {
   std::lock_guard lock(g_mu);
   if (g_finalized || !g_world) return;
+  // Split collectives still in flight (a start never waited for) end first: the running
+  // exchange is cancelled, the queued ones fail, the progress thread is joined. Not under
+  // queue_mu: the job being cancelled takes it in exchange() (the queue is never freed before
+  // the communicator, so the pointer stays valid).
+  detail::ProgressQueue* queue = nullptr;
   {
-    // Split collectives still in flight (a start never waited for) end first: the running
-    // exchange is cancelled, the queued ones fail, the progress thread is joined.
     std::lock_guard q(g_world->queue_mu);
-    if (g_world->queue)
-      g_world->queue->stop("the communicator was finalized with this collective in flight",
-                           [w = g_world.get()] { w->transport->cancel(); });
+    queue = g_world->queue.get();
   }
+  if (queue)
+    queue->stop("the communicator was finalized with this collective in flight",
+                [w = g_world.get()] { w->transport->cancel(); });
   g_world->transport->finalize();
   g_finalized = true;
 }

@@ -13,8 +13,10 @@
 // as data). The wait reads the ticket, blocks until the job ended and copies the result out, or
 // raises the job's error: the blocking call's message (timeouts, mismatches, a broken
 // communicator), naming its API. A start never waited for (an exception in between, a dropped
-// handle) still runs, since the other ranks expect its messages; its result is dropped, and
-// finalize() cancels it if it is still in flight, so exit neither hangs nor leaks. Inside
+// handle) still runs, since the other ranks expect its messages; its result is dropped (a
+// dropped handle's at once; a program that failed between the two steps leaves its ticket until
+// finalize()), and finalize() cancels it if it is still in flight, so exit neither hangs nor
+// leaks. Inside
 // rune::jit a start whose token no wait reads is not part of the program (nothing computed from
 // it is a result), on every rank alike.
 #pragma once

@@ -8,6 +8,11 @@ namespace codegen {
 
 namespace {
 
+// The host function of a host call's step, else null.
+const ir::HostFn* host_fn(const KernelSpec& k) {
+  return k.library && k.library->op == ir::Op::HostCall ? k.library->host.fn.get() : nullptr;
+}
+
 // The greedy choice is myopic: when every ready kernel allocates, the tie goes to the
 // scheduler's order, which can run a kernel long before its result is read (the recomputed
 // first block of a checkpointed gradient, right after the forward pass, holding its values
@@ -35,6 +40,9 @@ void sink_allocations(std::vector<int>& order, const std::vector<std::vector<int
     const int k = order[i];
     const int w = s.kernels[k].slots[0];
     if (!temp[w] || after[k].empty()) continue;
+    if (const ir::HostFn* h = host_fn(s.kernels[k]);
+        h && h->placement() == ir::HostFn::Placement::Early)
+      continue;                // placed as early as it can run, on purpose
     bool first_writer = true;  // a slot written twice is allocated by its first writer
     for (int other : writers[w]) first_writer &= pos[other] >= static_cast<int>(i);
     if (!first_writer) continue;
@@ -80,6 +88,7 @@ void order_for_memory(Schedule& s) {
   // Dependencies from the scheduler's order: per slot, its last writer and its readers since.
   std::vector<std::vector<int>> after(n);  // kernels that must wait for k
   std::vector<int> waiting(n, 0);
+  std::vector<int> priority(n, 0);  // higher runs first among the ready, before memory gain
   {
     std::vector<int> last_writer(n_slots, -1);
     std::vector<std::vector<int>> readers_since(n_slots);
@@ -90,8 +99,9 @@ void order_for_memory(Schedule& s) {
         if (last_writer[r] >= 0) deps[k].push_back(last_writer[r]);
         readers_since[r].push_back(static_cast<int>(k));
       }
-      // Host calls (ir/host_fn.h) keep the scheduler's order among themselves.
-      if (s.kernels[k].library && s.kernels[k].library->op == ir::Op::HostCall) {
+      // Host calls (ir/host_fn.h) keep the scheduler's order among themselves (those that
+      // move messages: HostFn::ordered).
+      if (const ir::HostFn* h = host_fn(s.kernels[k]); h && h->ordered()) {
         if (last_host >= 0) deps[k].push_back(last_host);
         last_host = static_cast<int>(k);
       }
@@ -105,6 +115,18 @@ void order_for_memory(Schedule& s) {
       deps[k].erase(std::unique(deps[k].begin(), deps[k].end()), deps[k].end());
       waiting[k] = static_cast<int>(deps[k].size());
       for (int d : deps[k]) after[d].push_back(static_cast<int>(k));
+    }
+    // Placement (HostFn::placement): an Early call and the kernels it waits for go first when
+    // ready, a Late call last.
+    for (size_t k = 0; k < n; ++k) {
+      const ir::HostFn* h = host_fn(s.kernels[k]);
+      if (!h) continue;
+      if (h->placement() == ir::HostFn::Placement::Early) {
+        priority[k] = 2;
+        for (int d : deps[k]) priority[d] = std::max(priority[d], 1);
+      } else if (h->placement() == ir::HostFn::Placement::Late) {
+        priority[k] = -1;
+      }
     }
   }
   // Readers still to run per slot; whether a temporary holds memory yet.
@@ -130,7 +152,9 @@ void order_for_memory(Schedule& s) {
     int64_t best_gain = gain(ready[0]);
     for (size_t i = 1; i < ready.size(); ++i) {
       int64_t g = gain(ready[i]);
-      if (g > best_gain || (g == best_gain && ready[i] < ready[best])) {
+      const int p = priority[ready[i]], best_p = priority[ready[best]];
+      if (p > best_p ||
+          (p == best_p && (g > best_gain || (g == best_gain && ready[i] < ready[best])))) {
         best = i;
         best_gain = g;
       }

@@ -14,8 +14,10 @@ namespace codegen {
 // on every earlier kernel that shares a slot with it where either writes that slot (reads
 // after writes, writes after reads and after writes keep their order), so every kernel reads
 // what it read before and the bits are the same. Host calls (ir::Op::HostCall) also keep their
-// order among themselves. Inputs and outputs weigh nothing: they are held for the whole run
-// anyway.
+// order among themselves (those whose HostFn::ordered() is true). A host call's placement comes
+// before the memory gain: an Early call (and the kernels it waits for) runs as soon as it is
+// ready and is never sunk, a Late one only when nothing else is ready. Inputs and outputs weigh
+// nothing: they are held for the whole run anyway.
 void order_for_memory(Schedule& s);
 
 }  // namespace codegen

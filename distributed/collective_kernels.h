@@ -24,6 +24,9 @@ struct CollectiveCall {
 // The reduction's name in messages: "sum", "mean", "max".
 const char* op_name(ReduceOp op);
 
+// Raises naming api unless op reduces dtype t (mean: float dtypes; sum: not bool).
+void check_reduce_op(const char* api, ir::DType t, ReduceOp op);
+
 // Exchanges a header (call, dtype, shape) with every rank; raises on every rank naming the
 // first rank whose call differs from rank 0's, and breaks the communicator.
 void check_headers(const Communicator& comm, const char* api, const CollectiveCall& call,

@@ -26,7 +26,11 @@ void check_defined(const char* api, const Tensor& x) {
   if (!x.defined()) throw distributed_error(std::string(api) + ": the tensor is undefined");
 }
 
-void check_op(const char* api, DType t, ReduceOp op) {
+void check_op(const char* api, DType t, ReduceOp op) { detail::check_reduce_op(api, t, op); }
+}  // namespace
+
+namespace detail {
+void check_reduce_op(const char* api, DType t, ReduceOp op) {
   if (op != ReduceOp::Sum && op != ReduceOp::Mean && op != ReduceOp::Max)
     throw distributed_error(std::string(api) + ": unknown ReduceOp " +
                             std::to_string(static_cast<int>(op)));
@@ -36,6 +40,9 @@ void check_op(const char* api, DType t, ReduceOp op) {
   if (op == ReduceOp::Sum && t == DType::Bool)
     throw distributed_error(std::string(api) + ": sum of bool (cast to an integer dtype)");
 }
+}  // namespace detail
+
+namespace {
 
 // The result tensor on `device`.
 Tensor result(DType t, const nx::Shape& shape, const std::vector<uint8_t>& bytes,

@@ -2,10 +2,12 @@
 // MPI launcher, TCP after a RUNE_MASTER_ADDR rendezvous; distributed/transport.h).
 #include "distributed/communicator.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 
+#include "distributed/progress_queue.h"
 #include "distributed/transport.h"
 
 namespace rune::distributed {
@@ -37,9 +39,18 @@ std::string format_seconds(double s) {
 
 struct Communicator::Impl {
   int rank = 0, size = 1;
-  double timeout = kDefaultTimeout;
-  std::string broken;  // the failure that broke it ("" while healthy)
+  std::atomic<double> timeout{kDefaultTimeout};  // read by the progress thread too
+  std::mutex broken_mu;  // the progress thread may break it while the caller's thread reads
+  std::string broken;    // the failure that broke it ("" while healthy)
   std::unique_ptr<detail::Transport> transport;
+  // One exchange at a time (the calling thread's or the progress thread's; TCP's sockets are
+  // not shared).
+  std::mutex exchange_mu;
+  std::mutex queue_mu;  // guards making `queue`
+  std::unique_ptr<detail::ProgressQueue> queue;
+  ~Impl() {
+    if (queue) queue->stop("the communicator was destroyed", [this] { transport->cancel(); });
+  }
 };
 
 bool available() {
@@ -80,6 +91,18 @@ bool g_finalized = false;
 void finalize() {
   std::lock_guard lock(g_mu);
   if (g_finalized || !g_world) return;
+  // Split collectives still in flight (a start never waited for) end first: the running
+  // exchange is cancelled, the queued ones fail, the progress thread is joined. Not under
+  // queue_mu: the job being cancelled takes it in exchange() (the queue is never freed before
+  // the communicator, so the pointer stays valid).
+  detail::ProgressQueue* queue = nullptr;
+  {
+    std::lock_guard q(g_world->queue_mu);
+    queue = g_world->queue.get();
+  }
+  if (queue)
+    queue->stop("the communicator was finalized with this collective in flight",
+                [w = g_world.get()] { w->transport->cancel(); });
   g_world->transport->finalize();
   g_finalized = true;
 }
@@ -141,15 +164,37 @@ namespace detail {
 
 void mark_broken(const Communicator& comm, const std::string& what) {
   auto& im = comm.impl("rune::distributed");
+  std::lock_guard lock(im.broken_mu);
   if (im.broken.empty()) im.broken = what;
+}
+
+ProgressQueue& progress_queue(const Communicator& comm, const char* api) {
+  auto& im = comm.impl(api);
+  std::lock_guard lock(im.queue_mu);
+  if (!im.queue) im.queue = std::make_unique<ProgressQueue>();
+  return *im.queue;
 }
 
 void exchange(const Communicator& comm, const char* api, int tag, const std::vector<Message>& sends,
               const std::vector<Message>& recvs) {
   auto& im = comm.impl(api);
-  if (!im.broken.empty())
-    throw distributed_error(std::string(api) + ": rank " + std::to_string(im.rank) +
-                            ": the communicator is broken by an earlier failure: " + im.broken);
+  {
+    // Messages keep the order of issue: a split collective started earlier moves its messages
+    // first (the progress thread's own exchanges are those).
+    ProgressQueue* q = nullptr;
+    {
+      std::lock_guard lock(im.queue_mu);
+      q = im.queue.get();
+    }
+    if (q && !q->on_queue_thread()) q->drain();
+  }
+  std::lock_guard exchanging(im.exchange_mu);
+  {
+    std::lock_guard lock(im.broken_mu);
+    if (!im.broken.empty())
+      throw distributed_error(std::string(api) + ": rank " + std::to_string(im.rank) +
+                              ": the communicator is broken by an earlier failure: " + im.broken);
+  }
   try {
     im.transport->exchange(api, im.rank, tag, sends, recvs, im.timeout);
   } catch (const distributed_error& e) {

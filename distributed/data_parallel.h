@@ -5,8 +5,11 @@
 // all_reduce of the leaves grouped into buckets of at most bucket_bytes() (25 MiB by default, as
 // PyTorch DDP; one collective per bucket, distributed/buckets.h), so every rank then holds the
 // same bits, the bits of one all_reduce per leaf whatever the bucket size, and applies the same
-// optimizer update: parameters stay identical on every rank. The buckets are reduced after the
-// compiled step returns, not during its backward pass (docs/distributed.md says why). Over devices
+// optimizer update: parameters stay identical on every rank. On host tensors the buckets are
+// reduced inside the compiled step, overlapped with its backward pass: each bucket's all_reduce
+// starts as soon as its last gradient is computed and is waited for at the end of the step
+// (distributed/overlapped_buckets.h), with the same bits; set_overlap(false) reduces them after
+// the step returns instead. Over devices
 // the shards run concurrently on the devices' streams; the sum is taken on the devices through
 // NCCL / RCCL where they are GPUs of one kind and the library loads (gathered, then folded in
 // device order by a rune kernel), else on the host; the parameters stay where they are (one
@@ -24,6 +27,7 @@
 #include "core/nx.h"
 #include "distributed/buckets.h"
 #include "distributed/collectives.h"
+#include "distributed/overlapped_buckets.h"
 #include "trace/jit.h"
 #include "trace/tree_util.h"
 
@@ -60,6 +64,42 @@ inline nx::Tensor shard(const char* api, const nx::Tensor& x, int rank, int size
   const int64_t n = x.shape()[0] / size;
   return nx::slice(x, {nx::Slice{rank * n, (rank + 1) * n}});
 }
+// Whether every leaf of the trees lives in host memory (CPU, CPU:n): where the overlapped
+// buckets run (split collectives are host steps).
+template <class... T>
+bool all_on_host(const T&... trees) {
+  bool host = true;
+  auto check = [&](const auto& tree) {
+    for (const nx::Tensor& leaf : tree_flatten(tree).first)
+      host &= leaf.device().kind == runtime::DeviceKind::CPU;
+  };
+  (check(trees), ...);
+  return host;
+}
+
+// The step with its gradient buckets reduced inside the compiled program: step's signature
+// R(A...) becomes (waited buckets, R) (A...); the buckets come first so the program's starts
+// run in bucket order (overlapped_buckets.h).
+template <class Sig>
+struct Overlapped;
+template <class R, class... A>
+struct Overlapped<R(A...)> {
+  using Result = std::pair<std::vector<nx::Tensor>, R>;
+  using type = rune::Jitted<Result(A...)>;
+  static type make(std::function<R(A...)> step, Communicator comm, size_t bucket_bytes) {
+    JitOptions o;
+    o.name = "rune::data_parallel";
+    return type(std::function<Result(A...)>([step = std::move(step), comm = std::move(comm),
+                                             bucket_bytes](A... a) -> Result {
+                  R local = step(std::forward<A>(a)...);
+                  auto [leaves, def] = tree_flatten(local);
+                  auto [buckets, reduced] = all_reduce_leaves_overlapped(
+                      comm, "rune::data_parallel", leaves, ReduceOp::Mean, bucket_bytes);
+                  return Result{std::move(buckets), tree_unflatten<R>(def, reduced)};
+                }),
+                std::move(o));
+  }
+};
 }  // namespace distributed::detail
 
 // step(params, batch...) -> std::pair<loss, grads>, with grads any tree (usually params' type),
@@ -70,10 +110,16 @@ template <class Step>
 class DataParallel {
  public:
   DataParallel(Step step, distributed::Communicator comm)
-      : comm_(std::move(comm)), step_(rune::jit(std::move(step))) {}
+      : comm_(std::move(comm)),
+        fn_(step),
+        step_(rune::jit(std::move(step))),
+        overlapped_(Overlapped::make(fn_, comm_, bucket_bytes_)) {}
   // Over devices of this process: shard i runs on devices[i] (at least one, no repeats).
   DataParallel(Step step, std::vector<nx::Device> devices)
-      : devices_(std::move(devices)), step_(rune::jit(std::move(step))) {
+      : devices_(std::move(devices)),
+        fn_(step),
+        step_(rune::jit(std::move(step))),
+        overlapped_(Overlapped::make(fn_, comm_, bucket_bytes_)) {
     distributed::detail::check_devices("rune::data_parallel", devices_);
   }
 
@@ -83,6 +129,15 @@ class DataParallel {
     if (!devices_.empty()) return over_devices(api, params, batch...);
     // Left to right, so the first bad batch tensor is the one named.
     (distributed::detail::check_shardable(api, batch, comm_.size()), ...);
+    if (overlap_ && !one_bucket_ && distributed::detail::all_on_host(params, batch...)) {
+      auto [buckets, result] = overlapped_(
+          params, distributed::detail::shard(api, batch, comm_.rank(), comm_.size())...);
+      // One bucket has nothing to overlap (its start comes after the whole backward pass) and
+      // costs the split's copies: later calls reduce after the step (the same bits). Every rank
+      // has the same plan, so every rank switches at the same call.
+      one_bucket_ = buckets.size() <= 1;
+      return result;
+    }
     auto local =
         step_(params, distributed::detail::shard(api, batch, comm_.rank(), comm_.size())...);
     return reduce(api, local);
@@ -102,12 +157,29 @@ class DataParallel {
       throw distributed::distributed_error(
           "rune::DataParallel::set_bucket_bytes: 0 bytes (the bucket size must be positive)");
     bucket_bytes_ = bytes;
+    overlapped_ = Overlapped::make(fn_, comm_, bucket_bytes_);  // the plan is in its programs
+    one_bucket_ = false;
   }
   size_t bucket_bytes() const { return bucket_bytes_; }
 
+  // Whether the gradient buckets are reduced inside the compiled step, overlapped with its
+  // backward pass (the default; host tensors only), or after it returns. The same on every
+  // rank; the bits are the same either way.
+  // A step whose leaves make a single bucket has nothing to overlap: after its first overlapped
+  // call, data_parallel reduces after the step (until the bucket size or this setting changes).
+  void set_overlap(bool on) {
+    overlap_ = on;
+    one_bucket_ = false;
+  }
+  bool overlap() const { return overlap_; }
+
   const distributed::Communicator& communicator() const { return comm_; }
   const std::vector<nx::Device>& devices() const { return devices_; }
+  // Traces of the local step (local_step, and operator() without overlap).
   size_t traces() const { return step_.traces(); }
+  // Traces of the step with its buckets inside (operator() with overlap; a new bucket size is a
+  // new program).
+  size_t overlapped_traces() const { return overlapped_.traces(); }
 
  private:
   // Every shard's step is queued on its device's stream first (they run concurrently), then the
@@ -154,8 +226,14 @@ class DataParallel {
   // Over GPU devices: their NCCL / RCCL communicator, made at the first call (empty: none).
   std::vector<distributed::GpuCommunicator> gpus_;
   bool gpu_checked_ = false;
+  using StepFn = decltype(std::function{std::declval<Step>()});
+  using Overlapped = distributed::detail::Overlapped<typename rune::detail::FnSig<StepFn>::type>;
   size_t bucket_bytes_ = distributed::detail::kDefaultBucketBytes;
+  bool overlap_ = true;
+  bool one_bucket_ = false;  // the latest overlapped call had a single bucket
+  StepFn fn_;
   decltype(rune::jit(std::declval<Step>())) step_;
+  typename Overlapped::type overlapped_;
 };
 
 template <class Step>

@@ -1,5 +1,6 @@
 // The MPI transport (or, built without MPI, errors saying so): a private duplicate of
 // MPI_COMM_WORLD; every message is posted nonblocking and polled against the deadline.
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
@@ -39,11 +40,14 @@ class MpiTransport final : public Transport {
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
     MPI_Finalize();
   }
+  void cancel() override { cancelled_ = true; }
 
   void exchange(const char* api, int rank, int tag, const std::vector<Message>& sends,
                 const std::vector<Message>& recvs, double timeout) override {
     // One thread at a time talks to MPI (initialised MPI_THREAD_SERIALIZED): a program with a
-    // collective may run on a CPU:n device's stream thread.
+    // collective may run on a CPU:n device's stream thread, and split collectives move their
+    // messages on the communicator's progress thread (distributed/progress_queue.h). Every MPI
+    // call of the transport is made under this lock, so SERIALIZED is enough.
     std::lock_guard lock(mu_);
     if (comm_ == MPI_COMM_NULL)
       throw distributed_error(std::string(api) + ": MPI was already finalized");
@@ -82,8 +86,9 @@ class MpiTransport final : public Transport {
     for (const auto& m : sends) post(m, false);
     // Poll with MPI_Testall against the deadline (MPI_Waitall could block forever on a rank
     // that died or never joined). MPI moves large (rendezvous) messages only while it is
-    // polled, so the first 200 ms spin; a longer wait (a late peer) polls every 200 us, so it
-    // does not hold a core.
+    // polled, so the first 200 ms spin (yielding the core to any thread ready to run: the
+    // kernels a split collective overlaps, other ranks sharing the cores); a longer wait (a late
+    // peer) polls every 200 us, so it does not hold a core.
     auto start = std::chrono::steady_clock::now();
     auto deadline = start + std::chrono::duration<double>(timeout);
     auto spin_until = start + std::chrono::milliseconds(200);
@@ -91,9 +96,17 @@ class MpiTransport final : public Transport {
       int done = 0;
       MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
       if (done) return;
+      if (cancelled_) {
+        cancel_all();
+        throw distributed_error(std::string(api) + ": rank " + std::to_string(rank) +
+                                ": the communicator was finalized with this collective in flight");
+      }
       auto now = std::chrono::steady_clock::now();
       if (now > deadline) break;
-      if (now > spin_until) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (now > spin_until)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      else
+        std::this_thread::yield();
     }
     std::set<int> unanswered;
     for (size_t i = 0; i < reqs.size(); ++i)
@@ -111,6 +124,7 @@ class MpiTransport final : public Transport {
  private:
   MPI_Comm comm_;
   std::mutex mu_;
+  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace

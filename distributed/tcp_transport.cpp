@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -172,6 +173,7 @@ class TcpTransport final : public Transport {
   void finalize() override {
     for (int& fd : fd_) close_fd(fd);
   }
+  void cancel() override { cancelled_ = true; }
 
   void exchange(const char* api, int rank, int tag, const std::vector<Message>& sends,
                 const std::vector<Message>& recvs, double timeout) override {
@@ -192,6 +194,9 @@ class TcpTransport final : public Transport {
              std::to_string(peer);
     };
     for (;;) {
+      if (cancelled_)  // checked at least every 100 ms (the poll's longest wait)
+        throw distributed_error(std::string(api) + ": rank " + std::to_string(rank) +
+                                ": the communicator was finalized with this collective in flight");
       std::vector<pollfd> pfds;
       std::vector<Stream*> of;
       std::vector<bool> writing;
@@ -263,6 +268,7 @@ class TcpTransport final : public Transport {
 
  private:
   std::vector<int> fd_;  // per rank: the connection to it (-1: none, or this rank)
+  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace

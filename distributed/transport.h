@@ -23,6 +23,10 @@ class Transport {
                         const std::vector<Message>& recvs, double timeout) = 0;
   // Ends the transport at finalize() (MPI_Finalize, closing sockets); later exchanges raise.
   virtual void finalize() = 0;
+  // Makes an exchange in flight on another thread (a split collective's, on the communicator's
+  // progress thread) raise soon, naming the finalize, and every later one at once: called at
+  // finalize() before the progress thread is joined, so exit never waits out a timeout.
+  virtual void cancel() = 0;
 };
 
 // "1.5" for 1.5 seconds, "1" for 1 (messages).

@@ -8,7 +8,7 @@
 // materialised contiguously and the call is one step of the program (codegen/schedule.cpp), and
 // the steps of a program's HostCall nodes keep one order, fixed by the program's structure
 // (codegen/memory_order.cpp), so every process running the same program calls them in the same
-// order.
+// order (those that move messages: ordered() below).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -49,6 +49,17 @@ class HostFn {
                             const Shape& /*out_shape*/) const {
     throw std::logic_error(api() + ": no GPU form");
   }
+  // Whether the call takes part in the one order of a program's host calls (memory_order):
+  // every call that moves messages between processes must (they pair up across processes by
+  // their order). A call that only waits for work an ordered call began (the wait half of a
+  // split collective) may say false, so it does not hold back the calls after it.
+  virtual bool ordered() const { return true; }
+  // Where the memory-ordering scheduler puts the step: Early runs as soon as its operand is
+  // ready (with the kernel producing that operand: the start of a split collective, so its
+  // messages move while later kernels run); Late runs only when nothing else is ready (its
+  // wait, as late as its consumers allow). Neither changes a dependency, so neither changes bits.
+  enum class Placement { Anywhere, Early, Late };
+  virtual Placement placement() const { return Placement::Anywhere; }
   // The operand's cotangent given the cotangent `g` of node `n` (a HostCall of this function),
   // for autodiff (trace/vjp.cpp); raises naming api() where the function has no derivative.
   virtual NodeRef vjp(NodeRef n, NodeRef g) const = 0;

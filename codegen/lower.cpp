@@ -71,7 +71,7 @@ NodeRef load_at(int param, DType t, NodeRef index) {
 
 class Lowerer {
  public:
-  Lowerer(const KernelSpec& k, const Plan& p) : k_(k), p_(p) {
+  Lowerer(const KernelSpec& k, const Plan& p) : k_(k), p_(p), rb_(k.rbody), rop_(k.reduce_op) {
     out_.vars = {{"lo", DType::Int64}, {"hi", DType::Int64}};
     size_t n = k.slots.empty() ? 1 : k.slots.size();
     out_.params.assign(n, {DType::Float32, false});
@@ -81,22 +81,21 @@ class Lowerer {
       out_.params.at(static_cast<size_t>(k.contract->b_param)).dtype = k.out_dtype;
     }
     if (k.library) out_.params.at(1).dtype = k.library->in_dtype;
-    for (NodeRef root : {k.body, k.rbody})
-      if (root)
-        for (NodeRef x : toposort({root})) {
-          // Loads, and a Gather's reads (LoadAt, codegen/schedule.cpp), give their param's dtype.
-          if (x->op != Op::Load && x->op != Op::LoadAt) continue;
-          size_t q = static_cast<size_t>(x->op == Op::Load ? arg_load(x).param : arg_int(x));
-          if (q >= out_.params.size()) out_.params.resize(q + 1, {DType::Float32, false});
-          out_.params[q].dtype = x->dtype;
-        }
+    for (NodeRef root : k.roots())
+      for (NodeRef x : toposort({root})) {
+        // Loads, and a Gather's reads (LoadAt, codegen/schedule.cpp), give their param's dtype.
+        if (x->op != Op::Load && x->op != Op::LoadAt) continue;
+        size_t q = static_cast<size_t>(x->op == Op::Load ? arg_load(x).param : arg_int(x));
+        if (q >= out_.params.size()) out_.params.resize(q + 1, {DType::Float32, false});
+        out_.params[q].dtype = x->dtype;
+      }
   }
 
   lir::Kernel run() {
     // Plan parts that do not apply to this kernel's kind are ignored (codegen/plan.h).
     const bool one_block_rows = k_.rbody && k_.blocks() == 1 && !k_.shape.empty();
     if (!k_.rbody || k_.contract || k_.library) p_.lane_threads = false;
-    if (k_.rbody || k_.contract || k_.library) p_.vector4 = false;
+    if (k_.rbody || k_.row() || k_.contract || k_.library) p_.vector4 = false;
     if (!one_block_rows || k_.contract || k_.library) p_.group = 1;
     if (!k_.rbody || k_.contract || k_.library || p_.gpu || k_.blocks() < 2) p_.blocks = 1;
     if (!k_.contract || !p_.gpu) p_.tiles = false;
@@ -104,6 +103,8 @@ class Lowerer {
       p_.tiles ? tiled_contraction() : contraction();
     } else if (k_.library) {
       library();
+    } else if (k_.row()) {
+      rows();
     } else if (!k_.rbody) {
       p_.gpu ? elementwise_gpu() : elementwise_host();
     } else {
@@ -225,14 +226,15 @@ class Lowerer {
     return legalize(r);
   }
 
-  DType acc_type() const { return k_.rbody->dtype; }
+  // The reduction being lowered: the kernel's rbody, or a row kernel's current stage.
+  DType acc_type() const { return rb_->dtype; }
   // The reduction's binary op; 16-bit accumulators combine at float32, rounded once.
   NodeRef combine(NodeRef a, NodeRef c) const {
     DType t = acc_type();
-    Op op = k_.reduce_op == Op::ReduceSum    ? Op::Add
-            : k_.reduce_op == Op::ReduceProd ? Op::Mul
-            : k_.reduce_op == Op::ReduceMax  ? Op::Max
-                                             : Op::Min;
+    Op op = rop_ == Op::ReduceSum    ? Op::Add
+            : rop_ == Op::ReduceProd ? Op::Mul
+            : rop_ == Op::ReduceMax  ? Op::Max
+                                     : Op::Min;
     if (is_half(t))
       return legalize(b::cast(
           make(op, DType::Float32, {}, {b::cast(a, DType::Float32), b::cast(c, DType::Float32)}),
@@ -240,7 +242,7 @@ class Lowerer {
     return legalize(make(op, t, {}, {a, c}));
   }
   NodeRef identity() const {
-    Value v = reduce_identity(k_.reduce_op, acc_type());
+    Value v = reduce_identity(rop_, acc_type());
     return is_float(v.dtype) ? b::cf(v.dtype, v.f) : b::ci(v.dtype, v.i);
   }
   // The fixed tree over a block's 8 lanes: ((0,4),(2,6)),((1,5),(3,7)).
@@ -254,12 +256,12 @@ class Lowerer {
   NodeRef rbody_at(std::vector<NodeRef> idx, NodeRef w, NodeRef r) {
     idx.back() = add(idx.back(), w);
     for (NodeRef d : unflatten(r, k_.rshape)) idx.push_back(d);
-    return at_index(k_.rbody, idx);
+    return at_index(rb_, idx, accs_);
   }
   NodeRef rbody_at(std::vector<NodeRef> idx, int w, NodeRef r) {
     if (w) idx.back() = add(idx.back(), I(w));
     for (NodeRef d : unflatten(r, k_.rshape)) idx.push_back(d);
-    return at_index(k_.rbody, idx);
+    return at_index(rb_, idx, accs_);
   }
 
   // The lanes of one block [rlo, rhi) of the reduction for W adjacent outputs (W = plan.group,
@@ -493,6 +495,36 @@ class Lowerer {
           when(b::eq(l, I(0)), [&] { finish(o, idx, acc); });
         else
           finish(o, idx, acc);
+      });
+    });
+  }
+
+  // A row kernel (codegen/kernel.h): work item o is outer index o. Its stages run in order,
+  // each a one-block reduction over the row exactly as reduce_block (or reduce_lane) lowers the
+  // reduction kernel it replaces (lanes, fixed tree; R <= kReduceBlock), reading the earlier
+  // stages' results; then the body, at the outer index or over the row (the row is in L1
+  // after the first stage on the host). The GPU runs one row per thread (the plan's lane
+  // threads are not used for row kernels yet: every lane would need each stage's result, and
+  // the lane exchange only moves values down).
+  void rows() {
+    const int64_t outs = numel(k_.shape), R = numel(k_.rshape);
+    p_.lane_threads = false;
+    entry("", outs, outs, [&] {
+      items(outs, [&](NodeRef o) {
+        const std::vector<NodeRef> idx = unflatten(o, k_.shape);
+        std::vector<NodeRef> accs;
+        for (const RowStage& st : k_.stages) {
+          rb_ = st.rbody, rop_ = st.reduce_op, accs_ = accs;
+          accs.push_back(reduce_block(idx, I(0), I(R)));
+        }
+        if (!k_.row_out) return store(0, o, at_index(k_.body, idx, accs));
+        NodeRef base = let("base", mul(o, R));
+        VarId r = var("r");
+        loop(r, I(0), I(R), Loop::Serial, [&] {
+          std::vector<NodeRef> at = idx;
+          for (NodeRef d : unflatten(V(r), k_.rshape)) at.push_back(d);
+          store(0, add(base, V(r)), at_index(k_.body, at, accs));
+        });
       });
     });
   }
@@ -872,6 +904,11 @@ class Lowerer {
   Plan p_;
   lir::Kernel out_;
   Block* cur_ = nullptr;
+  // The reduction the helpers above lower (accumulate_block, tree, reduce_lane): its body,
+  // operation, and the values of its Acc leaves (a row kernel's earlier stages).
+  NodeRef rb_;
+  Op rop_;
+  std::vector<NodeRef> accs_;
 };
 
 }  // namespace
@@ -882,6 +919,7 @@ void debug_print_lowered(const KernelSpec& k, const Plan& plan, const lir::Kerne
   std::string kind = k.contract  ? "contraction"
                      : k.library ? std::string(op_name(k.library->op))
                      : k.rbody   ? std::string(op_name(k.reduce_op))
+                     : k.row()   ? "row"
                                  : "elementwise";
   std::string shape;
   for (int64_t d : k.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
@@ -894,6 +932,8 @@ lir::Kernel lower(const KernelSpec& k, const Plan& plan) {
   if (std::string why = validate(k, plan); !why.empty())
     throw std::logic_error("lower: plan \"" + plan.str() + "\" is not valid here: " + why);
   if (!k.body && !k.contract && !k.library) throw std::logic_error("lower: kernel has no body");
+  if (k.row() && (k.rbody || k.blocks() > 1))
+    throw std::logic_error("lower: a row kernel has stages only, of one reduction block");
   return Lowerer(k, plan).run();
 }
 

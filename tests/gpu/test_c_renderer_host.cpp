@@ -187,8 +187,7 @@ Traced trace(const Case& c) {
   Traced t{codegen::schedule(roots, static_cast<int>(c.args.size())), {}};
   for (auto r : roots) t.out_dtypes.push_back(r->dtype);
   for (auto& k : t.s.kernels) {
-    k.body = codegen::decompose(k.body);
-    if (k.rbody) k.rbody = codegen::decompose(k.rbody);
+    for (ir::NodeRef* r : k.roots()) *r = codegen::decompose(*r);
   }
   return t;
 }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "codegen/core_ops.h"
 #include "ir/builder.h"
@@ -200,14 +201,15 @@ class Lowerer {
 
   // ---- scalar expressions ----
   // `root` with its kernel leaves at index `idx`: loads read their param at the view's offset
-  // (a masked-off element reads nothing and gives 0), Acc leaves become `accs`. Legalised.
+  // (a masked-off element reads nothing and gives 0), Acc leaves become `accs`, and the nodes
+  // of `loaded` their values there. Legalised.
   NodeRef at_index(NodeRef root, const std::vector<NodeRef>& idx,
                    const std::vector<NodeRef>& accs = {},
                    const std::map<NodeRef, NodeRef>& loaded = {}) {
     NodeRef r = rewrite(root, [&](NodeRef n, const std::vector<NodeRef>&) -> NodeRef {
+      if (auto it = loaded.find(n); it != loaded.end()) return it->second;
       switch (n->op) {
         case Op::Load: {
-          if (auto it = loaded.find(n); it != loaded.end()) return it->second;
           const auto& la = arg_load(n);
           NodeRef ok = valid_of(la.view, idx), off = offset_of(la.view, idx);
           if (ok->op == Op::Const) return load_at(la.param, n->dtype, off);
@@ -275,6 +277,14 @@ class Lowerer {
     VarId acc = reg("acc", acc_type(), int64_t{L} * W, identity());
     // w: the output's offset along the last axis (null: W == 1, the output itself).
     auto update = [&](NodeRef slot, NodeRef w, NodeRef r) {
+      if (kept_ && !w) {  // a row kernel's last stage also stores the kept value (rows())
+        std::vector<NodeRef> full = idx;
+        for (NodeRef d : unflatten(r, k_.rshape)) full.push_back(d);
+        NodeRef v = let("kept", at_index(kept_, full, accs_));
+        store(0, add(kept_base_, r), v);
+        set(acc, slot, combine(at(acc, slot), at_index(rb_, full, accs_, {{kept_, v}})));
+        return;
+      }
       set(acc, slot, combine(at(acc, slot), w ? rbody_at(idx, w, r) : rbody_at(idx, 0, r)));
     };
     const Loop lanes = p_.vector_lanes ? Loop::Vector : Loop::Unrolled;
@@ -506,27 +516,70 @@ class Lowerer {
   // after the first stage on the host). The GPU runs one row per thread (the plan's lane
   // threads are not used for row kernels yet: every lane would need each stage's result, and
   // the lane exchange only moves values down).
+  //
+  // A costly value that the last stage and a row-writing body both compute per element (softmax's
+  // exp(x - max)) is computed once: the last stage stores it in the output row as it reduces it,
+  // and the body reads it back from there (the same value, so the same bits). Only where the body
+  // then reads no other memory: with the output in place of an input, the stage's stores may
+  // overwrite elements of that input the body would read.
   void rows() {
     const int64_t outs = numel(k_.shape), R = numel(k_.rshape);
     p_.lane_threads = false;
+    const NodeRef kept = k_.row_out ? kept_value() : nullptr;
     entry("", outs, outs, [&] {
       items(outs, [&](NodeRef o) {
         const std::vector<NodeRef> idx = unflatten(o, k_.shape);
+        NodeRef base = k_.row_out ? let("base", mul(o, R)) : nullptr;
         std::vector<NodeRef> accs;
-        for (const RowStage& st : k_.stages) {
+        for (size_t s = 0; s < k_.stages.size(); ++s) {
+          const RowStage& st = k_.stages[s];
           rb_ = st.rbody, rop_ = st.reduce_op, accs_ = accs;
+          if (s + 1 == k_.stages.size()) kept_ = kept, kept_base_ = base;
           accs.push_back(reduce_block(idx, I(0), I(R)));
+          kept_ = nullptr;
         }
         if (!k_.row_out) return store(0, o, at_index(k_.body, idx, accs));
-        NodeRef base = let("base", mul(o, R));
         VarId r = var("r");
         loop(r, I(0), I(R), Loop::Serial, [&] {
           std::vector<NodeRef> at = idx;
           for (NodeRef d : unflatten(V(r), k_.rshape)) at.push_back(d);
-          store(0, add(base, V(r)), at_index(k_.body, at, accs));
+          std::map<NodeRef, NodeRef> reads;
+          if (kept) reads[kept] = load_at(0, k_.out_dtype, add(base, V(r)));
+          store(0, add(base, V(r)), at_index(k_.body, at, accs, reads));
         });
       });
     });
+  }
+
+  // The value rows() keeps in the output row: the largest subexpression (at least
+  // kKeptMinNodes nodes, of the output's dtype) of both the last stage's rbody and the body,
+  // whose every load is then inside it; null when there is none.
+  static constexpr size_t kKeptMinNodes = 16;
+  NodeRef kept_value() const {
+    NodeRef last = k_.stages.back().rbody;
+    std::unordered_set<NodeRef> in_stage;
+    for (NodeRef x : toposort({last})) in_stage.insert(x);
+    NodeRef best = nullptr;
+    size_t best_size = 0;
+    for (NodeRef x : toposort({k_.body})) {
+      if (!in_stage.count(x) || x->dtype != k_.out_dtype || x->src.empty()) continue;
+      size_t size = toposort({x}).size();
+      if (size > best_size) best = x, best_size = size;
+    }
+    if (best_size < kKeptMinNodes) return nullptr;
+    // The body's loads, other than those inside the kept value.
+    std::unordered_set<NodeRef> inside;
+    for (NodeRef x : toposort({best})) inside.insert(x);
+    std::vector<NodeRef> stack{k_.body};
+    std::unordered_set<NodeRef> seen;
+    while (!stack.empty()) {
+      NodeRef x = stack.back();
+      stack.pop_back();
+      if (x == best || !seen.insert(x).second) continue;
+      if (x->op == Op::Load || x->op == Op::LoadAt) return nullptr;
+      for (NodeRef c : x->src) stack.push_back(c);
+    }
+    return best;
   }
 
   // Host, phase 1 with plan.blocks = G > 1: work item w is output w / ng and its blocks
@@ -909,6 +962,8 @@ class Lowerer {
   NodeRef rb_;
   Op rop_;
   std::vector<NodeRef> accs_;
+  // rows(): the value the stage being lowered also stores at kept_base_ + its row index.
+  NodeRef kept_ = nullptr, kept_base_ = nullptr;
 };
 
 }  // namespace

@@ -106,6 +106,10 @@ int main() {
     show(("row_logsumexp" + at).c_str(), logsumexp(x));
     show(("row_layer_norm" + at).c_str(), layer_norm(x, g, b));
     show(("row_softmax_half" + at).c_str(), softmax(nx::cast(x, nx::float16)));
+    // Donated: the row kernel may write its rows over its input (codegen/inplace.cpp); the bits
+    // must be those of row_softmax and row_layer_norm (test_row_kernels.cpp checks).
+    show(("row_softmax_donated" + at).c_str(), softmax(nx::donate(x * 1.0)));
+    show(("row_layer_norm_donated" + at).c_str(), layer_norm(nx::donate(x * 1.0), g, b));
     nx::Tensor finite = nx::randn(nx::key(static_cast<uint64_t>(50 + n)), nx::float32, {5, n});
     show(("row_cross_entropy" + at).c_str(), cross_entropy(finite, labels));
     show(("row_cross_entropy_smooth" + at).c_str(), cross_entropy_smooth(finite, labels));

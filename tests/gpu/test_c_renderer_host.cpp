@@ -443,6 +443,16 @@ TEST(CRendererHost, ReductionsAndMovementMatchEagerBits) {
     cases.push_back({"softmax " + dname(t), {{t, {6, 33}}}, [](auto& a) {
                        return std::vector<Tensor>{nx::softmax(a[0])};
                      }});
+    // Row kernels (codegen/kernel.h): rows written, and one result per row.
+    cases.push_back({"log_softmax " + dname(t), {{t, {6, 33}}}, [](auto& a) {
+                       return std::vector<Tensor>{nx::log_softmax(a[0])};
+                     }});
+    cases.push_back({"logsumexp " + dname(t), {{t, {6, 33}}}, [](auto& a) {
+                       return std::vector<Tensor>{nx::logsumexp(a[0], {1})};
+                     }});
+    cases.push_back({"layer_norm " + dname(t), {{t, {6, 33}}, {t, {33}}, {t, {33}}}, [](auto& a) {
+                       return std::vector<Tensor>{nx::nn::layer_norm(a[0], a[1], a[2])};
+                     }});
     cases.push_back({"sum axes 0,2 " + dname(t), {{t, {4, 5, 6}}}, [](auto& a) {
                        return std::vector<Tensor>{nx::sum(a[0], {0, 2})};
                      }});

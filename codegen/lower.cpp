@@ -526,6 +526,23 @@ class Lowerer {
     const int64_t outs = numel(k_.shape), R = numel(k_.rshape);
     p_.lane_threads = false;
     const NodeRef kept = k_.row_out ? kept_value() : nullptr;
+    if (!p_.gpu) {
+      // The host: the range's rows two at a time (then its last one alone, when odd).
+      entry("", outs, outs, [&] {
+        NodeRef lo = V(lir::kLo), n = b::sub(V(lir::kHi), V(lir::kLo));
+        VarId q = var("q");
+        loop(q, I(0), udiv(n, kRowsTogether), Loop::Serial, [&] {
+          NodeRef first = let("o", add(lo, mul(V(q), kRowsTogether)));
+          std::vector<NodeRef> os;
+          for (int g = 0; g < kRowsTogether; ++g) os.push_back(add(first, I(g)));
+          row_group(os, kept);
+        });
+        NodeRef done = mul(udiv(n, kRowsTogether), kRowsTogether);
+        VarId o = var("o");
+        loop(o, add(lo, done), V(lir::kHi), Loop::Serial, [&] { row_group({V(o)}, kept); });
+      });
+      return;
+    }
     entry("", outs, outs, [&] {
       items(outs, [&](NodeRef o) {
         const std::vector<NodeRef> idx = unflatten(o, k_.shape);
@@ -549,6 +566,71 @@ class Lowerer {
         });
       });
     });
+  }
+
+  // Host: rows `os` together. Each stage walks their rows in one loop: step j adds element
+  // 8 j + l of row g to lane l of row g's accumulator (the last R % 8 elements: element t to
+  // lane t), so every row's lanes see exactly the elements, in the order, of reduce_block, and
+  // each row then has its own tree. Interleaved, the rows' chains of dependent combines (a
+  // max is a few selects per step) overlap instead of each waiting on its own latency.
+  static constexpr int kRowsTogether = 2;
+  void row_group(const std::vector<NodeRef>& os, NodeRef kept) {
+    const int G = static_cast<int>(os.size()), L = kReduceLanes;
+    const int64_t R = numel(k_.rshape);
+    std::vector<std::vector<NodeRef>> idx, accs(G);
+    std::vector<NodeRef> base;
+    for (NodeRef o : os) {
+      idx.push_back(unflatten(o, k_.shape));
+      base.push_back(k_.row_out ? let("base", mul(o, R)) : nullptr);
+    }
+    auto at_row = [&](int g, NodeRef r) {
+      std::vector<NodeRef> full = idx[g];
+      for (NodeRef d : unflatten(r, k_.rshape)) full.push_back(d);
+      return full;
+    };
+    for (size_t s = 0; s < k_.stages.size(); ++s) {
+      rb_ = k_.stages[s].rbody, rop_ = k_.stages[s].reduce_op;
+      const NodeRef keep = s + 1 == k_.stages.size() ? kept : nullptr;
+      VarId acc = reg("acc", acc_type(), int64_t{L} * G, identity());
+      // Element r of row g into slot g * L + lane.
+      auto update = [&](int g, NodeRef lane, NodeRef r) {
+        NodeRef slot = add(I(int64_t{g} * L), lane);
+        std::vector<NodeRef> full = at_row(g, r);
+        std::map<NodeRef, NodeRef> reads;
+        if (keep) {
+          NodeRef v = let("kept", at_index(keep, full, accs[g]));
+          store(0, add(base[g], r), v);
+          reads[keep] = v;
+        }
+        set(acc, slot, combine(at(acc, slot), at_index(rb_, full, accs[g], reads)));
+      };
+      VarId j = var("j");
+      loop(j, I(0), I(R / L), Loop::Serial, [&] {
+        VarId l = var("l");
+        loop(l, I(0), I(L), p_.vector_lanes ? Loop::Vector : Loop::Unrolled, [&] {
+          for (int g = 0; g < G; ++g) update(g, V(l), add(mul(V(j), L), V(l)));
+        });
+      });
+      for (int64_t t = 0; t < R % L; ++t)
+        for (int g = 0; g < G; ++g) update(g, I(t), I(R / L * L + t));
+      for (int g = 0; g < G; ++g) {
+        std::vector<NodeRef> lane;
+        for (int q = 0; q < L; ++q) lane.push_back(at(acc, I(int64_t{g} * L + q)));
+        accs[g].push_back(let("red", tree(lane)));
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      if (!k_.row_out) {
+        store(0, os[g], at_index(k_.body, idx[g], accs[g]));
+        continue;
+      }
+      VarId r = var("r");
+      loop(r, I(0), I(R), Loop::Serial, [&] {
+        std::map<NodeRef, NodeRef> reads;
+        if (kept) reads[kept] = load_at(0, k_.out_dtype, add(base[g], V(r)));
+        store(0, add(base[g], V(r)), at_index(k_.body, at_row(g, V(r)), accs[g], reads));
+      });
+    }
   }
 
   // The value rows() keeps in the output row: the largest subexpression (at least

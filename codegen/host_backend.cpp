@@ -270,7 +270,10 @@ class HostBackend final : public Backend {
                                     hk.code));
       p.steps.push_back(kernel_step(hk.main, hk.name, outs, nb, bytes, slots, hk.code));
     } else {
-      int64_t reduced = k.rbody || k.row() ? std::max<int64_t>(k.reduce_size(), 1) : 1;
+      // The bytes read, about: a reduction reads its rows once per output; a row kernel writing
+      // rows reads about as much as it writes.
+      int64_t reduced =
+          k.rbody || (k.row() && !k.row_out) ? std::max<int64_t>(k.reduce_size(), 1) : 1;
       p.steps.push_back(kernel_step(hk.main, hk.name, outs, work_per_output(k), bytes * reduced,
                                     k.slots, hk.code));
     }

@@ -516,9 +516,10 @@ class Scheduler {
   }
 
   // Whether every reader of reduction n leads to this kernel's target through values this
-  // kernel computes (elementwise ops, views, reductions over its row): then n is computed here
-  // only. A path to another root, a buffer, or a kernel of another kind would compute it again
-  // (n then gets a buffer of its own, as a reduction always did).
+  // kernel computes (elementwise ops, views, reductions over the same rows): then n is computed
+  // here only. A path to another root, a buffer, a reduction over other rows or a kernel of
+  // another kind would compute it again (n then gets a buffer of its own, as a reduction always
+  // did).
   bool only_in_this_kernel(NodeRef n) {
     std::unordered_set<NodeRef> seen;
     std::vector<NodeRef> stack{n};
@@ -529,8 +530,10 @@ class Scheduler {
       if (x == target_ || !seen.insert(x).second) continue;
       if (x != n) {
         const OpCategory c = op_category(x->op);
+        const bool same_rows = c == OpCategory::Reduce && x->src[0]->shape == n->src[0]->shape &&
+                               arg_ints(x) == arg_ints(n);
         const bool here = c == OpCategory::Unary || c == OpCategory::Binary ||
-                          c == OpCategory::Ternary || c == OpCategory::Reduce ||
+                          c == OpCategory::Ternary || same_rows ||
                           (c == OpCategory::Movement && x->op != Op::Copy);
         if (!here || slot_of_.count(x)) return false;
       }

@@ -485,6 +485,12 @@ class Scheduler {
   }
 
   // ---- row kernels ----
+  static bool one_block_rows(NodeRef n) {
+    int64_t r = 1;
+    for (auto a : arg_ints(n)) r *= n->src[0]->shape[a];
+    return r <= kReduceBlock;
+  }
+
   // The row of a reduction: its input's shape, its axes, its own (outer) shape, the reduced
   // shape, and the permutation moving the reduced axes last.
   RowContext row_context(NodeRef n) const {
@@ -747,10 +753,14 @@ class Scheduler {
           if (!reads_per_row(n, mops, space)) return Realize{n};
           return make(Op::Acc, n->dtype, {}, {}, int64_t{it->second});
         }
-        // The kernel's first reduction, read at the output's own index (through reshapes
-        // that keep it there, such as logsumexp's dropping of the kept axes).
+        // The kernel's first reduction, read at the output's own index (also through reshapes
+        // that keep it there, such as logsumexp's dropping of the kept axes, where its rows
+        // could be a row kernel's: of one reduction block), where no other kernel reads it
+        // (each would compute it again).
         bool fusable = space == 0 && stages_.empty() && !row_out_ && !k_.contract &&
-                       (mops.empty() ? n->shape == k_.shape : reads_per_row(n, mops, 0)) &&
+                       (mops.empty() ? n->shape == k_.shape
+                                     : row_kernels_ && one_block_rows(n) &&
+                                           only_in_this_kernel(n) && reads_per_row(n, mops, 0)) &&
                        (n == target_ || direct_users(n) <= 1);
         if (fusable) {
           row_ = row_context(n);

@@ -510,12 +510,13 @@ class Lowerer {
   }
 
   // A row kernel (codegen/kernel.h): work item o is outer index o. Its stages run in order,
-  // each a one-block reduction over the row exactly as reduce_block (or reduce_lane) lowers the
-  // reduction kernel it replaces (lanes, fixed tree; R <= kReduceBlock), reading the earlier
-  // stages' results; then the body, at the outer index or over the row (the row is in L1
-  // after the first stage on the host). The GPU runs one row per thread (the plan's lane
-  // threads are not used for row kernels yet: every lane would need each stage's result, and
-  // the lane exchange only moves values down).
+  // each a one-block reduction over the row in the order reduce_block gives the reduction
+  // kernel it replaces (lanes, fixed tree; R <= kReduceBlock), reading the earlier stages'
+  // results; then the body, at the outer index or over the row (the row is in L1 after the
+  // first stage on the host). The host steps two rows together (row_group). The GPU runs one
+  // row per thread, all 8 lanes in registers (the plan's lane threads are not used for row
+  // kernels yet: every lane would need each stage's result, and the lane exchange only moves
+  // values down).
   //
   // A costly value that the last stage and a row-writing body both compute per element (softmax's
   // exp(x - max)) is computed once: the last stage stores it in the output row as it reduces it,

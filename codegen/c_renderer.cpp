@@ -571,7 +571,7 @@ bool c_lane_threads(const KernelSpec& k, const CDialect& d) {
   return !k.contract && !k.library && k.rbody && c_plan(k, d).lane_threads;
 }
 bool c_vector_loads(const KernelSpec& k, const CDialect& d) {
-  return !k.contract && !k.library && !k.rbody && k.body && c_plan(k, d).vector4;
+  return !k.contract && !k.library && !k.rbody && !k.row() && k.body && c_plan(k, d).vector4;
 }
 
 std::vector<DType> c_param_dtypes(const KernelSpec& k) {

@@ -30,9 +30,8 @@ GpuTarget default_target(runtime::DeviceKind kind) {
 
 // Bytes a kernel reads (each load over its view's extent) and writes, for DEBUG=2.
 int64_t kernel_bytes(const KernelSpec& k) {
-  int64_t bytes = numel(k.shape) * itemsize(k.out_dtype);
-  for (NodeRef root : {k.body, k.rbody}) {
-    if (!root) continue;
+  int64_t bytes = k.out_numel() * itemsize(k.out_dtype);
+  for (NodeRef root : k.roots()) {
     for (NodeRef n : toposort({root}))
       if (n->op == Op::Load) bytes += numel(arg_load(n).view.shape) * itemsize(n->dtype);
   }
@@ -60,8 +59,7 @@ Rendered render(const Schedule& s, const CDialect& dialect) {
       continue;
     }
     KernelSpec k = spec;
-    if (k.body) k.body = decompose(k.body);
-    if (k.rbody) k.rbody = decompose(k.rbody);
+    for (NodeRef* r : k.roots()) *r = decompose(*r);
     CKernel ck = render_c_kernel_for_launch(k, "RUNE_KERNEL_NAME", dialect);
     std::string text = std::move(ck.text);
     const std::string name = kernel_symbol(text);

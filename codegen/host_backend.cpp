@@ -81,8 +81,7 @@ class HostBackend final : public Backend {
     erase_expired(kernels_);
     erase_expired(by_name_);
     for (const auto& [spec, k] : kernels_) {
-      if (spec.body) roots.push_back(spec.body);
-      if (spec.rbody) roots.push_back(spec.rbody);
+      for (NodeRef r : spec.roots()) roots.push_back(r);
     }
   }
 
@@ -104,8 +103,7 @@ class HostBackend final : public Backend {
   // renderer is called.
   HostKernel build_kernel(const KernelSpec& spec, CompileStats& stats) {
     KernelSpec k = spec;
-    k.body = decompose(k.body);
-    if (k.rbody) k.rbody = decompose(k.rbody);
+    for (NodeRef* r : k.roots()) *r = decompose(*r);
     auto rendered = cpu::render_llvm(k, "KERNEL", runtime::host_threads());
     // The symbol is named after the source, so equal kernels share one name and object.
     const std::string name = kernel_symbol(rendered.ir);
@@ -245,17 +243,18 @@ class HostBackend final : public Backend {
   // codegen::traffic), at least one per element it reduces.
   static int64_t work_per_output(const KernelSpec& k) {
     KernelSpec d = k;
-    if (d.body) d.body = decompose(d.body);
-    if (d.rbody) d.rbody = decompose(d.rbody);
+    for (NodeRef* r : d.roots()) *r = decompose(*r);
     const double outs = static_cast<double>(std::max<int64_t>(numel(k.shape), 1));
-    const int64_t least = k.rbody ? std::max<int64_t>(k.reduce_size(), 1) : 1;
+    const int64_t least = k.rbody || k.row() ? std::max<int64_t>(k.reduce_size(), 1) *
+                                                   std::max<size_t>(k.stages.size(), 1)
+                                             : 1;
     return std::max<int64_t>(least, static_cast<int64_t>(traffic(d, Plan{}).flops / outs));
   }
 
   void add_kernel_steps(const KernelSpec& k, runtime::Program& p, CompileStats& stats) {
     const HostKernel hk = kernel_for(k, stats);
     int64_t outs = numel(k.shape);
-    int64_t bytes = outs * itemsize(k.out_dtype);
+    int64_t bytes = k.out_numel() * itemsize(k.out_dtype);
     if (hk.phase1) {
       // Two-phase reduction: the blocks' partials in a scratch slot, then their combination.
       int64_t nb = k.blocks();
@@ -271,7 +270,10 @@ class HostBackend final : public Backend {
                                     hk.code));
       p.steps.push_back(kernel_step(hk.main, hk.name, outs, nb, bytes, slots, hk.code));
     } else {
-      int64_t reduced = k.rbody ? std::max<int64_t>(k.reduce_size(), 1) : 1;
+      // The bytes read, about: a reduction reads its rows once per output; a row kernel writing
+      // rows reads about as much as it writes.
+      int64_t reduced =
+          k.rbody || (k.row() && !k.row_out) ? std::max<int64_t>(k.reduce_size(), 1) : 1;
       p.steps.push_back(kernel_step(hk.main, hk.name, outs, work_per_output(k), bytes * reduced,
                                     k.slots, hk.code));
     }

@@ -18,8 +18,8 @@ bool reads_own_index(const View& v, const Shape& shape) {
 }
 
 // One read of an input by a kernel: whole rows (a contraction or library kernel), a gather (at
-// a data-dependent index), or an elementwise load through `view` in the body (part 0) or the
-// reduction body (part 1).
+// a data-dependent index), or an elementwise load through `view` in the body (part 0) or a
+// reduction body (part 1: the rbody, or a row kernel's stages).
 struct Read {
   int kernel;
   enum Kind { Whole, Gather, Load } kind;
@@ -42,9 +42,8 @@ std::vector<std::vector<Read>> reads_by_input(const Schedule& s) {
       for (size_t p = 1; p < k.slots.size(); ++p) add(k.slots[p], {jk, Read::Whole, 0, nullptr});
       continue;
     }
-    for (int part = 0; part < 2; ++part) {
-      NodeRef root = part == 0 ? k.body : k.rbody;
-      if (!root) continue;
+    for (NodeRef root : k.roots()) {
+      const int part = root == k.body ? 0 : 1;
       for (NodeRef n : toposort({root})) {
         if (n->op == Op::LoadAt) add(k.slots[arg_int(n)], {jk, Read::Gather, part, nullptr});
         if (n->op == Op::Load)
@@ -53,6 +52,12 @@ std::vector<std::vector<Read>> reads_by_input(const Schedule& s) {
     }
   }
   return reads;
+}
+
+Shape row_space(const KernelSpec& k) {
+  Shape s = k.shape;
+  s.insert(s.end(), k.rshape.begin(), k.rshape.end());
+  return s;
 }
 
 }  // namespace
@@ -81,7 +86,12 @@ std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
             if (r.kernel >= writer) ok = false;
             break;
           case Read::Load: {
-            bool own_index = r.kernel == writer && r.part == 0 && reads_own_index(*r.view, w.shape);
+            // A row kernel writing rows reads each row (its stages, then its body) before it
+            // writes that row, in one work item (host) or thread (GPU): a read of the row's
+            // own elements is a read of its own index, in every part.
+            bool own_index = r.kernel == writer &&
+                             (w.row_out ? reads_own_index(*r.view, row_space(w))
+                                        : r.part == 0 && reads_own_index(*r.view, w.shape));
             if (r.kernel > writer || (r.kernel == writer && !own_index)) ok = false;
             break;
           }

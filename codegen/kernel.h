@@ -15,6 +15,15 @@
 // neither body nor rbody: param 1 is the operand, contiguous from element `offset`; Sort, Argsort
 // and Cumsum act along the last axis of `shape` (the operand's shape too), row by row; a HostCall
 // runs its host function once over the operand (`in_shape`) into the output (`shape`).
+//
+// A row kernel (codegen/schedule.cpp fuses chained reductions over the same row: softmax's
+// max -> sum(exp(x - max)), layernorm's mean -> variance) has `stages` set and no rbody: per
+// index of `shape` (the outer index), stage s reduces its rbody over `rshape` with its reduce_op
+// in the order of a one-block reduction (rshape has at most kReduceBlock elements: each stage's
+// bits are those of the separate reduction kernel it replaces), and its rbody reads the results
+// of stages t < s through Acc leaves whose arg is t. `body` reads every stage's result the same
+// way; with `row_out` it runs over shape ++ rshape (its leaves carry views over shape ++ rshape
+// and the kernel writes numel(shape) * numel(rshape) elements, row by row), else over shape.
 #pragma once
 #include <memory>
 #include <optional>
@@ -50,6 +59,13 @@ struct LibraryCall {
   bool operator==(const LibraryCall&) const = default;
 };
 
+// One reduction of a row kernel.
+struct RowStage {
+  ir::Op reduce_op = ir::Op::ReduceSum;
+  ir::NodeRef rbody = nullptr;
+  bool operator==(const RowStage&) const = default;
+};
+
 struct KernelSpec {
   ir::Shape shape;
   ir::Shape rshape;
@@ -60,9 +76,17 @@ struct KernelSpec {
   std::vector<int> slots;  // slots[0]: the output slot
   std::optional<Contraction> contract;
   std::optional<LibraryCall> library;
+  std::vector<RowStage> stages;  // a row kernel's reductions, in order
+  bool row_out = false;          // a row kernel's body runs over shape ++ rshape
 
+  bool row() const { return !stages.empty(); }
   int64_t reduce_size() const;
-  int64_t blocks() const;  // reduction blocks (1 when rshape has <= kReduceBlock elements)
+  int64_t blocks() const;     // reduction blocks (1 when rshape has <= kReduceBlock elements)
+  int64_t out_numel() const;  // elements written to param 0
+  // The kernel's expression roots: body, then rbody or the stages' rbodies (to decompose,
+  // keep alive or walk them all).
+  std::vector<ir::NodeRef*> roots();
+  std::vector<ir::NodeRef> roots() const;
   size_t hash() const;
   bool operator==(const KernelSpec&) const = default;
 };

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "codegen/core_ops.h"
 #include "ir/builder.h"
@@ -71,7 +72,7 @@ NodeRef load_at(int param, DType t, NodeRef index) {
 
 class Lowerer {
  public:
-  Lowerer(const KernelSpec& k, const Plan& p) : k_(k), p_(p) {
+  Lowerer(const KernelSpec& k, const Plan& p) : k_(k), p_(p), rb_(k.rbody), rop_(k.reduce_op) {
     out_.vars = {{"lo", DType::Int64}, {"hi", DType::Int64}};
     size_t n = k.slots.empty() ? 1 : k.slots.size();
     out_.params.assign(n, {DType::Float32, false});
@@ -81,22 +82,21 @@ class Lowerer {
       out_.params.at(static_cast<size_t>(k.contract->b_param)).dtype = k.out_dtype;
     }
     if (k.library) out_.params.at(1).dtype = k.library->in_dtype;
-    for (NodeRef root : {k.body, k.rbody})
-      if (root)
-        for (NodeRef x : toposort({root})) {
-          // Loads, and a Gather's reads (LoadAt, codegen/schedule.cpp), give their param's dtype.
-          if (x->op != Op::Load && x->op != Op::LoadAt) continue;
-          size_t q = static_cast<size_t>(x->op == Op::Load ? arg_load(x).param : arg_int(x));
-          if (q >= out_.params.size()) out_.params.resize(q + 1, {DType::Float32, false});
-          out_.params[q].dtype = x->dtype;
-        }
+    for (NodeRef root : k.roots())
+      for (NodeRef x : toposort({root})) {
+        // Loads, and a Gather's reads (LoadAt, codegen/schedule.cpp), give their param's dtype.
+        if (x->op != Op::Load && x->op != Op::LoadAt) continue;
+        size_t q = static_cast<size_t>(x->op == Op::Load ? arg_load(x).param : arg_int(x));
+        if (q >= out_.params.size()) out_.params.resize(q + 1, {DType::Float32, false});
+        out_.params[q].dtype = x->dtype;
+      }
   }
 
   lir::Kernel run() {
     // Plan parts that do not apply to this kernel's kind are ignored (codegen/plan.h).
     const bool one_block_rows = k_.rbody && k_.blocks() == 1 && !k_.shape.empty();
     if (!k_.rbody || k_.contract || k_.library) p_.lane_threads = false;
-    if (k_.rbody || k_.contract || k_.library) p_.vector4 = false;
+    if (k_.rbody || k_.row() || k_.contract || k_.library) p_.vector4 = false;
     if (!one_block_rows || k_.contract || k_.library) p_.group = 1;
     if (!k_.rbody || k_.contract || k_.library || p_.gpu || k_.blocks() < 2) p_.blocks = 1;
     if (!k_.contract || !p_.gpu) p_.tiles = false;
@@ -104,6 +104,8 @@ class Lowerer {
       p_.tiles ? tiled_contraction() : contraction();
     } else if (k_.library) {
       library();
+    } else if (k_.row()) {
+      rows();
     } else if (!k_.rbody) {
       p_.gpu ? elementwise_gpu() : elementwise_host();
     } else {
@@ -199,14 +201,15 @@ class Lowerer {
 
   // ---- scalar expressions ----
   // `root` with its kernel leaves at index `idx`: loads read their param at the view's offset
-  // (a masked-off element reads nothing and gives 0), Acc leaves become `accs`. Legalised.
+  // (a masked-off element reads nothing and gives 0), Acc leaves become `accs`, and the nodes
+  // of `loaded` their values there. Legalised.
   NodeRef at_index(NodeRef root, const std::vector<NodeRef>& idx,
                    const std::vector<NodeRef>& accs = {},
                    const std::map<NodeRef, NodeRef>& loaded = {}) {
     NodeRef r = rewrite(root, [&](NodeRef n, const std::vector<NodeRef>&) -> NodeRef {
+      if (auto it = loaded.find(n); it != loaded.end()) return it->second;
       switch (n->op) {
         case Op::Load: {
-          if (auto it = loaded.find(n); it != loaded.end()) return it->second;
           const auto& la = arg_load(n);
           NodeRef ok = valid_of(la.view, idx), off = offset_of(la.view, idx);
           if (ok->op == Op::Const) return load_at(la.param, n->dtype, off);
@@ -225,14 +228,15 @@ class Lowerer {
     return legalize(r);
   }
 
-  DType acc_type() const { return k_.rbody->dtype; }
+  // The reduction being lowered: the kernel's rbody, or a row kernel's current stage.
+  DType acc_type() const { return rb_->dtype; }
   // The reduction's binary op; 16-bit accumulators combine at float32, rounded once.
   NodeRef combine(NodeRef a, NodeRef c) const {
     DType t = acc_type();
-    Op op = k_.reduce_op == Op::ReduceSum    ? Op::Add
-            : k_.reduce_op == Op::ReduceProd ? Op::Mul
-            : k_.reduce_op == Op::ReduceMax  ? Op::Max
-                                             : Op::Min;
+    Op op = rop_ == Op::ReduceSum    ? Op::Add
+            : rop_ == Op::ReduceProd ? Op::Mul
+            : rop_ == Op::ReduceMax  ? Op::Max
+                                     : Op::Min;
     if (is_half(t))
       return legalize(b::cast(
           make(op, DType::Float32, {}, {b::cast(a, DType::Float32), b::cast(c, DType::Float32)}),
@@ -240,7 +244,7 @@ class Lowerer {
     return legalize(make(op, t, {}, {a, c}));
   }
   NodeRef identity() const {
-    Value v = reduce_identity(k_.reduce_op, acc_type());
+    Value v = reduce_identity(rop_, acc_type());
     return is_float(v.dtype) ? b::cf(v.dtype, v.f) : b::ci(v.dtype, v.i);
   }
   // The fixed tree over a block's 8 lanes: ((0,4),(2,6)),((1,5),(3,7)).
@@ -254,12 +258,12 @@ class Lowerer {
   NodeRef rbody_at(std::vector<NodeRef> idx, NodeRef w, NodeRef r) {
     idx.back() = add(idx.back(), w);
     for (NodeRef d : unflatten(r, k_.rshape)) idx.push_back(d);
-    return at_index(k_.rbody, idx);
+    return at_index(rb_, idx, accs_);
   }
   NodeRef rbody_at(std::vector<NodeRef> idx, int w, NodeRef r) {
     if (w) idx.back() = add(idx.back(), I(w));
     for (NodeRef d : unflatten(r, k_.rshape)) idx.push_back(d);
-    return at_index(k_.rbody, idx);
+    return at_index(rb_, idx, accs_);
   }
 
   // The lanes of one block [rlo, rhi) of the reduction for W adjacent outputs (W = plan.group,
@@ -273,6 +277,14 @@ class Lowerer {
     VarId acc = reg("acc", acc_type(), int64_t{L} * W, identity());
     // w: the output's offset along the last axis (null: W == 1, the output itself).
     auto update = [&](NodeRef slot, NodeRef w, NodeRef r) {
+      if (kept_ && !w) {  // a row kernel's last stage also stores the kept value (rows())
+        std::vector<NodeRef> full = idx;
+        for (NodeRef d : unflatten(r, k_.rshape)) full.push_back(d);
+        NodeRef v = let("kept", at_index(kept_, full, accs_));
+        store(0, add(kept_base_, r), v);
+        set(acc, slot, combine(at(acc, slot), at_index(rb_, full, accs_, {{kept_, v}})));
+        return;
+      }
       set(acc, slot, combine(at(acc, slot), w ? rbody_at(idx, w, r) : rbody_at(idx, 0, r)));
     };
     const Loop lanes = p_.vector_lanes ? Loop::Vector : Loop::Unrolled;
@@ -495,6 +507,162 @@ class Lowerer {
           finish(o, idx, acc);
       });
     });
+  }
+
+  // A row kernel (codegen/kernel.h): work item o is outer index o. Its stages run in order,
+  // each a one-block reduction over the row in the order reduce_block gives the reduction
+  // kernel it replaces (lanes, fixed tree; R <= kReduceBlock), reading the earlier stages'
+  // results; then the body, at the outer index or over the row (the row is in L1 after the
+  // first stage on the host). The host steps two rows together (row_group). The GPU runs one
+  // row per thread, all 8 lanes in registers (the plan's lane threads are not used for row
+  // kernels yet: every lane would need each stage's result, and the lane exchange only moves
+  // values down).
+  //
+  // A costly value that the last stage and a row-writing body both compute per element (softmax's
+  // exp(x - max)) is computed once: the last stage stores it in the output row as it reduces it,
+  // and the body reads it back from there (the same value, so the same bits). Only where the body
+  // then reads no other memory: with the output in place of an input, the stage's stores may
+  // overwrite elements of that input the body would read.
+  void rows() {
+    const int64_t outs = numel(k_.shape), R = numel(k_.rshape);
+    p_.lane_threads = false;
+    const NodeRef kept = k_.row_out ? kept_value() : nullptr;
+    if (!p_.gpu) {
+      // The host: the range's rows two at a time (then its last one alone, when odd).
+      entry("", outs, outs, [&] {
+        NodeRef lo = V(lir::kLo), n = b::sub(V(lir::kHi), V(lir::kLo));
+        VarId q = var("q");
+        loop(q, I(0), udiv(n, kRowsTogether), Loop::Serial, [&] {
+          NodeRef first = let("o", add(lo, mul(V(q), kRowsTogether)));
+          std::vector<NodeRef> os;
+          for (int g = 0; g < kRowsTogether; ++g) os.push_back(add(first, I(g)));
+          row_group(os, kept);
+        });
+        NodeRef done = mul(udiv(n, kRowsTogether), kRowsTogether);
+        VarId o = var("o");
+        loop(o, add(lo, done), V(lir::kHi), Loop::Serial, [&] { row_group({V(o)}, kept); });
+      });
+      return;
+    }
+    entry("", outs, outs, [&] {
+      items(outs, [&](NodeRef o) {
+        const std::vector<NodeRef> idx = unflatten(o, k_.shape);
+        NodeRef base = k_.row_out ? let("base", mul(o, R)) : nullptr;
+        std::vector<NodeRef> accs;
+        for (size_t s = 0; s < k_.stages.size(); ++s) {
+          const RowStage& st = k_.stages[s];
+          rb_ = st.rbody, rop_ = st.reduce_op, accs_ = accs;
+          if (s + 1 == k_.stages.size()) kept_ = kept, kept_base_ = base;
+          accs.push_back(reduce_block(idx, I(0), I(R)));
+          kept_ = nullptr;
+        }
+        if (!k_.row_out) return store(0, o, at_index(k_.body, idx, accs));
+        VarId r = var("r");
+        loop(r, I(0), I(R), Loop::Serial, [&] {
+          std::vector<NodeRef> at = idx;
+          for (NodeRef d : unflatten(V(r), k_.rshape)) at.push_back(d);
+          std::map<NodeRef, NodeRef> reads;
+          if (kept) reads[kept] = load_at(0, k_.out_dtype, add(base, V(r)));
+          store(0, add(base, V(r)), at_index(k_.body, at, accs, reads));
+        });
+      });
+    });
+  }
+
+  // Host: rows `os` together. Each stage walks their rows in one loop: step j adds element
+  // 8 j + l of row g to lane l of row g's accumulator (the last R % 8 elements: element t to
+  // lane t), so every row's lanes see exactly the elements, in the order, of reduce_block, and
+  // each row then has its own tree. Interleaved, the rows' chains of dependent combines (a
+  // max is a few selects per step) overlap instead of each waiting on its own latency.
+  static constexpr int kRowsTogether = 2;
+  void row_group(const std::vector<NodeRef>& os, NodeRef kept) {
+    const int G = static_cast<int>(os.size()), L = kReduceLanes;
+    const int64_t R = numel(k_.rshape);
+    std::vector<std::vector<NodeRef>> idx, accs(G);
+    std::vector<NodeRef> base;
+    for (NodeRef o : os) {
+      idx.push_back(unflatten(o, k_.shape));
+      base.push_back(k_.row_out ? let("base", mul(o, R)) : nullptr);
+    }
+    auto at_row = [&](int g, NodeRef r) {
+      std::vector<NodeRef> full = idx[g];
+      for (NodeRef d : unflatten(r, k_.rshape)) full.push_back(d);
+      return full;
+    };
+    for (size_t s = 0; s < k_.stages.size(); ++s) {
+      rb_ = k_.stages[s].rbody, rop_ = k_.stages[s].reduce_op;
+      const NodeRef keep = s + 1 == k_.stages.size() ? kept : nullptr;
+      VarId acc = reg("acc", acc_type(), int64_t{L} * G, identity());
+      // Element r of row g into slot g * L + lane.
+      auto update = [&](int g, NodeRef lane, NodeRef r) {
+        NodeRef slot = add(I(int64_t{g} * L), lane);
+        std::vector<NodeRef> full = at_row(g, r);
+        std::map<NodeRef, NodeRef> reads;
+        if (keep) {
+          NodeRef v = let("kept", at_index(keep, full, accs[g]));
+          store(0, add(base[g], r), v);
+          reads[keep] = v;
+        }
+        set(acc, slot, combine(at(acc, slot), at_index(rb_, full, accs[g], reads)));
+      };
+      VarId j = var("j");
+      loop(j, I(0), I(R / L), Loop::Serial, [&] {
+        VarId l = var("l");
+        loop(l, I(0), I(L), p_.vector_lanes ? Loop::Vector : Loop::Unrolled, [&] {
+          for (int g = 0; g < G; ++g) update(g, V(l), add(mul(V(j), L), V(l)));
+        });
+      });
+      for (int64_t t = 0; t < R % L; ++t)
+        for (int g = 0; g < G; ++g) update(g, I(t), I(R / L * L + t));
+      for (int g = 0; g < G; ++g) {
+        std::vector<NodeRef> lane;
+        for (int q = 0; q < L; ++q) lane.push_back(at(acc, I(int64_t{g} * L + q)));
+        accs[g].push_back(let("red", tree(lane)));
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      if (!k_.row_out) {
+        store(0, os[g], at_index(k_.body, idx[g], accs[g]));
+        continue;
+      }
+      VarId r = var("r");
+      loop(r, I(0), I(R), Loop::Serial, [&] {
+        std::map<NodeRef, NodeRef> reads;
+        if (kept) reads[kept] = load_at(0, k_.out_dtype, add(base[g], V(r)));
+        store(0, add(base[g], V(r)), at_index(k_.body, at_row(g, V(r)), accs[g], reads));
+      });
+    }
+  }
+
+  // The value rows() keeps in the output row: the largest subexpression (at least
+  // kKeptMinNodes nodes, of the output's dtype) of both the last stage's rbody and the body,
+  // whose every load is then inside it; null when there is none.
+  static constexpr size_t kKeptMinNodes = 16;
+  NodeRef kept_value() const {
+    NodeRef last = k_.stages.back().rbody;
+    std::unordered_set<NodeRef> in_stage;
+    for (NodeRef x : toposort({last})) in_stage.insert(x);
+    NodeRef best = nullptr;
+    size_t best_size = 0;
+    for (NodeRef x : toposort({k_.body})) {
+      if (!in_stage.count(x) || x->dtype != k_.out_dtype || x->src.empty()) continue;
+      size_t size = toposort({x}).size();
+      if (size > best_size) best = x, best_size = size;
+    }
+    if (best_size < kKeptMinNodes) return nullptr;
+    // The body's loads, other than those inside the kept value.
+    std::unordered_set<NodeRef> inside;
+    for (NodeRef x : toposort({best})) inside.insert(x);
+    std::vector<NodeRef> stack{k_.body};
+    std::unordered_set<NodeRef> seen;
+    while (!stack.empty()) {
+      NodeRef x = stack.back();
+      stack.pop_back();
+      if (x == best || !seen.insert(x).second) continue;
+      if (x->op == Op::Load || x->op == Op::LoadAt) return nullptr;
+      for (NodeRef c : x->src) stack.push_back(c);
+    }
+    return best;
   }
 
   // Host, phase 1 with plan.blocks = G > 1: work item w is output w / ng and its blocks
@@ -872,6 +1040,13 @@ class Lowerer {
   Plan p_;
   lir::Kernel out_;
   Block* cur_ = nullptr;
+  // The reduction the helpers above lower (accumulate_block, tree, reduce_lane): its body,
+  // operation, and the values of its Acc leaves (a row kernel's earlier stages).
+  NodeRef rb_;
+  Op rop_;
+  std::vector<NodeRef> accs_;
+  // rows(): the value the stage being lowered also stores at kept_base_ + its row index.
+  NodeRef kept_ = nullptr, kept_base_ = nullptr;
 };
 
 }  // namespace
@@ -882,6 +1057,7 @@ void debug_print_lowered(const KernelSpec& k, const Plan& plan, const lir::Kerne
   std::string kind = k.contract  ? "contraction"
                      : k.library ? std::string(op_name(k.library->op))
                      : k.rbody   ? std::string(op_name(k.reduce_op))
+                     : k.row()   ? "row"
                                  : "elementwise";
   std::string shape;
   for (int64_t d : k.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
@@ -894,6 +1070,8 @@ lir::Kernel lower(const KernelSpec& k, const Plan& plan) {
   if (std::string why = validate(k, plan); !why.empty())
     throw std::logic_error("lower: plan \"" + plan.str() + "\" is not valid here: " + why);
   if (!k.body && !k.contract && !k.library) throw std::logic_error("lower: kernel has no body");
+  if (k.row() && (k.rbody || k.blocks() > 1))
+    throw std::logic_error("lower: a row kernel has stages only, of one reduction block");
   return Lowerer(k, plan).run();
 }
 

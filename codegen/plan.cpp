@@ -36,7 +36,7 @@ bool reduction_contiguous(const KernelSpec& k) {
 // output's shape, unmasked, from an offset that is a multiple of 4) or one element: 4
 // consecutive outputs read 4 consecutive elements of each param.
 bool vector4_possible(const KernelSpec& k) {
-  if (k.rbody || k.contract || k.library || !k.body || numel(k.shape) < 4) return false;
+  if (k.rbody || k.row() || k.contract || k.library || !k.body || numel(k.shape) < 4) return false;
   const View flat = View::contiguous(k.shape);
   for (NodeRef n : toposort({k.body})) {
     if (n->op == Op::Valid || n->op == Op::Index) return false;
@@ -152,7 +152,7 @@ std::string validate(const KernelSpec& k, const Plan& plan) {
     return "blocks:" + std::to_string(plan.blocks) + " is a host plan";
   if (plan.lane_threads && !plan.gpu) return "lanes:threads is a GPU plan";
   if (plan.vector4 && !plan.gpu) return "vec4 is a GPU plan";
-  if (plan.vector4 && !k.rbody && !k.contract && !k.library && !vector4_possible(k))
+  if (plan.vector4 && !k.rbody && !k.row() && !k.contract && !k.library && !vector4_possible(k))
     return "vec4 needs every load to read the output's own index (from an offset that is a "
            "multiple of 4) or one element";
   if (plan.tiles && !plan.gpu) return "tiles is a GPU plan";
@@ -188,7 +188,20 @@ Traffic traffic(const KernelSpec& k, const Plan& plan) {
     t.global_bytes = 2 * out_bytes;
     return t;
   }
-  const double R = k.rbody ? static_cast<double>(k.reduce_size()) : 0;
+  const double R = k.rbody || k.row() ? static_cast<double>(k.reduce_size()) : 0;
+  if (k.row()) {
+    // Every stage walks the row (its loads issued again: the row is served from cache, which
+    // this count ignores, as it ignores it everywhere); the body runs per row element when it
+    // writes rows.
+    const double per = k.row_out ? R : 1;
+    t.flops = outs * per * arith_nodes(k.body);
+    t.global_bytes = out_bytes * per + outs * per * load_bytes(k.body);
+    for (const RowStage& st : k.stages) {
+      t.flops += outs * R * (arith_nodes(st.rbody) + 1);
+      t.global_bytes += outs * R * load_bytes(st.rbody);
+    }
+    return t;
+  }
   t.flops = outs * (arith_nodes(k.body) + R * (arith_nodes(k.rbody) + 1));
   t.global_bytes = out_bytes + outs * (load_bytes(k.body) + R * load_bytes(k.rbody));
   return t;

@@ -11,6 +11,8 @@
 
 #include "codegen/decompose.h"
 #include "ir/debug.h"
+#include "ir/env.h"
+#include "ir/rewrite.h"
 
 namespace codegen {
 
@@ -32,6 +34,9 @@ size_t KernelSpec::hash() const {
       for (auto w : library->host.fn->key()) h = h * 167 + static_cast<size_t>(w);
   }
   if (contract) h = h * 151 + static_cast<size_t>(contract->a_param * 8 + contract->b_param);
+  for (const RowStage& st : stages)
+    h = (h * 173 + std::hash<const void*>()(st.rbody)) * 179 + static_cast<size_t>(st.reduce_op);
+  if (row_out) h = h * 181 + 1;
   return h ^ (static_cast<size_t>(reduce_op) << 3) ^ static_cast<size_t>(out_dtype);
 }
 
@@ -120,6 +125,14 @@ struct MemoKey {
   }
 };
 
+// The rows a row kernel reduces (see Scheduler::row_context).
+struct RowContext {
+  Shape input;
+  std::vector<int64_t> axes;
+  Shape outer, rshape;
+  std::vector<int> perm;
+};
+
 class Scheduler {
  public:
   Scheduler(const std::vector<NodeRef>& roots, int n_inputs, bool fuse_epilogues)
@@ -193,6 +206,12 @@ class Scheduler {
 
   void build_kernel(NodeRef target, int slot) {
     if (op_category(target->op) == OpCategory::Library) return build_library(target, slot);
+    // A target whose elementwise graph reads reductions of its own rows broadcast back along
+    // them (softmax's x - max, e / sum) is built as a row kernel writing rows: its body runs
+    // over outer ++ row. Set by the first attempt that meets such a reduction (row_request_);
+    // dropped for good if that attempt ends with no reduction left to fuse.
+    std::optional<RowContext> rows;
+    bool rows_failed = false;
     for (;;) {
       target_ = target;
       k_ = KernelSpec{};
@@ -200,16 +219,52 @@ class Scheduler {
       k_.out_dtype = target->dtype;
       k_.slots = {slot};
       memo_.clear();
+      stages_.clear();
+      stage_of_.clear();
+      row_ = rows;
+      row_out_ = rows.has_value();
+      row_request_.reset();
+      allow_row_out_ = !rows && !rows_failed && row_kernels_;
+      if (row_out_) {
+        k_.shape = rows->outer;
+        k_.rshape = rows->rshape;
+        reduce_perm_ = rows->perm;
+      }
       NodeRef top = target->op == Op::Copy ? target->src[0] : target;
-      OrRealize<NodeRef> body = lower(top, {}, 0);
+      OrRealize<NodeRef> body = lower(top, {}, row_out_ ? 1 : 0);
       if (!body.ok()) {
+        if (row_request_) {
+          rows = row_request_;  // lower again as a row kernel
+          continue;
+        }
         realize(body.need());  // then lower this kernel again
         continue;
       }
       k_.body = body.value();
-      if (numel(k_.shape) > 0) out_.kernels.push_back(k_);
+      if (row_out_ && stages_.empty()) {
+        rows.reset(), rows_failed = true;  // nothing left to fuse: an elementwise kernel
+        continue;
+      }
+      finish_stages();
+      if (k_.out_numel() > 0) out_.kernels.push_back(k_);
       return;
     }
+  }
+
+  // The kernel's reductions as found: one (not writing rows) is an ordinary reduction kernel,
+  // its Acc leaf without arg, exactly as before row kernels existed; more are a row kernel.
+  void finish_stages() {
+    if (stages_.empty()) return;
+    if (stages_.size() == 1 && !row_out_) {
+      k_.rbody = stages_[0].rbody;
+      k_.reduce_op = stages_[0].reduce_op;
+      k_.body = rewrite(k_.body, [](NodeRef n, const std::vector<NodeRef>&) -> NodeRef {
+        return n->op == Op::Acc ? make(Op::Acc, n->dtype, {}, {}) : nullptr;
+      });
+      return;
+    }
+    k_.stages = stages_;
+    k_.row_out = row_out_;
   }
 
   // A contraction reads its operands through strided views of buffers: movement ops down to an
@@ -429,6 +484,155 @@ class Scheduler {
     return r;
   }
 
+  // ---- row kernels ----
+  static bool one_block_rows(NodeRef n) {
+    int64_t r = 1;
+    for (auto a : arg_ints(n)) r *= n->src[0]->shape[a];
+    return r <= kReduceBlock;
+  }
+
+  // The row of a reduction: its input's shape, its axes, its own (outer) shape, the reduced
+  // shape, and the permutation moving the reduced axes last.
+  RowContext row_context(NodeRef n) const {
+    RowContext c;
+    NodeRef x = n->src[0];
+    c.input = x->shape;
+    c.axes = arg_ints(n);
+    c.outer = n->shape;
+    for (int d = 0; d < static_cast<int>(x->shape.size()); ++d)
+      if (std::find(c.axes.begin(), c.axes.end(), d) == c.axes.end()) c.perm.push_back(d);
+    for (auto a : c.axes) {
+      c.perm.push_back(static_cast<int>(a));
+      c.rshape.push_back(x->shape[a]);
+    }
+    return c;
+  }
+
+  // Whether reduction n can be one more stage of this kernel's row: the same input shape and
+  // axes (so the same rows, in the same order), rows of one reduction block (each stage then
+  // keeps the association order of the reduction kernel it replaces), an outer shape with as
+  // many elements, and no reader outside this kernel (it would compute n again).
+  bool row_stage(NodeRef n) {
+    if (k_.contract) return false;
+    const RowContext& c = *row_;
+    if (numel(c.rshape) > kReduceBlock || n->src[0]->shape != c.input || arg_ints(n) != c.axes ||
+        numel(n->shape) != numel(c.outer))
+      return false;
+    return n == target_ || only_in_this_kernel(n);
+  }
+
+  // Whether every reader of reduction n leads to this kernel's target through values this
+  // kernel computes (elementwise ops, views, reductions over the same rows): then n is computed
+  // here only. A path to another root, a buffer, a reduction over other rows or a kernel of
+  // another kind would compute it again (n then gets a buffer of its own, as a reduction always
+  // did).
+  bool only_in_this_kernel(NodeRef n) {
+    std::unordered_set<NodeRef> seen;
+    std::vector<NodeRef> stack{n};
+    std::unordered_set<NodeRef> is_root(roots_.begin(), roots_.end());
+    while (!stack.empty()) {
+      NodeRef x = stack.back();
+      stack.pop_back();
+      if (x == target_ || !seen.insert(x).second) continue;
+      if (x != n) {
+        const OpCategory c = op_category(x->op);
+        const bool same_rows = c == OpCategory::Reduce && x->src[0]->shape == n->src[0]->shape &&
+                               arg_ints(x) == arg_ints(n);
+        const bool here = c == OpCategory::Unary || c == OpCategory::Binary ||
+                          c == OpCategory::Ternary || same_rows ||
+                          (c == OpCategory::Movement && x->op != Op::Copy);
+        if (!here || slot_of_.count(x)) return false;
+      }
+      auto it = consumers_.find(x);
+      if (is_root.count(x) || it == consumers_.end() || it->second.empty()) return false;
+      stack.insert(stack.end(), it->second.begin(), it->second.end());
+    }
+    return true;
+  }
+
+  // Whether an elementwise target could be a row kernel writing rows around reduction n: n
+  // reduces the target's own shape over its trailing axes (the output is then written row by
+  // row, contiguously), rows of one reduction block.
+  bool row_out_candidate(NodeRef n) {
+    NodeRef x = n->src[0];
+    if (x->shape != target_->shape || is_reduce_or_contract(target_)) return false;
+    const auto& axes = arg_ints(n);
+    const int64_t nd = static_cast<int64_t>(x->shape.size()),
+                  na = static_cast<int64_t>(axes.size());
+    if (na == 0) return false;
+    for (int64_t i = 0; i < na; ++i)
+      if (axes[i] != nd - na + i) return false;
+    RowContext c = row_context(n);
+    if (numel(c.rshape) > kReduceBlock) return false;
+    return only_in_this_kernel(n);
+  }
+  static bool is_reduce_or_contract(NodeRef n) {
+    OpCategory c = op_category(n->op);
+    return c == OpCategory::Reduce || c == OpCategory::Contract;
+  }
+
+  // Whether n's value, seen through `mops` in iteration space `space`, is read at the kernel's
+  // outer index: in space 0 the view of n is the contiguous view of the outer shape; in space 1
+  // it is that, broadcast along the row (stride 0 over rshape). Then n's value is its stage's
+  // result.
+  bool reads_per_row(NodeRef n, const std::vector<NodeRef>& mops, int space) {
+    if (numel(n->shape) != numel(k_.shape)) return false;
+    auto saved = reshape_source_;
+    OrRealize<View> v = leaf_view(View::contiguous(n->shape), mops, space);
+    reshape_source_ = std::move(saved);
+    if (!v.ok()) return false;
+    const View& w = v.value();
+    const size_t no = k_.shape.size();
+    if (w.offset != 0 || w.shape.size() != no + (space == 1 ? k_.rshape.size() : 0)) return false;
+    for (size_t d = 0; d < w.mask.size(); ++d)
+      if (w.mask[d].first > 0 || w.mask[d].second < w.shape[d]) return false;
+    auto cs = contiguous_strides(k_.shape);
+    for (size_t d = 0; d < no; ++d)
+      if (k_.shape[d] != 1 && w.strides[d] != cs[d]) return false;
+    for (size_t d = no; d < w.shape.size(); ++d)
+      if (w.shape[d] != 1 && w.strides[d] != 0) return false;
+    return true;
+  }
+
+  // Adds reduction n as the next stage (after the stages its body reads, found while lowering
+  // it); its value is the Acc leaf naming it.
+  OrRealize<NodeRef> add_stage(NodeRef n) {
+    OrRealize<NodeRef> rbody = lower(n->src[0], {}, 1);
+    if (!rbody.ok()) return rbody;
+    const int index = static_cast<int>(stages_.size());
+    stages_.push_back({n->op, rbody.value()});
+    stage_of_[n] = index;
+    return make(Op::Acc, n->dtype, {}, {}, int64_t{index});
+  }
+
+  // Whether the elementwise computation c (an expanded value: materialised once by default)
+  // reads a reduction that can fuse into this kernel's row (or make the target a row kernel):
+  // then it is computed in the row kernel instead, once per row and element (a few operations
+  // on the stages' results, such as softmax's finite shift or layernorm's rsqrt(var + eps)).
+  bool reaches_row_stage(NodeRef c) {
+    if (k_.contract || !row_kernels_) return false;
+    std::unordered_set<NodeRef> seen;
+    std::vector<NodeRef> stack{c};
+    while (!stack.empty()) {
+      NodeRef x = stack.back();
+      stack.pop_back();
+      if (!seen.insert(x).second || slot_of_.count(x)) continue;
+      const OpCategory cat = op_category(x->op);
+      if (cat == OpCategory::Reduce) {
+        if (stage_of_.count(x)) return true;
+        if (row_ && row_stage(x)) return true;
+        if (!row_ && allow_row_out_ && stages_.empty() && row_out_candidate(x)) return true;
+        continue;
+      }
+      const bool inlined = cat == OpCategory::Unary || cat == OpCategory::Binary ||
+                           cat == OpCategory::Ternary ||
+                           (cat == OpCategory::Movement && x->op != Op::Copy);
+      if (inlined)
+        for (NodeRef s : x->src) stack.push_back(s);
+    }
+    return false;
+  }
+
   int param_for_slot(int slot) {
     for (size_t i = 1; i < k_.slots.size(); ++i)
       if (k_.slots[i] == slot) return static_cast<int>(i);
@@ -523,7 +727,7 @@ class Scheduler {
       case OpCategory::Movement:
         if (n->op == Op::Copy) return Realize{n};
         if (n->op == Op::Expand) {
-          if (NodeRef c = expanded_computation(n)) return Realize{c};
+          if (NodeRef c = expanded_computation(n); c && !reaches_row_stage(c)) return Realize{c};
         }
         if (n->op == Op::Reshape) {
           auto it = reshape_source_.find(n);
@@ -545,29 +749,46 @@ class Scheduler {
         }
         return lower(n->src[0], with(n), space);
       case OpCategory::Reduce: {
-        bool fusable = space == 0 && mops.empty() && !k_.rbody && !k_.contract &&
-                       n->shape == k_.shape && (n == target_ || direct_users(n) <= 1);
-        if (!fusable) return Realize{n};
-        NodeRef x = n->src[0];
-        const auto& axes = arg_ints(n);
-        reduce_perm_.clear();
-        k_.rshape.clear();
-        for (int d = 0; d < static_cast<int>(x->shape.size()); ++d)
-          if (std::find(axes.begin(), axes.end(), d) == axes.end()) reduce_perm_.push_back(d);
-        for (auto a : axes) {
-          reduce_perm_.push_back(static_cast<int>(a));
-          k_.rshape.push_back(x->shape[a]);
+        if (auto it = stage_of_.find(n); it != stage_of_.end()) {
+          if (!reads_per_row(n, mops, space)) return Realize{n};
+          return make(Op::Acc, n->dtype, {}, {}, int64_t{it->second});
         }
-        k_.reduce_op = n->op;
-        OrRealize<NodeRef> rbody = lower(x, {}, 1);
-        if (!rbody.ok()) return rbody;
-        k_.rbody = rbody.value();
-        return make(Op::Acc, n->dtype, {}, {});
+        // The kernel's first reduction, read at the output's own index (also through reshapes
+        // that keep it there, such as logsumexp's dropping of the kept axes, where its rows
+        // could be a row kernel's: of one reduction block), where no other kernel reads it
+        // (each would compute it again).
+        bool fusable = space == 0 && stages_.empty() && !row_out_ && !k_.contract &&
+                       (mops.empty() ? n->shape == k_.shape
+                                     : row_kernels_ && one_block_rows(n) &&
+                                           only_in_this_kernel(n) && reads_per_row(n, mops, 0)) &&
+                       (n == target_ || direct_users(n) <= 1);
+        if (fusable) {
+          row_ = row_context(n);
+          k_.rshape = row_->rshape;
+          reduce_perm_ = row_->perm;
+          return add_stage(n);
+        }
+        if (row_kernels_ && row_ && row_stage(n) && reads_per_row(n, mops, space))
+          return add_stage(n);
+        // The first reduction of an elementwise target, read broadcast along its own rows:
+        // build the target again as a row kernel.
+        if (allow_row_out_ && space == 0 && !k_.contract && stages_.empty() &&
+            row_out_candidate(n)) {
+          RowContext c = row_context(n);
+          row_ = c, k_.shape = c.outer, k_.rshape = c.rshape, reduce_perm_ = c.perm;
+          bool per_row = reads_per_row(n, mops, 1);
+          row_.reset(), k_.shape = target_->shape, k_.rshape.clear();
+          if (per_row) {
+            row_request_ = c;
+            return Realize{n};  // not materialised: build_kernel starts the row kernel
+          }
+        }
+        return Realize{n};
       }
       case OpCategory::Contract: {
         // A kernel of its own, whose elementwise consumers at its shape and dtype may fuse as
         // an epilogue on the host (the product is then computed in the output buffer first).
-        bool fusable = space == 0 && mops.empty() && !k_.rbody && !k_.contract &&
+        bool fusable = space == 0 && mops.empty() && stages_.empty() && !row_out_ && !k_.contract &&
                        n->shape == k_.shape && n->dtype == k_.out_dtype &&
                        (n == target_ || (fuse_epilogues_ && direct_users(n) <= 1));
         if (!fusable) return Realize{n};
@@ -633,6 +854,15 @@ class Scheduler {
   NodeRef target_ = nullptr;
   KernelSpec k_;
   std::vector<int> reduce_perm_;
+  // This attempt's row (set by its first reduction, or by row-out mode) and its reductions.
+  std::optional<RowContext> row_;
+  bool row_out_ = false;        // the target is built as a row kernel writing rows
+  bool allow_row_out_ = false;  // this attempt may ask for that (row_request_)
+  std::optional<RowContext> row_request_;
+  std::vector<RowStage> stages_;
+  std::unordered_map<NodeRef, int> stage_of_;
+  // RUNE_ROW_KERNELS=0: no row kernels (each reduction a kernel of its own, as before them).
+  const bool row_kernels_ = ir::env::integer(ir::env::Var::RowKernels) != 0;
 };
 
 }  // namespace
@@ -670,15 +900,24 @@ std::string describe(const KernelSpec& k) {
     s = "contract";
   else if (k.rbody)
     s = "reduce";
+  else if (k.row())
+    s = "row";
   else
     s = "elementwise";
   s += " " + std::string(name(k.out_dtype)) + " " + to_string(k.shape);
   if (k.rbody) s += " over " + to_string(k.rshape) + " by " + std::string(op_name(k.reduce_op));
+  if (k.row()) {
+    s += " over " + to_string(k.rshape) + " by ";
+    for (size_t i = 0; i < k.stages.size(); ++i)
+      s += (i ? " then " : "") + std::string(op_name(k.stages[i].reduce_op));
+    if (k.row_out) s += ", writes rows";
+  }
   size_t params = k.slots.empty() ? 0 : k.slots.size() - 1;
   s += ", " + std::to_string(params) + (params == 1 ? " param" : " params");
   if (k.library) return s;
   s += ", ";
   if (k.rbody) s += std::to_string(count_ops(k.rbody)) + "+";
+  for (const RowStage& st : k.stages) s += std::to_string(count_ops(st.rbody)) + "+";
   return s + std::to_string(count_ops(k.body)) + " ops";
 }
 

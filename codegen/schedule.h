@@ -18,9 +18,10 @@ Schedule schedule(const std::vector<ir::NodeRef>& roots, int n_inputs, bool fuse
 // One kernel in one line: its kind, output dtype and shape, the reduced shape and operation of
 // a reduction, how many params it reads and how many operations fused into it, e.g.
 //   "reduce float64 [] over [4] by ReduceSum, 3 params, 4+1 ops"
-// Kinds: elementwise, reduce, contract (a matrix product; its ops are the fused epilogue's),
-// library <op> (a sort or scan). Ops count the distinct unary, binary and ternary nodes of the
-// kernel's bodies (the reduction's body first): what fused, in a number.
+// Kinds: elementwise, reduce, row (reductions chained over the same rows, "by A then B",
+// "writes rows" when its body runs over the rows), contract (a matrix product; its ops are the
+// fused epilogue's), library <op> (a sort or scan). Ops count the distinct unary, binary and
+// ternary nodes of the kernel's bodies (the reductions' bodies first): what fused, in a number.
 std::string describe(const KernelSpec& k);
 
 }  // namespace codegen

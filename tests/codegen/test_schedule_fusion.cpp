@@ -77,7 +77,7 @@ TEST(ScheduleFusion, ElementwiseChain) {
 
 // A reduction takes its elementwise producers and its elementwise consumers at its own shape.
 // nx reduces with the reduced axes kept (size 1) and reshapes after: an epilogue behind that
-// reshape is not at the reduction's shape and is a kernel of its own today.
+// reshape reads the reduction at its own output index too, and fuses the same way.
 TEST(ScheduleFusion, ReductionWithElementwiseEpilogue) {
   auto kept = kernels_of({{nx::float32, {16, 32}}}, [](const std::vector<Tensor>& x) {
     return std::vector<Tensor>{nx::sqrt(nx::sum(x[0] * x[0], {1}, /*keepdims=*/true)) + 1.0};
@@ -90,8 +90,8 @@ TEST(ScheduleFusion, ReductionWithElementwiseEpilogue) {
     return std::vector<Tensor>{nx::sqrt(nx::sum(x[0] * x[0], {1})) + 1.0};
   });
   EXPECT_EQ(dropped, (std::vector<std::string>{
-                         "reduce float32 [16, 1] over [32] by ReduceSum, 1 param, 1+0 ops",
-                         "elementwise float32 [16], 1 param, 2 ops",  // sqrt, +1 after the reshape
+                         // sqrt and +1 after the reshape, in the reduction's kernel
+                         "reduce float32 [16] over [32] by ReduceSum, 1 param, 1+2 ops",
                      }));
 }
 
@@ -99,14 +99,51 @@ TEST(ScheduleFusion, Softmax) {
   auto k = kernels_of({{nx::float32, {8, 128}}}, [](const std::vector<Tensor>& x) {
     return std::vector<Tensor>{nx::softmax(x[0], 1)};
   });
+  // One row kernel (codegen/kernel.h): per row, the max m; then sum(exp(x - shift)), the shift
+  // m where finite, else 0 (5 ops per element); then exp(x - shift) / sum over the row (6).
+  // With RUNE_ROW_KERNELS=0, four kernels: the max, the shift, the sum, the division.
   EXPECT_EQ(k,
             (std::vector<std::string>{
-                "reduce float32 [8, 1] over [128] by ReduceMax, 1 param, 0+0 ops",  // row max m
-                "elementwise float32 [8, 1], 1 param, 3 ops",  // the shift: m where finite, else 0
-                // sum(exp(x - shift))
-                "reduce float32 [8, 1] over [128] by ReduceSum, 2 params, 2+0 ops",
-                "elementwise float32 [8, 128], 3 params, 3 ops",  // exp(x - shift) / sum
+                "row float32 [8, 1] over [128] by ReduceMax then ReduceSum, writes rows, 1 param, "
+                "0+5+6 ops",
             }));
+}
+
+TEST(ScheduleFusion, LogSoftmaxLogsumexpAndCrossEntropyAreRowKernels) {
+  auto lsm = kernels_of({{nx::float32, {8, 128}}}, [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{nx::log_softmax(x[0], 1)};
+  });
+  EXPECT_EQ(lsm, (std::vector<std::string>{
+                     "row float32 [8, 1] over [128] by ReduceMax then ReduceSum, writes rows, 1 "
+                     "param, 0+5+6 ops",
+                 }));
+  // Written at the outer index: log(sum(exp(x - shift))) + shift, the kept axis dropped.
+  auto lse = kernels_of({{nx::float32, {8, 128}}}, [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{nx::logsumexp(x[0], {1})};
+  });
+  EXPECT_EQ(lse, (std::vector<std::string>{
+                     "row float32 [8] over [128] by ReduceMax then ReduceSum, 1 param, 0+5+5 ops",
+                 }));
+  // Cross-entropy: max, sum(exp), and the label's log probability per row in one kernel; the
+  // batch mean (a reduction over other rows) is a kernel of its own.
+  auto ce =
+      kernels_of({{nx::float32, {8, 128}}, {nx::int64, {8}}}, [](const std::vector<Tensor>& a) {
+        return std::vector<Tensor>{nx::nn::cross_entropy(a[0], a[1])};
+      });
+  ASSERT_EQ(ce.size(), 2u) << ::testing::PrintToString(ce);
+  EXPECT_EQ(ce[0],
+            "row float32 [8, 1] over [128] by ReduceMax then ReduceSum then ReduceSum, 2 params, "
+            "0+5+8+0 ops");
+  // Rows longer than one reduction block keep separate reductions (their blocks' partials
+  // combine in another pass).
+  auto long_rows = kernels_of({{nx::float32, {2, 65537}}}, [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{nx::softmax(x[0], 1)};
+  });
+  EXPECT_EQ(long_rows.size(), 4u);
+  auto block_rows = kernels_of({{nx::float32, {2, 65536}}}, [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{nx::softmax(x[0], 1)};
+  });
+  EXPECT_EQ(block_rows.size(), 1u);
 }
 
 TEST(ScheduleFusion, LayerNorm) {
@@ -118,12 +155,12 @@ TEST(ScheduleFusion, LayerNorm) {
                         Tensor var = nx::mean(d * d, {1}, true);
                         return std::vector<Tensor>{d / nx::sqrt(var + 1e-5) * a[1] + a[2]};
                       });
+  // One row kernel: per row, sum(x); then sum((x - sum / n)^2); then, per element,
+  // (x - mean) / sqrt(var / n + eps) * g + b.
   EXPECT_EQ(k,
             (std::vector<std::string>{
-                "reduce float32 [8, 1] over [64] by ReduceSum, 1 param, 0+1 ops",  // mean: sum, / n
-                // variance with its epilogue: sum((x - mean)^2), then / n, + eps, sqrt
-                "reduce float32 [8, 1] over [64] by ReduceSum, 2 params, 2+3 ops",
-                "elementwise float32 [8, 64], 5 params, 4 ops",  // (x - mean) / sd * g + b
+                "row float32 [8, 1] over [64] by ReduceSum then ReduceSum, writes rows, 3 params, "
+                "0+3+8 ops",
             }));
 }
 
@@ -154,14 +191,12 @@ TEST(ScheduleFusion, ChapterTrainingStep) {
     return std::vector<Tensor>{loss, a[0] - g.first * 0.1, a[1] - g.second * 0.1};
   });
   EXPECT_EQ(k, (std::vector<std::string>{
-                   // the loss: sum(err * err), err = w * inputs + b - targets, then the mean's / 4
-                   "reduce float64 [1] over [4] by ReduceSum, 4 params, 4+0 ops",
-                   "elementwise float64 [], 1 param, 1 ops",
+                   // the loss: sum(err * err), err = w * inputs + b - targets, and the mean's / 4
+                   "reduce float64 [] over [4] by ReduceSum, 4 params, 4+1 ops",
                    "elementwise float64 [], 0 params, 1 ops",  // the mean's cotangent (a constant)
-                   "reduce float64 [1] over [4] by ReduceSum, 5 params, 6+0 ops",  // d loss / d w
-                   "elementwise float64 [], 2 params, 2 ops",                      // w - g * 0.1
-                   "reduce float64 [1] over [4] by ReduceSum, 5 params, 5+0 ops",  // d loss / d b
-                   "elementwise float64 [], 2 params, 2 ops",                      // b - g * 0.1
+                   // d loss / d w and w - g * 0.1; d loss / d b and b - g * 0.1
+                   "reduce float64 [] over [4] by ReduceSum, 5 params, 6+2 ops",
+                   "reduce float64 [] over [4] by ReduceSum, 5 params, 5+2 ops",
                }));
 }
 
@@ -196,22 +231,19 @@ TEST(ScheduleFusion, MlpTrainingStep) {
           "reduce float32 [16, 1] over [2] by ReduceSum, 3 params, 3+0 ops",  // sum(exp(...))
           "elementwise float32 [16, 1], 1 param, 1 ops",                      // its log
           "reduce float32 [16, 1] over [2] by ReduceSum, 5 params, 4+0 ops",  // sum(y * lsm)
-          "reduce float32 [1] over [16] by ReduceSum, 1 param, 1+0 ops",  // the mean's sum of -rows
-          "elementwise float32 [], 1 param, 1 ops",                       // / 16: the loss
+          "reduce float32 [] over [16] by ReduceSum, 1 param, 1+1 ops",  // mean of -rows: the loss
           // backward
           "elementwise float32 [], 0 params, 1 ops",   // the mean's cotangent
           "elementwise float32 [16], 1 param, 1 ops",  // per row
-          "reduce float32 [16, 1] over [2] by ReduceSum, 3 params, 2+1 ops",
-          "reduce float32 [16, 1] over [2] by ReduceSum, 3 params, 3+0 ops",  // ties of the row max
-          "reduce float32 [16, 1] over [2] by ReduceSum, 8 params, 7+4 ops",
-          "elementwise float32 [16, 2], 8 params, 10 ops",  // d loss / d logits
-          "contract float32 [16, 8], 3 params, 3 ops",      // d h, times tanh's derivative (fused)
-          "contract float32 [2, 8], 3 params, 2 ops",       // x^T @ d: w1 - g * lr fused
-          "reduce float32 [1, 8] over [16] by ReduceSum, 1 param, 0+0 ops",  // d b1
-          "elementwise float32 [8], 2 params, 2 ops",                        // b1 - g * lr
+          // d loss / d logits: one row kernel (three row sums, among them the ties of the row
+          // max, then the gradient over the row)
+          "row float32 [16, 1] over [2] by ReduceSum then ReduceSum then ReduceSum, writes rows, "
+          "7 params, 2+8+3+15 ops",
+          "contract float32 [16, 8], 3 params, 3 ops",  // d h, times tanh's derivative (fused)
+          "contract float32 [2, 8], 3 params, 2 ops",   // x^T @ d: w1 - g * lr fused
+          "reduce float32 [8] over [16] by ReduceSum, 2 params, 0+2 ops",  // d b1; b1 - g * lr
           "contract float32 [8, 2], 3 params, 2 ops",  // h^T @ d logits: w2 - g * lr fused
-          "reduce float32 [1, 2] over [16] by ReduceSum, 1 param, 0+0 ops",  // d b2
-          "elementwise float32 [2], 2 params, 2 ops",                        // b2 - g * lr
+          "reduce float32 [2] over [16] by ReduceSum, 2 params, 0+2 ops",  // d b2; b2 - g * lr
       }));
 }
 
@@ -333,32 +365,32 @@ TEST(ScheduleFusion, ASharedExpOfSixteenKiBOrMoreIsComputedOnce) {
   };
   auto k = kernels_of({{nx::float64, {64, 1024}}}, softmax);
   EXPECT_EQ(k, (std::vector<std::string>{
-                   "reduce float64 [64, 1] over [1024] by ReduceMax, 1 param, 0+0 ops",
-                   "elementwise float64 [64, 1], 1 param, 3 ops",      // the max, finite
-                   "elementwise float64 [64, 1024], 2 params, 2 ops",  // e = exp(x - max)
-                   "reduce float64 [64, 1] over [1024] by ReduceSum, 1 param, 0+0 ops",
-                   "elementwise float64 [64, 1024], 2 params, 1 ops",  // e / sum
+                   // e = exp(x - max), the max finite: a row kernel of one stage
+                   "row float64 [64, 1] over [1024] by ReduceMax, writes rows, 1 param, 0+5 ops",
+                   // e / sum(e)
+                   "row float64 [64, 1] over [1024] by ReduceSum, writes rows, 1 param, 0+1 ops",
                }));
   auto f32 = kernels_of({{nx::float32, {64, 1024}}}, softmax);
   EXPECT_EQ(f32, (std::vector<std::string>{
-                     "reduce float32 [64, 1] over [1024] by ReduceMax, 1 param, 0+0 ops",
-                     "elementwise float32 [64, 1], 1 param, 3 ops",
-                     "reduce float32 [64, 1] over [1024] by ReduceSum, 2 params, 2+0 ops",
-                     "elementwise float32 [64, 1024], 3 params, 3 ops",  // exp again, then /
+                     // exp in the sum's stage, and again, then /, over the row
+                     "row float32 [64, 1] over [1024] by ReduceMax then ReduceSum, writes rows, 1 "
+                     "param, 0+5+6 ops",
                  }));
   auto small = kernels_of({{nx::float32, {4, 8}}}, softmax);
   EXPECT_EQ(small, (std::vector<std::string>{
-                       "reduce float32 [4, 1] over [8] by ReduceMax, 1 param, 0+0 ops",
-                       "elementwise float32 [4, 1], 1 param, 3 ops",
-                       "reduce float32 [4, 1] over [8] by ReduceSum, 2 params, 2+0 ops",
-                       "elementwise float32 [4, 8], 3 params, 3 ops",  // exp again, then /
+                       "row float32 [4, 1] over [8] by ReduceMax then ReduceSum, writes rows, 1 "
+                       "param, 0+5+6 ops",
                    }));
-  // Cheap shared values of any size are still recomputed (x * 2 + 1 read by two kernels).
+  // Cheap shared values of any size are still recomputed (x * 2 + 1 read by the row sum and by
+  // the product over the row: one row kernel).
   auto cheap = kernels_of({{nx::float32, {64, 1024}}}, [](const std::vector<Tensor>& a) {
     Tensor y = a[0] * 2.0 + 1.0;
     return std::vector<Tensor>{nx::sum(y, {1}, true) * y};
   });
-  EXPECT_EQ(cheap.size(), 2u);
+  EXPECT_EQ(cheap,
+            (std::vector<std::string>{
+                "row float32 [64, 1] over [1024] by ReduceSum, writes rows, 1 param, 2+3 ops",
+            }));
 }
 
 TEST(ScheduleFusion, AReductionOfAReductionIsTwoKernels) {
@@ -367,8 +399,7 @@ TEST(ScheduleFusion, AReductionOfAReductionIsTwoKernels) {
   });
   EXPECT_EQ(k, (std::vector<std::string>{
                    "reduce float64 [4, 1] over [8] by ReduceSum, 1 param, 0+0 ops",
-                   "reduce float64 [1] over [4] by ReduceMax, 1 param, 0+0 ops",
-                   "elementwise float64 [], 1 param, 0 ops",  // the root: the max reshaped to []
+                   "reduce float64 [] over [4] by ReduceMax, 1 param, 0+0 ops",  // reshaped to []
                }));
 }
 

@@ -124,6 +124,13 @@ inline std::vector<Labelled> corpus_reductions() {
                 [](auto& a) { return std::vector<Tensor>{nx::softmax(a[0])}; });
     add_program(ks, "logsumexp " + dname(t), {{t, {8, 33}}},
                 [](auto& a) { return std::vector<Tensor>{nx::logsumexp(a[0], {1})}; });
+    // Row kernels (codegen/kernel.h): several reductions of each row, then the row or its result.
+    add_program(ks, "log_softmax " + dname(t), {{t, {8, 33}}},
+                [](auto& a) { return std::vector<Tensor>{nx::log_softmax(a[0])}; });
+    add_program(ks, "layer_norm " + dname(t), {{t, {8, 33}}, {t, {33}}, {t, {33}}},
+                [](auto& a) { return std::vector<Tensor>{nx::nn::layer_norm(a[0], a[1], a[2])}; });
+    add_program(ks, "cross_entropy " + dname(t), {{t, {8, 33}}, {DType::Int64, {8}}},
+                [](auto& a) { return std::vector<Tensor>{nx::nn::cross_entropy(a[0], a[1])}; });
     add_program(ks, "argmax " + dname(t), {{t, {8, 33}}},
                 [](auto& a) { return std::vector<Tensor>{nx::argmax(a[0], 1)}; });
     add_program(ks, "sum of squares multi-axis " + dname(t), {{t, {6, 300, 400}}}, [](auto& a) {

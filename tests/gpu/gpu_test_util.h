@@ -54,8 +54,7 @@ inline void add_program(std::vector<Labelled>& out, const std::string& label,
                              /*fuse_epilogues=*/true);
   int i = 0;
   for (auto k : s.kernels) {
-    k.body = codegen::decompose(k.body);
-    if (k.rbody) k.rbody = codegen::decompose(k.rbody);
+    for (ir::NodeRef* r : k.roots()) *r = codegen::decompose(*r);
     out.push_back({label + " #" + std::to_string(i++), k});
   }
 }

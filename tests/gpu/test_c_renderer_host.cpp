@@ -187,8 +187,7 @@ Traced trace(const Case& c) {
   Traced t{codegen::schedule(roots, static_cast<int>(c.args.size())), {}};
   for (auto r : roots) t.out_dtypes.push_back(r->dtype);
   for (auto& k : t.s.kernels) {
-    k.body = codegen::decompose(k.body);
-    if (k.rbody) k.rbody = codegen::decompose(k.rbody);
+    for (ir::NodeRef* r : k.roots()) *r = codegen::decompose(*r);
   }
   return t;
 }
@@ -443,6 +442,16 @@ TEST(CRendererHost, ReductionsAndMovementMatchEagerBits) {
   for (DType t : {DType::Float32, DType::Float64, DType::BFloat16}) {
     cases.push_back({"softmax " + dname(t), {{t, {6, 33}}}, [](auto& a) {
                        return std::vector<Tensor>{nx::softmax(a[0])};
+                     }});
+    // Row kernels (codegen/kernel.h): rows written, and one result per row.
+    cases.push_back({"log_softmax " + dname(t), {{t, {6, 33}}}, [](auto& a) {
+                       return std::vector<Tensor>{nx::log_softmax(a[0])};
+                     }});
+    cases.push_back({"logsumexp " + dname(t), {{t, {6, 33}}}, [](auto& a) {
+                       return std::vector<Tensor>{nx::logsumexp(a[0], {1})};
+                     }});
+    cases.push_back({"layer_norm " + dname(t), {{t, {6, 33}}, {t, {33}}, {t, {33}}}, [](auto& a) {
+                       return std::vector<Tensor>{nx::nn::layer_norm(a[0], a[1], a[2])};
                      }});
     cases.push_back({"sum axes 0,2 " + dname(t), {{t, {4, 5, 6}}}, [](auto& a) {
                        return std::vector<Tensor>{nx::sum(a[0], {0, 2})};

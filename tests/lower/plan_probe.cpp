@@ -1,6 +1,7 @@
 // A child process for tests/lower/test_plans.cpp: computes a fixed set of kernels on the default
 // device (CPU, or CUDA:0 under the fake driver) and prints one line per result, "name bits-hash".
 // The parent runs it under several RUNE_PLAN values: the lines must not change.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -68,5 +69,51 @@ int main() {
   show("argmax", nx::argmax(a, 1));
   show("cumsum", nx::cumsum(a, -1));
   show("sort", nx::sort(a, -1));
+  // Row kernels (codegen/kernel.h; compiled, where the scheduler fuses): softmax, log_softmax,
+  // logsumexp, layernorm and cross-entropy over rows of 1, 7, 1023 and 65537 elements (the last
+  // longer than one reduction block: separate reductions), with -inf, +inf and NaN rows.
+  // tests/codegen/test_row_kernels.cpp compares these lines with RUNE_ROW_KERNELS=0.
+  auto softmax = rune::jit([](const nx::Tensor& x) { return nx::softmax(x, -1); });
+  auto log_softmax = rune::jit([](const nx::Tensor& x) { return nx::log_softmax(x, -1); });
+  auto logsumexp = rune::jit([](const nx::Tensor& x) { return nx::logsumexp(x, {1}); });
+  auto layer_norm = rune::jit([](const nx::Tensor& x, const nx::Tensor& g, const nx::Tensor& b) {
+    return nx::nn::layer_norm(x, g, b);
+  });
+  auto cross_entropy = rune::jit(
+      [](const nx::Tensor& x, const nx::Tensor& l) { return nx::nn::cross_entropy(x, l); });
+  auto cross_entropy_smooth = rune::jit(
+      [](const nx::Tensor& x, const nx::Tensor& l) { return nx::nn::cross_entropy(x, l, 0.1); });
+  auto cross_entropy_grad = rune::jit([](const nx::Tensor& x, const nx::Tensor& l) {
+    return rune::grad([&](const nx::Tensor& z) { return nx::nn::cross_entropy(z, l); })(x);
+  });
+  for (int64_t n : {1, 7, 1023, 65537}) {
+    const std::string at = "_" + std::to_string(n);
+    nx::Tensor x = nx::randn(nx::key(static_cast<uint64_t>(10 + n)), nx::float32, {5, n}) * 6.0;
+    // Row 1 holds -inf, row 2 +inf, row 3 NaN (at column n / 2).
+    nx::Tensor col = nx::iota({5, n}, 1), row = nx::iota({5, n}, 0);
+    nx::Tensor mid = nx::equal(col, nx::full_like(col, static_cast<double>(n / 2)));
+    auto at_row = [&](int r) {
+      return nx::logical_and(mid, nx::equal(row, nx::full_like(row, r)));
+    };
+    x = nx::where(at_row(1), nx::full_like(x, -INFINITY), x);
+    x = nx::where(at_row(2), nx::full_like(x, INFINITY), x);
+    x = nx::where(at_row(3), nx::full_like(x, NAN), x);
+    nx::Tensor g = nx::randn(nx::key(static_cast<uint64_t>(20 + n)), nx::float32, {n});
+    nx::Tensor b = nx::randn(nx::key(static_cast<uint64_t>(30 + n)), nx::float32, {n});
+    nx::Tensor labels = nx::randint(nx::key(static_cast<uint64_t>(40 + n)), 0, n, {5});
+    show(("row_softmax" + at).c_str(), softmax(x));
+    show(("row_log_softmax" + at).c_str(), log_softmax(x));
+    show(("row_logsumexp" + at).c_str(), logsumexp(x));
+    show(("row_layer_norm" + at).c_str(), layer_norm(x, g, b));
+    show(("row_softmax_half" + at).c_str(), softmax(nx::cast(x, nx::float16)));
+    // Donated: the row kernel may write its rows over its input (codegen/inplace.cpp); the bits
+    // must be those of row_softmax and row_layer_norm (test_row_kernels.cpp checks).
+    show(("row_softmax_donated" + at).c_str(), softmax(nx::donate(x * 1.0)));
+    show(("row_layer_norm_donated" + at).c_str(), layer_norm(nx::donate(x * 1.0), g, b));
+    nx::Tensor finite = nx::randn(nx::key(static_cast<uint64_t>(50 + n)), nx::float32, {5, n});
+    show(("row_cross_entropy" + at).c_str(), cross_entropy(finite, labels));
+    show(("row_cross_entropy_smooth" + at).c_str(), cross_entropy_smooth(finite, labels));
+    show(("row_cross_entropy_grad" + at).c_str(), cross_entropy_grad(finite, labels));
+  }
   return 0;
 }

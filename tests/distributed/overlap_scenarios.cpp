@@ -38,6 +38,7 @@
 #include "distributed/async_collectives.h"
 #include "distributed/data_parallel.h"
 #include "distributed/progress_queue.h"
+#include "rank_launcher.h"
 #include "runtime/profile.h"
 #include "trace/rune.h"
 
@@ -280,65 +281,19 @@ int exit_in_flight() {
   return 0;  // h is dropped, then finalize() at exit cancels its exchange
 }
 
-// A free TCP port on the loopback interface (bound, read, closed).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-// Starts ranks 0 and 1 of a world of 2 running `scenario` and returns their exit codes (killed
-// after 60 s: -1). When rank 0 exits, `dir`/rank0_exited is created.
+// Starts ranks 0 and 1 of a world of 2 running `scenario` (rank_launcher.h) with OVERLAP_DIR=d
+// and rank 0's profile in d/rank0.json; when rank 0 exits, d/rank0_exited is created.
 std::vector<int> launch(const char* self, const std::string& scenario, const std::string& d,
                         const char* timeout) {
-  const std::string master = "127.0.0.1:" + std::to_string(free_port());
-  std::vector<pid_t> pids;
-  for (int r = 0; r < 2; ++r) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::setenv("RUNE_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("RUNE_WORLD_SIZE", "2", 1);
-      ::setenv("RUNE_MASTER_ADDR", master.c_str(), 1);
-      ::setenv("RUNE_DISTRIBUTED_TIMEOUT", timeout, 1);
-      ::setenv("OVERLAP_DIR", d.c_str(), 1);
-      if (r == 0) ::setenv("RUNE_PROFILE", (d + "/rank0.json").c_str(), 1);
-      for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) ::unsetenv(v);
-      ::execl(self, self, scenario.c_str(), "rank", static_cast<char*>(nullptr));
-      std::_Exit(127);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> codes(pids.size(), -2);
-  auto deadline = Clock::now() + std::chrono::seconds(60);
-  for (size_t left = pids.size(); left > 0;) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (codes[i] != -2) continue;
-      int status = 0;
-      if (::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
-        codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return rank_launcher::launch(
+      self, scenario, {{0, 2}, {1, 2}}, timeout,
+      [&](int r) {
+        ::setenv("OVERLAP_DIR", d.c_str(), 1);
+        if (r == 0) ::setenv("RUNE_PROFILE", (d + "/rank0.json").c_str(), 1);
+      },
+      [&](size_t i) {
         if (i == 0) touch(d + "/rank0_exited");
-        --left;
-      }
-    }
-    if (left == 0) break;
-    if (Clock::now() > deadline) {
-      for (size_t i = 0; i < pids.size(); ++i)
-        if (codes[i] == -2) {
-          ::kill(pids[i], SIGKILL);
-          ::waitpid(pids[i], nullptr, 0);
-          codes[i] = -1;
-        }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return codes;
+      });
 }
 
 }  // namespace

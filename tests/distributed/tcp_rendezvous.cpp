@@ -34,6 +34,7 @@
 #include "core/nx.h"
 #include "distributed/collectives.h"
 #include "distributed/data_parallel.h"
+#include "rank_launcher.h"
 #include "trace/rune.h"
 
 namespace dist = rune::distributed;
@@ -234,64 +235,6 @@ int rank0_twice() {
   return 1;
 }
 
-// A free TCP port on the loopback interface (bound, read, closed).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-// Starts one copy of this binary per (rank, world size) of `ranks` and returns their exit codes
-// (killed after 60 s: -1).
-std::vector<int> launch(const char* self, const std::string& scenario,
-                        const std::vector<std::pair<int, int>>& ranks, const char* timeout) {
-  const std::string master = "127.0.0.1:" + std::to_string(free_port());
-  std::vector<pid_t> pids;
-  for (auto [r, world] : ranks) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::setenv("RUNE_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("RUNE_WORLD_SIZE", std::to_string(world).c_str(), 1);
-      ::setenv("RUNE_MASTER_ADDR", master.c_str(), 1);
-      ::setenv("RUNE_DISTRIBUTED_TIMEOUT", timeout, 1);
-      for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) ::unsetenv(v);
-      ::execl(self, self, scenario.c_str(), "rank", static_cast<char*>(nullptr));
-      std::_Exit(127);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> codes(pids.size(), -2);
-  auto deadline = Clock::now() + std::chrono::seconds(60);
-  for (size_t left = pids.size(); left > 0;) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (codes[i] != -2) continue;
-      int status = 0;
-      if (::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
-        codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        --left;
-      }
-    }
-    if (left == 0) break;
-    if (Clock::now() > deadline) {
-      for (size_t i = 0; i < pids.size(); ++i)
-        if (codes[i] == -2) {
-          ::kill(pids[i], SIGKILL);
-          ::waitpid(pids[i], nullptr, 0);
-          codes[i] = -1;
-        }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return codes;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -307,19 +250,19 @@ int main(int argc, char** argv) {
   }
   std::vector<int> codes, want;
   if (scenario == "collectives") {
-    codes = launch(argv[0], scenario, {{0, 2}, {1, 2}}, "20");
+    codes = rank_launcher::launch(argv[0], scenario, {{0, 2}, {1, 2}}, "20");
     want = {0, 0};
   } else if (scenario == "never_joins") {
-    codes = launch(argv[0], scenario, {{0, 2}}, "1");
+    codes = rank_launcher::launch(argv[0], scenario, {{0, 2}}, "1");
     want = {0};
   } else if (scenario == "dies") {
-    codes = launch(argv[0], scenario, {{0, 2}, {1, 2}}, "20");
+    codes = rank_launcher::launch(argv[0], scenario, {{0, 2}, {1, 2}}, "20");
     want = {0, 3};  // rank 1 exits with 3 by design
   } else if (scenario == "world_mismatch") {
-    codes = launch(argv[0], scenario, {{0, 2}, {1, 3}}, "10");
+    codes = rank_launcher::launch(argv[0], scenario, {{0, 2}, {1, 3}}, "10");
     want = {0, 0};
   } else if (scenario == "rank_twice") {
-    codes = launch(argv[0], scenario, {{0, 3}, {1, 3}, {1, 3}}, "10");
+    codes = rank_launcher::launch(argv[0], scenario, {{0, 3}, {1, 3}, {1, 3}}, "10");
     want = {0, 0, 0};
   } else if (scenario == "rank0_twice") {
     // Either process may win the address: one of each outcome. When neither could listen, a
@@ -327,7 +270,7 @@ int main(int argc, char** argv) {
     // its ephemeral port between free_port() and the bind: seen once under ctest -j2); the
     // scenario is run again on a new port, at most three times.
     for (int attempt = 0; attempt < 3; ++attempt) {
-      codes = launch(argv[0], scenario, {{0, 2}, {0, 2}}, "2");
+      codes = rank_launcher::launch(argv[0], scenario, {{0, 2}, {0, 2}}, "2");
       if (codes != std::vector<int>{10, 10}) break;
       std::fprintf(stderr, "note: neither process could listen; trying another port\n");
     }

@@ -25,8 +25,9 @@ Run probe(const std::string& env) {
   // One file per test process: ctest runs the host and GPU cases at once.
   std::string err_file =
       std::string(::testing::TempDir()) + "plan_probe." + std::to_string(getpid()) + ".err";
-  std::string cmd =
-      "env -u RUNE_PLAN -u DEBUG " + env + " DEBUG=3 '" RUNE_PLAN_PROBE "' 2>'" + err_file + "'";
+  // Row kernels at 1, 7 and 1023 elements under every plan (plan_probe.cpp says why not 65537).
+  std::string cmd = "env -u RUNE_PLAN -u DEBUG PLAN_PROBE_ROW_SIZES=1,7,1023 " + env +
+                    " DEBUG=3 '" RUNE_PLAN_PROBE "' 2>'" + err_file + "'";
   Run r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;

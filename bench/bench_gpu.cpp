@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench/cublas_sgemm.h"
+#include "bench/mlp_784_step.h"
 #include "runtime/cuda/cub_sort.h"
 #include "runtime/gpu/context.h"
 #include "runtime/gpu/transfer.h"
@@ -105,22 +106,8 @@ int main(int argc, char** argv) {
               median(per), call_wait_us);
 
   // The MLP step 784-256-10, batch 128.
-  auto loss = [](const Tensor& w1, const Tensor& w2, const Tensor& xb, const Tensor& yb) {
-    auto h = nx::tanh(nx::matmul(xb, w1));
-    auto d = nx::matmul(h, w2) - yb;
-    return nx::mean(d * d);
-  };
-  auto step =
-      rune::jit([&](const Tensor& w1, const Tensor& w2, const Tensor& xb, const Tensor& yb) {
-        auto [l, g] = rune::value_and_grad(
-            [&](const std::pair<Tensor, Tensor>& p) { return loss(p.first, p.second, xb, yb); },
-            std::make_pair(w1, w2));
-        return std::make_tuple(w1 - g.first * 0.05, w2 - g.second * 0.05, l);
-      });
-  Tensor w1 = nx::place(nx::randn(nx::key(1), nx::float32, {784, 256}) * 0.05, dev);
-  Tensor w2 = nx::place(nx::randn(nx::key(2), nx::float32, {256, 10}) * 0.05, dev);
-  Tensor xb = nx::place(nx::rand(nx::key(3), nx::float32, {128, 784}), dev);
-  Tensor yb = nx::place(nx::rand(nx::key(4), nx::float32, {128, 10}), dev);
+  auto step = bench::mlp_784_step();
+  auto [w1, w2, xb, yb] = bench::mlp_784_inputs(dev);
   Tensor l;
   double step_us = time_us(dev, 50, [&] { std::tie(w1, w2, l) = step(w1, w2, xb, yb); });
   std::printf("mlp step 784-256-10 b128: %.1f us per step, loss %g\n", step_us, nx::item<float>(l));

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "bench/common.h"
+#include "bench/mlp_784_step.h"
 #include "codegen/compile.h"
 #include "runtime/gpu/driver.h"
 #include "trace/rune.h"
@@ -163,22 +164,8 @@ Result measure() {
   r.call3_us = bench::median(per);
 
   // The 784-256-10 MLP step of bench_gpu (forward, backward, SGD: a dozen kernels).
-  auto loss = [](const Tensor& w1, const Tensor& w2, const Tensor& xb, const Tensor& yb) {
-    auto h = nx::tanh(nx::matmul(xb, w1));
-    auto d = nx::matmul(h, w2) - yb;
-    return nx::mean(d * d);
-  };
-  auto step =
-      rune::jit([&](const Tensor& w1, const Tensor& w2, const Tensor& xb, const Tensor& yb) {
-        auto [l, g] = rune::value_and_grad(
-            [&](const std::pair<Tensor, Tensor>& p) { return loss(p.first, p.second, xb, yb); },
-            std::make_pair(w1, w2));
-        return std::make_tuple(w1 - g.first * 0.05, w2 - g.second * 0.05, l);
-      });
-  Tensor w1 = nx::place(nx::randn(nx::key(1), nx::float32, {784, 256}) * 0.05, dev);
-  Tensor w2 = nx::place(nx::randn(nx::key(2), nx::float32, {256, 10}) * 0.05, dev);
-  Tensor xb = nx::place(nx::rand(nx::key(3), nx::float32, {128, 784}), dev);
-  Tensor yb = nx::place(nx::rand(nx::key(4), nx::float32, {128, 10}), dev);
+  auto step = bench::mlp_784_step();
+  auto [w1, w2, xb, yb] = bench::mlp_784_inputs(dev);
   Tensor l;
   for (int i = 0; i < 10; ++i) std::tie(w1, w2, l) = step(w1, w2, xb, yb);  // compile, capture
   per.clear();

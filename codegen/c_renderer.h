@@ -42,6 +42,10 @@ struct CDialect {
   // Every lane of a group calls it together. Empty: the dialect has no exchange, and a
   // reduction's 8 lanes run in one thread.
   std::string lane_shfl_u32, lane_shfl_u64;
+  // Broadcast inside the same group: fn(v, k) returns v of the group's lane k (0 <= k < 8) to
+  // every lane, which all call it together. Empty: no broadcast, and a row kernel's 8 lanes run
+  // in one thread.
+  std::string lane_idx_u32, lane_idx_u64;
   int lane_unroll = 0;  // unroll hint for a lane thread's loop and the partials' combine
   // The dialect has CUDA's vector types (uchar4, ushort4, int4, float4, longlong2, double2 with
   // members x, y, z, w) for elementwise kernels' vector loads (c_vector_loads).

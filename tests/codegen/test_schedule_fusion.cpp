@@ -4,6 +4,7 @@
 // better or worse, fails here and must be pinned again on purpose, with the reason.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -456,4 +457,26 @@ TEST(ScheduleFusion, WithoutEpilogueFusionAProductIsAKernelOfItsOwn) {
                    "contract float32 [8, 8], 2 params, 0 ops",
                    "elementwise float32 [8, 8], 1 param, 5 ops",  // relu
                }));
+}
+
+// One attention block of samples/gpt.cpp at its default shapes (batch 32, context 128, width
+// 128, 4 heads of 32): the heads of a [B, T, 3C] projection, scores q k^T / sqrt(D), the causal
+// mask, softmax, the weighted values, the heads joined again.
+TEST(ScheduleFusion, GptAttentionBlock) {
+  const int64_t B = 32, T = 128, C = 128, H = 4, D = C / H;
+  auto k = kernels_of({{nx::float32, {B, T, 3 * C}}}, [&](const std::vector<Tensor>& a) {
+    Tensor causal = nx::less_equal(nx::iota({T, T}, 1), nx::iota({T, T}, 0));
+    auto heads = [&](int64_t part) {
+      Tensor t = nx::slice(a[0], {{}, {}, {part * C, (part + 1) * C}});
+      return nx::permute(nx::reshape(t, {B, T, H, D}), {0, 2, 1, 3});
+    };
+    Tensor q = heads(0), kk = heads(1), v = heads(2);
+    Tensor att =
+        nx::matmul(q, nx::permute(kk, {0, 1, 3, 2})) * (1 / std::sqrt(static_cast<double>(D)));
+    att = nx::where(causal, att, nx::scalar_like(att, -INFINITY));
+    att = nx::softmax(att, -1);
+    return std::vector<Tensor>{
+        nx::reshape(nx::permute(nx::matmul(att, v), {0, 2, 1, 3}), {B, T, C})};
+  });
+  EXPECT_EQ(k, (std::vector<std::string>{}));
 }

@@ -68,9 +68,12 @@ TEST(Plans, HostPlansGiveTheSameBits) {
 }
 
 TEST(Plans, GpuPlansGiveTheSameBits) {
-  // The fake driver's default is lanes as threads and vec4 where possible; each probe run
-  // compiles every kernel with the host compiler, so two other plans cover the other choices.
-  const char* plans[] = {"gpu lanes:unrolled", "gpu lanes:threads/4"};
+  // The fake driver's default is lanes as threads, rows of 16 or more as 8 threads (rows:lanes)
+  // and vec4 where possible; each probe run compiles every kernel with the host compiler, so two
+  // other plans cover the other choices: one thread per output and per row, and lanes as
+  // threads with another unroll for every reduction and row kernel, rows of 1 and 7 included
+  // (lanes without elements).
+  const char* plans[] = {"gpu lanes:unrolled", "gpu lanes:threads/4 rows:lanes"};
   expect_plans_agree("RUNE_TEST_FAKE_CUDA=1 RUNE_DEFAULT_DEVICE=CUDA:0", plans,
                      sizeof plans / sizeof *plans);
 }

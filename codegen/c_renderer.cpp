@@ -185,7 +185,7 @@ DeviceDesc device_of(const CDialect& d) {
   DeviceDesc r;
   r.gpu = true;
   r.lane_exchange = !d.lane_shfl_u32.empty();
-  r.lane_broadcast = r.lane_exchange && !d.lane_idx_u32.empty();
+  r.lane_bcast = r.lane_exchange && !d.lane_idx_u32.empty();
   r.vector_types = d.vector_loads;
   r.lane_unroll = d.lane_unroll;
   r.block_tiles = !d.block_sync.empty();

@@ -268,7 +268,7 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
     p.lane_threads = true;
     p.lane_unroll = device.lane_unroll;
   }
-  if (device.gpu && device.lane_broadcast && k.row() && numel(k.rshape) >= 2 * kReduceLanes &&
+  if (device.gpu && device.lane_bcast && k.row() && numel(k.rshape) >= 2 * kReduceLanes &&
       rows_contiguous(k)) {
     // A row of 8 threads: as for a reduction, rows of at least 16 elements read along memory.
     p.lane_threads = true;

@@ -21,7 +21,7 @@ namespace codegen {
 struct DeviceDesc {
   bool gpu = false;            // grid-stride entry points (else host work-item ranges)
   bool lane_exchange = false;  // GPU: 8 consecutive threads can exchange values (shuffles)
-  bool lane_broadcast = false;  // GPU: ... and broadcast one lane's value to the 8 (row kernels)
+  bool lane_bcast = false;     // GPU: ... and broadcast one lane's value to the 8 (row kernels)
   bool vector_types = false;   // GPU: float4-style vector loads and stores
   int lane_unroll = 0;         // GPU: unroll hint for a lane thread's loop (loads in flight)
   bool block_tiles = false;    // GPU: block-shared arrays and a block barrier (tiled products)

@@ -204,7 +204,8 @@ TEST(CudaRows, RowsOfSixteenOrMoreAreEightThreads) {
   std::vector<Labelled> ks;
   add_program(ks, "softmax", {{DType::Float32, {4096, 1024}}},
               [](auto& a) { return std::vector<Tensor>{nx::softmax(a[0], -1)}; });
-  add_program(ks, "layer_norm", {{DType::Float32, {13, 40}}, {DType::Float32, {40}}, {DType::Float32, {40}}},
+  add_program(ks, "layer_norm",
+              {{DType::Float32, {13, 40}}, {DType::Float32, {40}}, {DType::Float32, {40}}},
               [](auto& a) { return std::vector<Tensor>{nx::nn::layer_norm(a[0], a[1], a[2])}; });
   add_program(ks, "short softmax", {{DType::Float32, {64, 7}}},
               [](auto& a) { return std::vector<Tensor>{nx::softmax(a[0], -1)}; });

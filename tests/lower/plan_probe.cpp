@@ -143,7 +143,8 @@ int main() {
   // 13 rows (3 warps of 4 rows and one row alone on a GPU) of 40 elements.
   nx::Tensor thirteen = nx::create(nx::float32, {13, 40}, normal({13, 40}, 3.0));
   show("row_softmax_13x40", softmax(thirteen));
-  show("row_layer_norm_13x40", layer_norm(thirteen, nx::create(nx::float32, {40}, normal({40}, 1.0)),
-                                          nx::create(nx::float32, {40}, normal({40}, 1.0))));
+  show("row_layer_norm_13x40",
+       layer_norm(thirteen, nx::create(nx::float32, {40}, normal({40}, 1.0)),
+                  nx::create(nx::float32, {40}, normal({40}, 1.0))));
   return 0;
 }

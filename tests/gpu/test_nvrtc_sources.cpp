@@ -217,7 +217,8 @@ TEST(CudaRows, RowsOfSixteenOrMoreAreEightThreads) {
       const codegen::Plan plan = codegen::c_plan(k, *d);
       EXPECT_EQ(plan.row_lanes, lanes) << label << " " << d->name << ": " << plan.str();
       const std::string src = codegen::render_c(k, "k", *d);
-      const size_t body = src.find("// rune kernel");
+      const size_t body = src.find("// rune kernel k ");  // after the prelude
+      ASSERT_NE(body, std::string::npos) << src;
       const std::string want = d == &codegen::cuda_dialect()
                                    ? "(plan: gpu lanes:threads/32 rows:lanes)"
                                    : "(plan: gpu lanes:threads/16 rows:lanes)";

@@ -280,10 +280,22 @@ class Scheduler {
       auto it = reshape_source_.find(s);
       s = it != reshape_source_.end() && slot_of_.count(it->second) ? it->second : s->src[0];
     }
-    // A computation under the views is materialised in the operand's layout (the views fused
-    // into its kernel); a product or a reduction is a kernel of its own anyway: materialised as
-    // itself, it is read through the views (a copy only where no strided view expresses them).
-    if (s->op != Op::Param && !slot_of_.count(s)) return Realize{is_reduce_or_contract(s) ? s : x};
+    // What is under the views is not a buffer yet. Where a strided view of it expresses them,
+    // it is materialised as itself and read through them: its kernel keeps its own shape, so a
+    // layer norm stays a row kernel under the reshape to the product's rows, and attention's q,
+    // k and v are three views of one projection whose bias fuses into the product (not three
+    // kernels adding it). Where none does, a computation is materialised in the operand's layout
+    // (the views fused into its kernel: one kernel, not a kernel and a copy); a product or a
+    // reduction is a kernel of its own anyway: materialised as itself, then copied where the
+    // views need it (below).
+    if (s->op != Op::Param && !slot_of_.count(s)) {
+      std::optional<View> w = View::contiguous(s->shape);
+      for (size_t i = mops.size(); i-- > 0 && w;)
+        w = mops[i]->op == Op::Reshape ? w->reshape(mops[i]->shape)
+                                       : std::optional<View>(apply_movement(*w, mops[i]));
+      const bool viewable = w && w->mask.empty();
+      return Realize{viewable || is_reduce_or_contract(s) ? s : x};
+    }
     int slot = s->op == Op::Param ? static_cast<int>(arg_load(s).param) : slot_of_.at(s);
     View v = s->op == Op::Param ? arg_load(s).view : View::contiguous(s->shape);
     for (size_t i = mops.size(); i-- > 0;) {

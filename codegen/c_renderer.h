@@ -9,7 +9,8 @@
 // last); n is the entry's work-item count, for the launch (the loops' extents are constants).
 // Every entry is a grid-stride loop: any grid is correct; except a fixed-block entry (the tiled
 // product, CLaunch::block), which needs exactly that many threads per block and any grid. With lane
-// threads (c_lane_threads) the 8 lanes of a reduction block are 8 consecutive work items; with
+// threads (c_lane_threads) the 8 lanes of a reduction block are 8 consecutive work items (and with
+// plan part rows:lanes, the 8 lanes of a row kernel's row, each stage's result broadcast); with
 // vector loads (c_vector_loads) a thread moves 4 outputs when every pointer is 16-byte aligned.
 // Bool is stored as one byte; float16 and bfloat16 travel as their 16-bit patterns.
 #pragma once

@@ -160,8 +160,13 @@ class HostBackend final : public Backend {
 
   runtime::Step gemm_step(const KernelSpec& k, CompileStats& stats) {
     std::shared_ptr<void> epilogue_code;
-    auto plan = std::make_shared<cpu::GemmPlan>(cpu::plan_gemm(k, runtime::host_threads()));
-    if (k.body && k.body->op != Op::Acc) {
+    const bool has_epilogue = k.body && k.body->op != Op::Acc;
+    KernelSpec body_only;  // the epilogue's operations per output, without the product's
+    body_only.shape = k.shape;
+    body_only.body = k.body;
+    auto plan = std::make_shared<cpu::GemmPlan>(
+        cpu::plan_gemm(k, runtime::host_threads(), has_epilogue ? work_per_output(body_only) : 0));
+    if (has_epilogue) {
       // The fused epilogue: an elementwise kernel over the output that reads the product where
       // it was built (Acc becomes a load of the output at its own index), applied by the gemm
       // to each finished tile while it is in cache.

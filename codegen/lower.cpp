@@ -94,13 +94,7 @@ class Lowerer {
 
   lir::Kernel run() {
     // Plan parts that do not apply to this kernel's kind are ignored (codegen/plan.h).
-    const bool one_block_rows = k_.rbody && k_.blocks() == 1 && !k_.shape.empty();
-    if (!k_.row() || !p_.gpu) p_.row_lanes = false;
-    if (!(k_.rbody || p_.row_lanes) || k_.contract || k_.library) p_.lane_threads = false;
-    if (k_.rbody || k_.row() || k_.contract || k_.library) p_.vector4 = false;
-    if (!one_block_rows || k_.contract || k_.library) p_.group = 1;
-    if (!k_.rbody || k_.contract || k_.library || p_.gpu || k_.blocks() < 2) p_.blocks = 1;
-    if (!k_.contract || !p_.gpu) p_.tiles = false;
+    p_ = applicable(k_, p_);
     if (k_.contract) {
       p_.tiles ? tiled_contraction() : contraction();
     } else if (k_.library) {

@@ -235,6 +235,28 @@ Traffic traffic(const KernelSpec& k, const Plan& plan) {
   return t;
 }
 
+Plan applicable(const KernelSpec& k, Plan p) {
+  const bool one_block_rows = k.rbody && k.blocks() == 1 && !k.shape.empty();
+  const bool lowered_reduction = (k.rbody || k.row()) && !k.contract && !k.library;
+  // A row kernel's lanes run as threads only with rows:lanes (else one thread per row).
+  if (!k.row() || !p.gpu || !p.lane_threads || k.contract || k.library) p.row_lanes = false;
+  if (!(k.rbody || p.row_lanes) || k.contract || k.library) {
+    p.lane_threads = false;
+    p.lane_unroll = 0;
+  }
+  if (k.rbody || k.row() || k.contract || k.library) p.vector4 = false;
+  if (!one_block_rows || k.contract || k.library) p.group = 1;
+  if (!k.rbody || k.contract || k.library || p.gpu || k.blocks() < 2) p.blocks = 1;
+  if (!k.contract || !p.gpu) p.tiles = false;
+  // Host lanes step as a vector or unrolled only in a reduction's (or row kernel's) lane loop;
+  // the GPU never uses the host's choice.
+  if (p.gpu)
+    p.vector_lanes = false;
+  else if (!lowered_reduction)
+    p.vector_lanes = true;
+  return p;
+}
+
 Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
   Plan p;
   p.gpu = device.gpu;
@@ -288,8 +310,9 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
     if (!text || text->empty()) return std::nullopt;
     return parse_plan(*text);
   }();
-  if (forced && forced->gpu == device.gpu && validate(k, *forced).empty()) return *forced;
-  return p;
+  if (forced && forced->gpu == device.gpu && validate(k, *forced).empty())
+    return applicable(k, *forced);
+  return applicable(k, p);
 }
 
 }  // namespace codegen

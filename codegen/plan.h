@@ -87,8 +87,14 @@ struct Traffic {
 };
 Traffic traffic(const KernelSpec& k, const Plan& plan);
 
+// `plan` with the parts that do not apply to kernel `k` reset to one canonical value, so that
+// two plans lowering `k` the same way print (and key caches) the same: RUNE_PLAN forced on a
+// whole program changes the text, and so the compiled code's cache key, of only the kernels it
+// changes (an elementwise host kernel has no lanes, a contraction no group).
+Plan applicable(const KernelSpec& k, Plan plan);
+
 // The default plan of a kernel on a device; RUNE_PLAN (when set and valid for the kernel)
-// replaces it.
+// replaces it. Either way the result names only the parts that apply (`applicable`).
 Plan optimise(const KernelSpec& k, const DeviceDesc& device);
 
 }  // namespace codegen

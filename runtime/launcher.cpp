@@ -118,6 +118,21 @@ class HostStreamLauncher final : public HostLauncher {
 
 }  // namespace
 
+void Launcher::launch_steps(const Program& p, char* const* slot_ptrs) const {
+  for (const auto& st : p.steps) {
+    constexpr size_t kParams = 64;
+    char* bufs[kParams];
+    std::vector<char*> big;
+    char** b = bufs;
+    if (st.slots.size() > kParams) {
+      big.resize(st.slots.size());
+      b = big.data();
+    }
+    for (size_t q = 0; q < st.slots.size(); ++q) b[q] = slot_ptrs[st.slots[q]];
+    launch(st, b);
+  }
+}
+
 std::vector<BufferRef> allocate_outputs(const Program& p, const BufferRef* reuse) {
   std::vector<BufferRef> outs(p.output_slots.size());
   for (size_t o = 0; o < outs.size(); ++o)

@@ -72,6 +72,12 @@ class Launcher {
   // with nothing else to do (a small host kernel, neither timed nor profiled), or null. A caller
   // that reruns a step many times (a loop step's body) may call it directly: the same work.
   virtual HostKernelFn inline_kernel(const Step&) const { return nullptr; }
+  // State the launcher keeps per program (a GPU's replay graphs, runtime/gpu/graphs.h), made
+  // once by Program::finalize; null: none.
+  virtual std::shared_ptr<void> prepare(const Program&) const { return nullptr; }
+  // Runs or queues every step of `p` in order, slot s at slot_ptrs[s]: launch() per step, or
+  // (a GPU) one graph launch replaying them.
+  virtual void launch_steps(const Program& p, char* const* slot_ptrs) const;
   // Runs, or orders against the device's stream, one call of `p` (see the table above).
   virtual Launched call(const std::shared_ptr<const Program>& p, const Call& c) const = 0;
   // n bytes between the device's memory and host memory (a GPU's read waits for the device

@@ -39,6 +39,7 @@ void Program::finalize() {
   TempPlacement placed = place_temporaries(intervals, align);
   for (size_t t = 0; t < temps.size(); ++t) temp_offset[temps[t]] = placed.offset[t];
   temp_bytes = placed.bytes;
+  launcher_state = launcher_->prepare(*this);
   if (ir::debug_level() >= 3 && !temps.empty()) print_temp_lifetimes(intervals, temp_bytes);
 }
 
@@ -104,18 +105,7 @@ std::vector<BufferRef> Program::run(char* const* inputs, size_t n, const BufferR
 }
 
 void Program::launch_steps(char* const* slot_ptrs) const {
-  for (const auto& st : steps) {
-    constexpr size_t kParams = 64;
-    char* bufs[kParams];
-    std::vector<char*> big;
-    char** b = bufs;
-    if (st.slots.size() > kParams) {
-      big.resize(st.slots.size());
-      b = big.data();
-    }
-    for (size_t p = 0; p < st.slots.size(); ++p) b[p] = slot_ptrs[st.slots[p]];
-    launcher_->launch(st, b);
-  }
+  launcher_->launch_steps(*this, slot_ptrs);
 }
 
 }  // namespace runtime

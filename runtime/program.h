@@ -76,6 +76,8 @@ struct Program {
   // stream and only its own steps see its temporaries. Set by finalize().
   std::vector<int64_t> temp_offset;
   int64_t temp_bytes = 0;
+  // The launcher's own state for this program (Launcher::prepare), set by finalize().
+  std::shared_ptr<void> launcher_state;
 
   // Chooses the launcher of `device` (a GPU's must exist: raises "<api>: device ... is
   // unavailable" otherwise) and computes temp_offset and temp_bytes; call once the device,

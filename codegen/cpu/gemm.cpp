@@ -494,10 +494,11 @@ int64_t GemmPlan::batch_count() const {
 
 int64_t GemmPlan::flops_per_task() const {
   int64_t t = std::max<int64_t>(tasks(), 1);
-  return std::max<int64_t>(2 * batch_count() * m * n * std::max<int64_t>(k, 1) / t, 1);
+  const int64_t outputs = batch_count() * m * n;
+  return std::max<int64_t>((2 * outputs * std::max<int64_t>(k, 1) + outputs * epilogue_ops) / t, 1);
 }
 
-GemmPlan plan_gemm(const KernelSpec& ks, int threads) {
+GemmPlan plan_gemm(const KernelSpec& ks, int threads, int64_t epilogue_ops) {
   if (!ks.contract) throw std::logic_error("plan_gemm: not a contraction kernel");
   const ir::View& va = ks.contract->a;
   const ir::View& vb = ks.contract->b;
@@ -541,9 +542,12 @@ GemmPlan plan_gemm(const KernelSpec& ks, int threads) {
   // and the work is worth it. Cutting n re-packs a in every part, cutting m re-packs b: cut
   // the side whose other operand is the smaller.
   int64_t batch = g.batch_count();
-  int64_t work = batch * g.m * g.n * std::max<int64_t>(g.k, 1);
-  // (The launcher runs a step on the pool from runtime::kParallelWork flops, 2 per multiply-add.)
-  if (threads > 1 && batch < threads && 2 * work >= runtime::kParallelWork) {
+  g.epilogue_ops = epilogue_ops;
+  // (The launcher runs a step on the pool from runtime::kParallelWork operations: 2 per
+  // multiply-add, and the epilogue's per output.)
+  const int64_t outputs = batch * g.m * g.n;
+  const int64_t total = 2 * outputs * std::max<int64_t>(g.k, 1) + outputs * epilogue_ops;
+  if (threads > 1 && batch < threads && total >= runtime::kParallelWork) {
     int64_t want = (threads + batch - 1) / batch;
     int64_t nr = tile_cols(isa, g.dtype);
     int64_t m_units = (g.m + g.mr - 1) / g.mr, n_units = (g.n + nr - 1) / nr;

@@ -38,14 +38,18 @@ struct GemmPlan {
   // A fused elementwise epilogue (an LLVM kernel over the output's flat indices that reads the
   // product from the output at its own index), applied to each finished row of a tile.
   runtime::HostKernelFn epilogue = nullptr;
+  // The epilogue's operations per output (decomposed: a tanh is about 60), for the split and
+  // the pool's decision: an expensive epilogue makes a small product worth splitting.
+  int64_t epilogue_ops = 0;
 
   int64_t batch_count() const;
   int64_t tasks() const { return batch_count() * m_parts * n_parts; }
   int64_t flops_per_task() const;
 };
 
-// The plan of a Dot kernel (KernelSpec::contract), split for `threads` workers.
-GemmPlan plan_gemm(const KernelSpec& k, int threads);
+// The plan of a Dot kernel (KernelSpec::contract), split for `threads` workers; its fused
+// epilogue, if any, costs `epilogue_ops` operations per output.
+GemmPlan plan_gemm(const KernelSpec& k, int threads, int64_t epilogue_ops = 0);
 
 // Runs tasks [lo, hi) of the plan (a `const GemmPlan*`); a runtime::HostLibraryFn.
 void run_gemm(const void* plan, char** bufs, int64_t lo, int64_t hi);

@@ -54,6 +54,13 @@ struct Cuda {
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            unsigned, CUstream, void**, void**);
   CUresult (*GetErrorString)(CUresult, const char**);
+  // Graphs (optional: CUDA 11.4 and later have every one).
+  CUresult (*StreamBeginCapture)(CUstream, int);
+  CUresult (*StreamEndCapture)(CUstream, void**);
+  CUresult (*GraphInstantiateWithFlags)(void**, void*, unsigned long long);
+  CUresult (*GraphLaunch)(void*, CUstream);
+  CUresult (*GraphExecDestroy)(void*);
+  CUresult (*GraphDestroy)(void*);
   // Primary contexts, one per device, retained once (released at process exit by the driver).
   std::mutex ctx_mu;
   CUcontext ctx[64] = {};
@@ -134,6 +141,16 @@ int module_function(Handle* f, Handle m, const char* name) {
 int launch(Handle f, unsigned grid, unsigned block, Handle s, void** params, unsigned) {
   return g.LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, params, nullptr);
 }
+// Thread-local capture: work other threads queue elsewhere meanwhile is unaffected.
+constexpr int kCaptureThreadLocal = 1;  // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+int begin_capture(Handle s) { return g.StreamBeginCapture(s, kCaptureThreadLocal); }
+int end_capture(Handle s, Handle* graph) { return g.StreamEndCapture(s, graph); }
+int graph_instantiate(Handle* exec, Handle graph) {
+  return g.GraphInstantiateWithFlags(exec, graph, 0);
+}
+int graph_launch(Handle exec, Handle s) { return g.GraphLaunch(exec, s); }
+int graph_exec_destroy(Handle exec) { return g.GraphExecDestroy(exec); }
+int graph_destroy(Handle graph) { return g.GraphDestroy(graph); }
 const char* error_string(int code) {
   const char* s = nullptr;
   if (g.GetErrorString(code, &s) != 0 || !s) return "unrecognised CUDA error";
@@ -215,6 +232,25 @@ DriverLoad load_cuda_driver() {
   t.module_function = module_function;
   t.launch = launch;
   t.error_string = error_string;
+  // Graphs where the driver has all of them (else null: step-by-step launches).
+  std::string no_graphs;
+  auto optional = [&](auto& fn, const char* sym) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(lib.symbol(sym, &no_graphs));
+  };
+  optional(g.StreamBeginCapture, "cuStreamBeginCapture_v2");
+  optional(g.StreamEndCapture, "cuStreamEndCapture");
+  optional(g.GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+  optional(g.GraphLaunch, "cuGraphLaunch");
+  optional(g.GraphExecDestroy, "cuGraphExecDestroy");
+  optional(g.GraphDestroy, "cuGraphDestroy");
+  if (no_graphs.empty()) {
+    t.begin_capture = begin_capture;
+    t.end_capture = end_capture;
+    t.graph_instantiate = graph_instantiate;
+    t.graph_launch = graph_launch;
+    t.graph_exec_destroy = graph_exec_destroy;
+    t.graph_destroy = graph_destroy;
+  }
   out.table = &t;
   return out;
 }

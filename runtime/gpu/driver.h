@@ -5,7 +5,8 @@
 // pointers, device memory is a 64-bit address (CUdeviceptr / hipDeviceptr_t).
 //
 // Every entry returns the vendor's status code (0 is success); error_string names a code.
-// Invariant: every entry is non-null in a loaded table.
+// Invariant: every entry is non-null in a loaded table, except the graph entries, which a
+// driver without stream capture leaves null (programs then launch step by step).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -52,6 +53,20 @@ struct DriverTable {
   int (*launch)(Handle f, unsigned grid, unsigned block, Handle stream, void** params,
                 unsigned n_params) = nullptr;
   const char* (*error_string)(int code) = nullptr;
+  // Graphs (runtime/gpu/graphs.h): work queued on a capturing stream is recorded, not run
+  // (cuStreamBeginCapture in thread-local mode / hipStreamBeginCapture); end_capture returns
+  // the recording, instantiate makes it launchable, graph_launch queues it all on a stream.
+  // Null together where the driver lacks them.
+  int (*begin_capture)(Handle stream) = nullptr;
+  int (*end_capture)(Handle stream, Handle* graph) = nullptr;
+  int (*graph_instantiate)(Handle* exec, Handle graph) = nullptr;
+  int (*graph_launch)(Handle exec, Handle stream) = nullptr;
+  int (*graph_exec_destroy)(Handle exec) = nullptr;
+  int (*graph_destroy)(Handle graph) = nullptr;
+  bool has_graphs() const {
+    return begin_capture && end_capture && graph_instantiate && graph_launch &&
+           graph_exec_destroy && graph_destroy;
+  }
 };
 
 // A table and why it is missing: exactly one of `table` and `error` is set.

@@ -8,6 +8,7 @@
 
 #include "ir/debug.h"
 #include "runtime/gpu/context.h"
+#include "runtime/gpu/graphs.h"
 #include "runtime/gpu/transfer.h"
 #include "runtime/profile.h"
 
@@ -33,26 +34,13 @@ class GpuLauncher final : public Launcher {
     Context& c = c_;
     c.make_current();
     const DriverTable& d = c.driver();
-    constexpr size_t kMax = 64;
-    size_t np = step.slots.size();
-    if (np + 1 > kMax) throw std::logic_error("runtime::gpu::launch: too many kernel params");
-    // Each param is passed by address: device pointers as 64-bit values, then n.
-    uint64_t values[kMax];
-    void* params[kMax];
-    for (size_t i = 0; i < np; ++i) {
-      values[i] = reinterpret_cast<uintptr_t>(bufs[i]);
-      params[i] = &values[i];
-    }
-    long long n = step.items;
-    params[np] = &n;
     // Queues the step: a kernel launch (a driver status) or the library step (which throws).
     auto queue = [&] {
       if (step.kind == Step::Kind::Library) {
         step.queue(c, bufs);
         return 0;
       }
-      return d.launch(step.entry, step.geometry.grid, step.geometry.block, c.handle(), params,
-                      static_cast<unsigned>(np + 1));
+      return queue_kernel(d, step, bufs, c.handle());
     };
     const bool profiled = profile_enabled();
     if (ir::debug_level() < 2 && !profiled) {
@@ -91,6 +79,17 @@ class GpuLauncher final : public Launcher {
     std::fprintf(stderr, "rune: kernel %s on %s: %lld items, %.1f us, %.2f GB/s\n",
                  step.name.c_str(), c.device().name().c_str(), static_cast<long long>(step.items),
                  us, us > 0 ? step.bytes / us / 1e3 : 0.0);
+  }
+
+  std::shared_ptr<void> prepare(const Program& p) const override { return graphs_for(c_, p); }
+
+  // One graph launch where the program replays as a graph (runtime/gpu/graphs.h); else, and
+  // whenever each kernel is timed (DEBUG=2, RUNE_PROFILE), one launch per step.
+  void launch_steps(const Program& p, char* const* slot_ptrs) const override {
+    auto* graphs = static_cast<ProgramGraphs*>(p.launcher_state.get());
+    if (graphs && ir::debug_level() < 2 && !profile_enabled() && graphs->launch(p, slot_ptrs))
+      return;
+    Launcher::launch_steps(p, slot_ptrs);
   }
 
   // The work is queued now: an input whose failure state is already set skips it (its data
@@ -133,6 +132,23 @@ class GpuLauncher final : public Launcher {
 };
 
 }  // namespace
+
+int queue_kernel(const DriverTable& d, const Step& step, char* const* bufs, Handle stream) {
+  constexpr size_t kMax = 64;
+  size_t np = step.slots.size();
+  if (np + 1 > kMax) throw std::logic_error("runtime::gpu::launch: too many kernel params");
+  // Each param is passed by address: device pointers as 64-bit values, then n.
+  uint64_t values[kMax];
+  void* params[kMax];
+  for (size_t i = 0; i < np; ++i) {
+    values[i] = reinterpret_cast<uintptr_t>(bufs[i]);
+    params[i] = &values[i];
+  }
+  long long n = step.items;
+  params[np] = &n;
+  return d.launch(step.entry, step.geometry.grid, step.geometry.block, stream, params,
+                  static_cast<unsigned>(np + 1));
+}
 
 const Launcher& launcher_for(Device d, const char* api) {
   Context& c = context(d, api);  // raises: unavailable

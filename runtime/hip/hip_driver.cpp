@@ -50,6 +50,13 @@ struct Hip {
   hipError_t (*ModuleLaunchKernel)(hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned,
                                    unsigned, unsigned, hipStream_t, void**, void**);
   const char* (*GetErrorString)(hipError_t);
+  // Graphs (optional; ROCm 5.2 has them, marked beta).
+  hipError_t (*StreamBeginCapture)(hipStream_t, int);
+  hipError_t (*StreamEndCapture)(hipStream_t, void**);
+  hipError_t (*GraphInstantiate)(void**, void*, void**, char*, size_t);
+  hipError_t (*GraphLaunch)(void*, hipStream_t);
+  hipError_t (*GraphExecDestroy)(void*);
+  hipError_t (*GraphDestroy)(void*);
 };
 Hip g;
 
@@ -110,6 +117,15 @@ int module_function(Handle* f, Handle m, const char* name) {
 int launch(Handle f, unsigned grid, unsigned block, Handle s, void** params, unsigned) {
   return g.ModuleLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, params, nullptr);
 }
+constexpr int kCaptureThreadLocal = 1;  // hipStreamCaptureModeThreadLocal
+int begin_capture(Handle s) { return g.StreamBeginCapture(s, kCaptureThreadLocal); }
+int end_capture(Handle s, Handle* graph) { return g.StreamEndCapture(s, graph); }
+int graph_instantiate(Handle* exec, Handle graph) {
+  return g.GraphInstantiate(exec, graph, nullptr, nullptr, 0);
+}
+int graph_launch(Handle exec, Handle s) { return g.GraphLaunch(exec, s); }
+int graph_exec_destroy(Handle exec) { return g.GraphExecDestroy(exec); }
+int graph_destroy(Handle graph) { return g.GraphDestroy(graph); }
 const char* error_string(int code) {
   const char* s = g.GetErrorString(code);
   return s ? s : "unrecognised HIP error";
@@ -186,6 +202,25 @@ DriverLoad load_hip_driver() {
   t.module_function = module_function;
   t.launch = launch;
   t.error_string = error_string;
+  // Graphs where the runtime has all of them (else null: step-by-step launches).
+  std::string no_graphs;
+  auto optional = [&](auto& fn, const char* sym) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(lib.symbol(sym, &no_graphs));
+  };
+  optional(g.StreamBeginCapture, "hipStreamBeginCapture");
+  optional(g.StreamEndCapture, "hipStreamEndCapture");
+  optional(g.GraphInstantiate, "hipGraphInstantiate");
+  optional(g.GraphLaunch, "hipGraphLaunch");
+  optional(g.GraphExecDestroy, "hipGraphExecDestroy");
+  optional(g.GraphDestroy, "hipGraphDestroy");
+  if (no_graphs.empty()) {
+    t.begin_capture = begin_capture;
+    t.end_capture = end_capture;
+    t.graph_instantiate = graph_instantiate;
+    t.graph_launch = graph_launch;
+    t.graph_exec_destroy = graph_exec_destroy;
+    t.graph_destroy = graph_destroy;
+  }
   out.table = &t;
   return out;
 }

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -33,6 +34,8 @@ struct Counters {
   std::atomic<int> mem_alloc{0}, mem_free{0}, launches{0}, htod{0}, dtoh{0}, dtod{0}, syncs{0},
       modules{0};
   std::atomic<int> block_launches{0};  // launches of fixed-block entries (tiled products)
+  // Graphs: captures begun, graphs instantiated and alive, graph launches.
+  std::atomic<int> captures{0}, graph_execs{0}, graph_launches{0};
 };
 inline Counters& counters() {
   static Counters c;
@@ -190,7 +193,76 @@ inline int module_function(void** f, void* m, const char* name) {
 // more integer arguments than the callee reads. Up to 64: a fused training step's kernels read
 // many buffers (a GPT's AdamW update: dozens).
 inline constexpr unsigned kMaxParams = 64;
-inline int launch(void* f, unsigned grid, unsigned block, void*, void** params, unsigned n) {
+// Graphs: a launch on a capturing stream is recorded (its params copied by value, as a driver
+// does), not run; a graph launch runs the recorded launches in order.
+struct RecordedLaunch {
+  void* f;
+  unsigned grid, block, n;
+  std::vector<uint64_t> params;
+};
+using Graph = std::vector<RecordedLaunch>;
+inline std::mutex& capture_mu() {
+  static std::mutex m;
+  return m;
+}
+inline std::map<void*, Graph>& capturing() {  // stream -> what it has recorded so far
+  static std::map<void*, Graph> m;
+  return m;
+}
+inline int run_launch(void* f, unsigned grid, unsigned block, void** params, unsigned n);
+inline int launch(void* f, unsigned grid, unsigned block, void* stream, void** params, unsigned n) {
+  {
+    std::lock_guard lock(capture_mu());
+    auto it = capturing().find(stream);
+    if (it != capturing().end()) {
+      if (n > kMaxParams) return 1;
+      RecordedLaunch r{f, grid, block, n, std::vector<uint64_t>(n)};
+      for (unsigned i = 0; i < n; ++i) std::memcpy(&r.params[i], params[i], 8);
+      it->second.push_back(std::move(r));
+      return 0;
+    }
+  }
+  return run_launch(f, grid, block, params, n);
+}
+inline int begin_capture(void* stream) {
+  std::lock_guard lock(capture_mu());
+  if (!capturing().emplace(stream, Graph{}).second) return 900;  // already capturing
+  ++counters().captures;
+  return 0;
+}
+inline int end_capture(void* stream, void** graph) {
+  std::lock_guard lock(capture_mu());
+  auto it = capturing().find(stream);
+  if (it == capturing().end()) return 901;  // not capturing
+  *graph = new Graph(std::move(it->second));
+  capturing().erase(it);
+  return 0;
+}
+inline int graph_instantiate(void** exec, void* graph) {
+  *exec = new Graph(*static_cast<Graph*>(graph));
+  ++counters().graph_execs;
+  return 0;
+}
+inline int graph_launch(void* exec, void*) {
+  ++counters().graph_launches;
+  for (const RecordedLaunch& r : *static_cast<Graph*>(exec)) {
+    std::vector<void*> ptrs(r.n);
+    std::vector<uint64_t> values = r.params;
+    for (unsigned i = 0; i < r.n; ++i) ptrs[i] = &values[i];
+    if (int rc = run_launch(r.f, r.grid, r.block, ptrs.data(), r.n)) return rc;
+  }
+  return 0;
+}
+inline int graph_exec_destroy(void* exec) {
+  delete static_cast<Graph*>(exec);
+  --counters().graph_execs;
+  return 0;
+}
+inline int graph_destroy(void* graph) {
+  delete static_cast<Graph*>(graph);
+  return 0;
+}
+inline int run_launch(void* f, unsigned grid, unsigned block, void** params, unsigned n) {
   ++counters().launches;
   if (grid == 0 || block == 0 || n > kMaxParams) return 1;
   static std::mutex one_launch;
@@ -271,6 +343,12 @@ inline const runtime::gpu::DriverTable& table() {
     t.module_function = module_function;
     t.launch = launch;
     t.error_string = error_string;
+    t.begin_capture = begin_capture;
+    t.end_capture = end_capture;
+    t.graph_instantiate = graph_instantiate;
+    t.graph_launch = graph_launch;
+    t.graph_exec_destroy = graph_exec_destroy;
+    t.graph_destroy = graph_destroy;
     return t;
   }();
   return t;

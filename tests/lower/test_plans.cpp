@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #ifndef RUNE_PLAN_PROBE
 #error "RUNE_PLAN_PROBE must name the plan_probe executable"
@@ -43,28 +44,44 @@ Run probe(const std::string& env) {
   return r;
 }
 
-void expect_plans_agree(const std::string& device_env, const char* const* plans, size_t n) {
+// A forced plan and what DEBUG=3 must print for some kernel under it: a plan is printed with
+// only the parts that apply to the kernel (codegen::applicable), so a plan combining parts of
+// different kernel kinds shows as several lines.
+struct Forced {
+  const char* plan;
+  std::vector<const char*> printed;
+};
+
+void expect_plans_agree(const std::string& device_env, const std::vector<Forced>& plans) {
   Run base = probe(device_env);
   ASSERT_EQ(base.status, 0) << base.err.substr(0, 4000);
   ASSERT_NE(base.out.find("sum_blocks "), std::string::npos) << base.out;
-  for (size_t i = 0; i < n; ++i) {
-    Run r = probe(device_env + " RUNE_PLAN='" + plans[i] + "'");
-    ASSERT_EQ(r.status, 0) << plans[i] << "\n" << r.err.substr(0, 4000);
-    EXPECT_EQ(r.out, base.out) << "plan " << plans[i] << " changed bits";
-    EXPECT_NE(r.err.find(std::string("plan: ") + plans[i]), std::string::npos)
-        << "plan " << plans[i] << " was never used";
+  for (const Forced& f : plans) {
+    Run r = probe(device_env + " RUNE_PLAN='" + f.plan + "'");
+    ASSERT_EQ(r.status, 0) << f.plan << "\n" << r.err.substr(0, 4000);
+    EXPECT_EQ(r.out, base.out) << "plan " << f.plan << " changed bits";
+    for (const char* line : f.printed)
+      EXPECT_NE(r.err.find(std::string("plan: ") + line), std::string::npos)
+          << "plan " << f.plan << " was never used as \"" << line << "\"";
   }
 }
 
 TEST(Plans, HostPlansGiveTheSameBits) {
   // The default interleaves reduction blocks where there are enough (sum_many_blocks: blocks:4
-  // on 2 threads); the plans without `blocks` reduce them one by one.
-  const char* plans[] = {
-      "host lanes:unrolled group:1",        "host lanes:vector group:16",
-      "host lanes:unrolled group:16",       "host lanes:vector group:1",
-      "host lanes:vector group:1 blocks:2", "host lanes:unrolled group:1 blocks:4",
-      "host lanes:vector group:16 blocks:4"};
-  expect_plans_agree("", plans, sizeof plans / sizeof *plans);
+  // on 2 threads) and groups 16 outputs of a row sum ([1, 301]); the plans below force the
+  // other choices. Elementwise kernels have no host plan parts: they print the default.
+  expect_plans_agree(
+      "", {{"host lanes:unrolled group:1",
+            {"host lanes:unrolled group:1 for ReduceSum [1, 301]",
+             "host lanes:unrolled group:1 for row", "host lanes:vector group:1 for elementwise"}},
+           {"host lanes:vector group:16", {"host lanes:vector group:16 for ReduceSum [37, 1]"}},
+           {"host lanes:unrolled group:16", {"host lanes:unrolled group:16 for ReduceSum"}},
+           {"host lanes:vector group:1", {"host lanes:vector group:1 for ReduceSum [1, 301]"}},
+           {"host lanes:vector group:1 blocks:2", {"host lanes:vector group:1 blocks:2 for"}},
+           {"host lanes:unrolled group:1 blocks:4",
+            {"host lanes:unrolled group:1 blocks:4 for", "host lanes:unrolled group:1 for row"}},
+           {"host lanes:vector group:16 blocks:4",
+            {"host lanes:vector group:16 for", "host lanes:vector group:1 blocks:4 for"}}});
 }
 
 TEST(Plans, GpuPlansGiveTheSameBits) {
@@ -73,9 +90,12 @@ TEST(Plans, GpuPlansGiveTheSameBits) {
   // other plans cover the other choices: one thread per output and per row, and lanes as
   // threads with another unroll for every reduction and row kernel, rows of 1 and 7 included
   // (lanes without elements).
-  const char* plans[] = {"gpu lanes:unrolled", "gpu lanes:threads/4 rows:lanes"};
-  expect_plans_agree("RUNE_TEST_FAKE_CUDA=1 RUNE_DEFAULT_DEVICE=CUDA:0", plans,
-                     sizeof plans / sizeof *plans);
+  expect_plans_agree(
+      "RUNE_TEST_FAKE_CUDA=1 RUNE_DEFAULT_DEVICE=CUDA:0",
+      {{"gpu lanes:unrolled",
+        {"gpu lanes:unrolled for Reduce", "gpu lanes:unrolled for row [5, 1]"}},
+       {"gpu lanes:threads/4 rows:lanes",
+        {"gpu lanes:threads/4 for Reduce", "gpu lanes:threads/4 rows:lanes for row"}}});
 }
 
 }  // namespace

@@ -182,7 +182,14 @@ std::string vec_part(DType t, const std::string& v, int64_t c) {
 }
 
 DeviceDesc device_of(const CDialect& d) {
-  return {true, !d.lane_shfl_u32.empty(), d.vector_loads, d.lane_unroll, !d.block_sync.empty()};
+  DeviceDesc r;
+  r.gpu = true;
+  r.lane_exchange = !d.lane_shfl_u32.empty();
+  r.lane_bcast = r.lane_exchange && !d.lane_idx_u32.empty();
+  r.vector_types = d.vector_loads;
+  r.lane_unroll = d.lane_unroll;
+  r.block_tiles = !d.block_sync.empty();
+  return r;
 }
 
 class Printer {
@@ -394,7 +401,9 @@ class Printer {
         return let(t, var_name(v) + "[" + a[0] + "]");
       }
       case Op::Shuffle:
-        return let(t, shuffle(t, a[0], arg_int(n)));
+        return let(t, shuffle(t, a[0], arg_int(n), d_.lane_shfl_u32, d_.lane_shfl_u64));
+      case Op::ShuffleIdx:
+        return let(t, shuffle(t, a[0], arg_int(n), d_.lane_idx_u32, d_.lane_idx_u64));
       case Op::Neg:
         return let(t, "(-" + a[0] + ")");
       case Op::Add:
@@ -488,11 +497,12 @@ class Printer {
                            std::string(name(to)));
   }
 
-  // v of lane l + k of this thread's group of 8.
-  std::string shuffle(DType t, const std::string& v, int64_t k) const {
+  // v of another lane of this thread's group of 8 through the exchange s32 / s64 (lane l + k
+  // for Shuffle, lane k for ShuffleIdx).
+  std::string shuffle(DType t, const std::string& v, int64_t k, const std::string& s32,
+                      const std::string& s64) const {
     std::string ks = std::to_string(k);
-    const std::string &s32 = d_.lane_shfl_u32, &s64 = d_.lane_shfl_u64;
-    if (s32.empty())
+    if (s32.empty() || s64.empty())
       throw std::logic_error("render_c: dialect " + d_.name + " has no lane exchange");
     switch (t) {
       case DType::Float32:
@@ -550,9 +560,16 @@ const CDialect& cuda_dialect() {
         "  return __shfl_down_sync(0xffu << (threadIdx.x & 24u), v, k, 8);\n}\n"
         "static __device__ __forceinline__ unsigned long long rune_shfl_u64(unsigned long long "
         "v, int k) {\n"
-        "  return __shfl_down_sync(0xffu << (threadIdx.x & 24u), v, k, 8);\n}\n";
+        "  return __shfl_down_sync(0xffu << (threadIdx.x & 24u), v, k, 8);\n}\n"
+        "static __device__ __forceinline__ unsigned rune_shfl_idx_u32(unsigned v, int k) {\n"
+        "  return __shfl_sync(0xffu << (threadIdx.x & 24u), v, k, 8);\n}\n"
+        "static __device__ __forceinline__ unsigned long long rune_shfl_idx_u64(unsigned long "
+        "long v, int k) {\n"
+        "  return __shfl_sync(0xffu << (threadIdx.x & 24u), v, k, 8);\n}\n";
     c.lane_shfl_u32 = "rune_shfl_u32";
     c.lane_shfl_u64 = "rune_shfl_u64";
+    c.lane_idx_u32 = "rune_shfl_idx_u32";
+    c.lane_idx_u64 = "rune_shfl_idx_u64";
     // 32 loads in flight per lane thread: a 256M-element sum has only 8 threads per 65,536
     // elements (the documented order), about 256 per SM on an H200, and needs ~20 KiB of loads
     // in flight per SM to reach the memory's bandwidth.

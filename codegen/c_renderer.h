@@ -9,7 +9,8 @@
 // last); n is the entry's work-item count, for the launch (the loops' extents are constants).
 // Every entry is a grid-stride loop: any grid is correct; except a fixed-block entry (the tiled
 // product, CLaunch::block), which needs exactly that many threads per block and any grid. With lane
-// threads (c_lane_threads) the 8 lanes of a reduction block are 8 consecutive work items; with
+// threads (c_lane_threads) the 8 lanes of a reduction block are 8 consecutive work items (and with
+// plan part rows:lanes, the 8 lanes of a row kernel's row, each stage's result broadcast); with
 // vector loads (c_vector_loads) a thread moves 4 outputs when every pointer is 16-byte aligned.
 // Bool is stored as one byte; float16 and bfloat16 travel as their 16-bit patterns.
 #pragma once
@@ -42,6 +43,10 @@ struct CDialect {
   // Every lane of a group calls it together. Empty: the dialect has no exchange, and a
   // reduction's 8 lanes run in one thread.
   std::string lane_shfl_u32, lane_shfl_u64;
+  // Broadcast inside the same group: fn(v, k) returns v of the group's lane k (0 <= k < 8) to
+  // every lane, which all call it together. Empty: no broadcast, and a row kernel's 8 lanes run
+  // in one thread.
+  std::string lane_idx_u32, lane_idx_u64;
   int lane_unroll = 0;  // unroll hint for a lane thread's loop and the partials' combine
   // The dialect has CUDA's vector types (uchar4, ushort4, int4, float4, longlong2, double2 with
   // members x, y, z, w) for elementwise kernels' vector loads (c_vector_loads).

@@ -148,7 +148,8 @@ NodeRef legalize_node(NodeRef n, const std::vector<NodeRef>& s) {
   DType st = s.empty() ? t : s[0]->dtype;
   const bool fl = is_float(st), bl = st == DType::Bool;
   if ((is_half(st) || is_half(t)) && !s.empty() && n->op != Op::Cast && n->op != Op::Bitcast &&
-      n->op != Op::Where && n->op != Op::LoadAt && n->op != Op::RegAt && n->op != Op::Shuffle)
+      n->op != Op::Where && n->op != Op::LoadAt && n->op != Op::RegAt && n->op != Op::Shuffle &&
+      n->op != Op::ShuffleIdx)
     throw std::logic_error("legalize: " + std::string(op_name(n->op)) +
                            " on a 16-bit float (decompose first)");
   switch (n->op) {
@@ -203,6 +204,7 @@ bool is_core(NodeRef n) {
     case Op::LoadAt:
     case Op::RegAt:
     case Op::Shuffle:
+    case Op::ShuffleIdx:
     case Op::Add:
     case Op::Sub:
     case Op::Mul:

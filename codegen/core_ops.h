@@ -1,7 +1,8 @@
 // The core ops: the scalar operations a renderer spells. `legalize` rewrites a decomposed DAG
 // (codegen/decompose.h) so that only these remain, each with one obvious spelling in LLVM IR and
 // in C, defined for every input it can receive:
-//   Const, Var, LoadAt, RegAt, Shuffle      leaves and lowered reads (codegen/lowered.h)
+//   Const, Var, LoadAt, RegAt, Shuffle,     leaves and lowered reads (codegen/lowered.h)
+//   ShuffleIdx
 //   Neg                                     floats (sign flip)
 //   Add, Sub, Mul                           integers wrap; floats IEEE (never bool)
 //   DivT, RemT                              floats: IEEE division, fmod; integers: truncating,

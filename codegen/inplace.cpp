@@ -87,8 +87,9 @@ std::vector<std::vector<int>> inplace_inputs(const Schedule& s) {
             break;
           case Read::Load: {
             // A row kernel writing rows reads each row (its stages, then its body) before it
-            // writes that row, in one work item (host) or thread (GPU): a read of the row's
-            // own elements is a read of its own index, in every part.
+            // writes that row, in one work item (host) or thread (GPU), or with plan
+            // rows:lanes each element in the one thread of its lane: a read of the row's own
+            // elements is a read of its own index, in every part.
             bool own_index = r.kernel == writer &&
                              (w.row_out ? reads_own_index(*r.view, row_space(w))
                                         : r.part == 0 && reads_own_index(*r.view, w.shape));

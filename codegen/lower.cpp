@@ -329,18 +329,33 @@ class Lowerer {
   // GPU: lane l (of the 8 threads of this group) of the block [rlo, rhi); then the fixed tree as
   // exchanges. After the step with offset 4, lane l < 4 holds q_l = p_l (+) p_(l+4); after 2,
   // lane l < 2 holds s_l = q_l (+) q_(l+2); after 1, lane 0 holds s_0 (+) s_1 (the other lanes
-  // compute values nobody reads).
-  NodeRef reduce_lane(const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi, NodeRef l) {
+  // compute values nobody reads). With `broadcast` (a row kernel's stage, rows()), every lane
+  // then gets lane 0's result (ShuffleIdx): the same bits in the 8 threads. Lane l's elements
+  // are rlo + l, rlo + l + 8, ... in increasing order, the last R % 8 included (element 8 j + t
+  // is lane t's), exactly those of reduce_block's lane l.
+  NodeRef reduce_lane(const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi, NodeRef l,
+                      bool broadcast = false) {
     VarId a = reg("lane", acc_type(), 1, identity());
     VarId j = var("j");
     loop(
         j, add(rlo, l), rhi, Loop::Serial,
-        [&] { set(a, I(0), combine(at(a, I(0)), rbody_at(idx, 0, V(j)))); }, kReduceLanes,
-        p_.lane_unroll);
+        [&] {
+          if (!kept_) return set(a, I(0), combine(at(a, I(0)), rbody_at(idx, 0, V(j))));
+          // A row kernel's last stage also stores the kept value (rows()), in this lane's
+          // element: the thread that writes the row's element j later reads it back.
+          std::vector<NodeRef> full = idx;
+          for (NodeRef d : unflatten(V(j), k_.rshape)) full.push_back(d);
+          NodeRef v = let("kept", at_index(kept_, full, accs_));
+          store(0, add(kept_base_, V(j)), v);
+          set(a, I(0), combine(at(a, I(0)), at_index(rb_, full, accs_, {{kept_, v}})));
+        },
+        kReduceLanes, p_.lane_unroll);
     for (int64_t k : {4, 2, 1}) {
       NodeRef mine = at(a, I(0));
       set(a, I(0), combine(mine, make(Op::Shuffle, acc_type(), {}, {mine}, k)));
     }
+    if (broadcast)
+      return let("red", make(Op::ShuffleIdx, acc_type(), {}, {at(a, I(0))}, int64_t{0}));
     return let("red", at(a, I(0)));
   }
 
@@ -508,10 +523,9 @@ class Lowerer {
   // each a one-block reduction over the row in the order reduce_block gives the reduction
   // kernel it replaces (lanes, fixed tree; R <= kReduceBlock), reading the earlier stages'
   // results; then the body, at the outer index or over the row (the row is in L1 after the
-  // first stage on the host). The host steps two rows together (row_group). The GPU runs one
-  // row per thread, all 8 lanes in registers (the plan's lane threads are not used for row
-  // kernels yet: every lane would need each stage's result, and the lane exchange only moves
-  // values down).
+  // first stage on the host). The host steps two rows together (row_group). The GPU with plan
+  // rows:lanes runs a row as 8 consecutive threads (row_lanes), else one row per thread, all 8
+  // lanes in registers.
   //
   // A costly value that the last stage and a row-writing body both compute per element (softmax's
   // exp(x - max)) is computed once: the last stage stores it in the output row as it reduces it,
@@ -520,8 +534,9 @@ class Lowerer {
   // overwrite elements of that input the body would read.
   void rows() {
     const int64_t outs = numel(k_.shape), R = numel(k_.rshape);
-    p_.lane_threads = false;
     const NodeRef kept = k_.row_out ? kept_value() : nullptr;
+    if (p_.row_lanes) return row_lanes(kept);
+    p_.lane_threads = false;
     if (!p_.gpu) {
       // The host: the range's rows two at a time (then its last one alone, when odd).
       entry("", outs, outs, [&] {
@@ -560,6 +575,49 @@ class Lowerer {
           if (kept) reads[kept] = load_at(0, k_.out_dtype, add(base, V(r)));
           store(0, add(base, V(r)), at_index(k_.body, at, accs, reads));
         });
+      });
+    });
+  }
+
+  // GPU, plan rows:lanes: work item w is lane l = w % 8 of row o = w / 8, so a row is 8
+  // consecutive threads (a warp holds 4 rows; the launch has 8 threads per row, so every group
+  // of 8 is whole and its threads run the same items). Each stage is reduce_lane: lane l's
+  // chain (elements l, l + 8, ...: reduce_block's lane l), the fixed tree as shuffles, its result
+  // broadcast to the 8 threads; then a row-writing body writes element r in lane r % 8's thread
+  // (consecutive threads, consecutive addresses), the elements that thread's chains read and,
+  // for the kept value, wrote; a body at the outer index is lane 0's. A thread reads and writes
+  // only its own lane's elements of its row, so an input written over in place
+  // (codegen/inplace.cpp: a read of the row's own index) is never read by another thread after
+  // it was written.
+  void row_lanes(NodeRef kept) {
+    const int64_t outs = numel(k_.shape), R = numel(k_.rshape);
+    const int L = kReduceLanes;
+    entry("", outs * L, outs * L, [&] {
+      items(outs * L, [&](NodeRef w) {
+        NodeRef o = let("o", udiv(w, L)), l = let("l", urem(w, L));
+        const std::vector<NodeRef> idx = unflatten(o, k_.shape);
+        NodeRef base = k_.row_out ? let("base", mul(o, R)) : nullptr;
+        std::vector<NodeRef> accs;
+        for (size_t s = 0; s < k_.stages.size(); ++s) {
+          const RowStage& st = k_.stages[s];
+          rb_ = st.rbody, rop_ = st.reduce_op, accs_ = accs;
+          if (s + 1 == k_.stages.size()) kept_ = kept, kept_base_ = base;
+          accs.push_back(reduce_lane(idx, I(0), I(R), l, true));
+          kept_ = nullptr;
+        }
+        if (!k_.row_out)
+          return when(b::eq(l, I(0)), [&] { store(0, o, at_index(k_.body, idx, accs)); });
+        VarId r = var("r");
+        loop(
+            r, l, I(R), Loop::Serial,
+            [&] {
+              std::vector<NodeRef> at = idx;
+              for (NodeRef d : unflatten(V(r), k_.rshape)) at.push_back(d);
+              std::map<NodeRef, NodeRef> reads;
+              if (kept) reads[kept] = load_at(0, k_.out_dtype, add(base, V(r)));
+              store(0, add(base, V(r)), at_index(k_.body, at, accs, reads));
+            },
+            L);
       });
     });
   }

@@ -32,6 +32,28 @@ bool reduction_contiguous(const KernelSpec& k) {
   return true;
 }
 
+// A row kernel's row is contiguous (or broadcast) in every load of its stages and of a
+// row-writing body: 8 neighbouring lanes read neighbouring addresses.
+bool rows_contiguous(const KernelSpec& k) {
+  size_t nk = k.shape.size(), nr = k.rshape.size(), axis = nr;
+  for (size_t a = nr; a-- > 0;)
+    if (k.rshape[a] > 1) {
+      axis = a;
+      break;
+    }
+  if (axis == nr) return false;
+  std::vector<NodeRef> roots;
+  for (const RowStage& st : k.stages) roots.push_back(st.rbody);
+  if (k.row_out) roots.push_back(k.body);
+  for (NodeRef n : toposort(roots))
+    if (n->op == Op::Load) {
+      const View& v = arg_load(n).view;
+      if (v.strides.size() != nk + nr) return false;
+      if (v.strides[nk + axis] < -1 || v.strides[nk + axis] > 1) return false;
+    }
+  return true;
+}
+
 // Every load of an elementwise kernel reads the output's own index (C-contiguous over the
 // output's shape, unmasked, from an offset that is a multiple of 4) or one element: 4
 // consecutive outputs read 4 consecutive elements of each param.
@@ -102,6 +124,7 @@ std::string Plan::str() const {
     s << "gpu lanes:" << (lane_threads ? "threads/" + std::to_string(lane_unroll) : "unrolled");
     if (vector4) s << " vec4";
     if (tiles) s << " " << tiles_name();
+    if (row_lanes) s << " rows:lanes";
   }
   return s.str();
 }
@@ -134,6 +157,8 @@ std::optional<Plan> parse_plan(const std::string& text, std::string* error) {
       if (p.lane_unroll < 0 || p.lane_unroll > 64) return fail("unroll is 0 to 64");
     } else if (p.gpu && word == "vec4") {
       p.vector4 = true;
+    } else if (p.gpu && word == "rows:lanes") {
+      p.row_lanes = true;
     } else if (p.gpu && word.rfind("tiles:", 0) == 0) {
       if (word != tiles_name()) return fail("the one tiled product is " + tiles_name());
       p.tiles = true;
@@ -156,6 +181,9 @@ std::string validate(const KernelSpec& k, const Plan& plan) {
     return "vec4 needs every load to read the output's own index (from an offset that is a "
            "multiple of 4) or one element";
   if (plan.tiles && !plan.gpu) return "tiles is a GPU plan";
+  if (plan.row_lanes && !plan.gpu) return "rows:lanes is a GPU plan";
+  if (plan.row_lanes && !plan.lane_threads)
+    return "rows:lanes runs a row's lanes as threads: it needs lanes:threads";
   if (plan.tiles && k.contract && k.out_dtype != DType::Float32)
     return "tiles needs a float32 product, not " + std::string(name(k.out_dtype));
   return "";
@@ -210,7 +238,9 @@ Traffic traffic(const KernelSpec& k, const Plan& plan) {
 Plan applicable(const KernelSpec& k, Plan p) {
   const bool one_block_rows = k.rbody && k.blocks() == 1 && !k.shape.empty();
   const bool lowered_reduction = (k.rbody || k.row()) && !k.contract && !k.library;
-  if (!k.rbody || k.contract || k.library) {
+  // A row kernel's lanes run as threads only with rows:lanes (else one thread per row).
+  if (!k.row() || !p.gpu || !p.lane_threads || k.contract || k.library) p.row_lanes = false;
+  if (!(k.rbody || p.row_lanes) || k.contract || k.library) {
     p.lane_threads = false;
     p.lane_unroll = 0;
   }
@@ -259,6 +289,13 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
       reduction_contiguous(k)) {
     p.lane_threads = true;
     p.lane_unroll = device.lane_unroll;
+  }
+  if (device.gpu && device.lane_bcast && k.row() && numel(k.rshape) >= 2 * kReduceLanes &&
+      rows_contiguous(k)) {
+    // A row of 8 threads: as for a reduction, rows of at least 16 elements read along memory.
+    p.lane_threads = true;
+    p.lane_unroll = device.lane_unroll;
+    p.row_lanes = true;
   }
   if (device.gpu && device.vector_types && vector4_possible(k)) p.vector4 = true;
   if (device.gpu && device.block_tiles && k.contract && k.out_dtype == DType::Float32) {

@@ -21,6 +21,7 @@ namespace codegen {
 struct DeviceDesc {
   bool gpu = false;            // grid-stride entry points (else host work-item ranges)
   bool lane_exchange = false;  // GPU: 8 consecutive threads can exchange values (shuffles)
+  bool lane_bcast = false;     // GPU: ... and broadcast one lane's value to the 8 (row kernels)
   bool vector_types = false;   // GPU: float4-style vector loads and stores
   int lane_unroll = 0;         // GPU: unroll hint for a lane thread's loop (loads in flight)
   bool block_tiles = false;    // GPU: block-shared arrays and a block barrier (tiled products)
@@ -56,9 +57,17 @@ struct Plan {
   bool vector4 = false;
   // GPU: a float32 matrix product runs as kGemmTile (else one thread per output).
   bool tiles = false;
+  // GPU, with lane_threads: a row kernel's row is 8 consecutive threads, one per lane (so 4 rows
+  // per warp of 32, 8 per wavefront of 64). Each stage's lane chain runs in its lane's thread, the
+  // fixed tree combines the 8 with shuffles and its result is broadcast to the 8 (ShuffleIdx); a
+  // row-writing body writes element r in lane r % 8's thread (the elements that thread's chains
+  // read). Else one thread runs a row's 8 lanes. Never more than 8 threads per row: the 8 lanes
+  // are the documented association order (docs/numerics.md).
+  bool row_lanes = false;
 
   // e.g. "host lanes:vector group:16", "host lanes:vector group:1 blocks:4",
-  // "gpu lanes:threads/32 vec4" (blocks is printed only when it is not 1)
+  // "gpu lanes:threads/32 vec4", "gpu lanes:threads/32 rows:lanes" (blocks is printed only
+  // when it is not 1)
   std::string str() const;
   bool operator==(const Plan&) const = default;
 };

@@ -276,16 +276,41 @@ class Scheduler {
     while (s->op != Op::Param && !slot_of_.count(s) && is_movement(s->op) && s->op != Op::Copy &&
            s->op != Op::Pad) {
       mops.push_back(s);
-      s = s->src[0];
+      // A reshape whose source was copied contiguous (below) reads the copy.
+      auto it = reshape_source_.find(s);
+      s = it != reshape_source_.end() && slot_of_.count(it->second) ? it->second : s->src[0];
     }
-    if (s->op != Op::Param && !slot_of_.count(s)) return Realize{x};
+    // What is under the views is not a buffer yet. Where a strided view of it expresses them,
+    // it is materialised as itself and read through them: its kernel keeps its own shape, so a
+    // layer norm stays a row kernel under the reshape to the product's rows, and attention's q,
+    // k and v are three views of one projection whose bias fuses into the product (not three
+    // kernels adding it). Where none does, a computation is materialised in the operand's layout
+    // (the views fused into its kernel: one kernel, not a kernel and a copy); a product or a
+    // reduction is a kernel of its own anyway: materialised as itself, then copied where the
+    // views need it (below).
+    if (s->op != Op::Param && !slot_of_.count(s)) {
+      std::optional<View> w = View::contiguous(s->shape);
+      for (size_t i = mops.size(); i-- > 0 && w;)
+        w = mops[i]->op == Op::Reshape ? w->reshape(mops[i]->shape)
+                                       : std::optional<View>(apply_movement(*w, mops[i]));
+      const bool viewable = w && w->mask.empty();
+      return Realize{viewable || is_reduce_or_contract(s) ? s : x};
+    }
     int slot = s->op == Op::Param ? static_cast<int>(arg_load(s).param) : slot_of_.at(s);
     View v = s->op == Op::Param ? arg_load(s).view : View::contiguous(s->shape);
     for (size_t i = mops.size(); i-- > 0;) {
       NodeRef m = mops[i];
       if (m->op == Op::Reshape) {
         auto r = v.reshape(m->shape);
-        if (!r) return Realize{x};
+        if (!r) {
+          // No strided view expresses this reshape: copy its source contiguous (as leaf_view
+          // does) and read the copy through the reshape and the views above it. Realising the
+          // whole operand instead copied the copy again (attention's heads joined for the
+          // output projection: a permute copy, then a reshape copy of it).
+          NodeRef copy = make(Op::Copy, m->src[0]->dtype, m->src[0]->shape, {m->src[0]});
+          reshape_source_[m] = copy;
+          return Realize{copy};
+        }
         v = *r;
       } else {
         v = apply_movement(v, m);
@@ -550,6 +575,76 @@ class Scheduler {
     return true;
   }
 
+  // Whether a reduction of the target's graph (not yet a buffer) reads product n: that
+  // reduction's kernel reads the product from memory, so the product gets a buffer of its own
+  // anyway, and this kernel must not take it as its contraction first: it would keep the target
+  // from becoming a row kernel (attention's scores q k^T, scaled and masked, then softmax's max
+  // and sum: one row kernel reading the product, instead of a max, a shift, an exp and a sum).
+  bool reduced_before_target(NodeRef n) {
+    std::unordered_set<NodeRef> graph;
+    std::vector<NodeRef> stack{target_};
+    while (!stack.empty()) {
+      NodeRef x = stack.back();
+      stack.pop_back();
+      if (!graph.insert(x).second || (x != target_ && (slot_of_.count(x) || x->op == Op::Param)))
+        continue;
+      for (NodeRef s : x->src) stack.push_back(s);
+    }
+    std::unordered_set<NodeRef> seen;
+    stack = {n};
+    while (!stack.empty()) {
+      NodeRef x = stack.back();
+      stack.pop_back();
+      if (!seen.insert(x).second) continue;
+      auto it = consumers_.find(x);
+      if (it == consumers_.end()) continue;
+      for (NodeRef c : it->second) {
+        if (!graph.count(c) || slot_of_.count(c)) continue;
+        if (op_category(c->op) == OpCategory::Reduce) return true;
+        stack.push_back(c);
+      }
+    }
+    return false;
+  }
+
+  // Whether n (costly, with several readers) is computed once in this kernel anyway: every reader
+  // leads to the target through values a row kernel writing the target's rows computes
+  // (elementwise ops, views, reductions over those rows). Such a kernel's last stage keeps the
+  // value in the output row as it reduces it and the body reads it back (codegen/lower.cpp
+  // rows(): softmax's exp(x - shift)), so it needs no buffer of its own: one kernel instead of
+  // two, the same bits (every op rounds to its dtype in a kernel as in a buffer). Asked before
+  // the row kernel exists (the first attempt, which may still ask for it) and inside it.
+  bool computed_once_in_rows(NodeRef n) {
+    if (!row_kernels_ || k_.contract || n->shape != target_->shape) return false;
+    if (!row_out_ && !(allow_row_out_ && stages_.empty())) return false;
+    std::unordered_set<NodeRef> is_root(roots_.begin(), roots_.end());
+    std::unordered_set<NodeRef> seen;
+    std::vector<NodeRef> stack{n};
+    while (!stack.empty()) {
+      NodeRef x = stack.back();
+      stack.pop_back();
+      if (x == target_ || !seen.insert(x).second) continue;
+      if (x != n) {
+        if (slot_of_.count(x)) return false;
+        const OpCategory c = op_category(x->op);
+        if (c == OpCategory::Reduce) {
+          const bool rows = row_out_ ? row_ && x->src[0]->shape == row_->input &&
+                                           arg_ints(x) == row_->axes && only_in_this_kernel(x)
+                                     : row_out_candidate(x);
+          if (!rows) return false;
+        } else if (!(c == OpCategory::Unary || c == OpCategory::Binary ||
+                     c == OpCategory::Ternary ||
+                     (c == OpCategory::Movement && x->op != Op::Copy))) {
+          return false;
+        }
+      }
+      auto it = consumers_.find(x);
+      if (is_root.count(x) || it == consumers_.end() || it->second.empty()) return false;
+      stack.insert(stack.end(), it->second.begin(), it->second.end());
+    }
+    return true;
+  }
+
   // Whether an elementwise target could be a row kernel writing rows around reduction n: n
   // reduces the target's own shape over its trailing axes (the output is then written row by
   // row, contiguously), rows of one reduction block.
@@ -714,7 +809,7 @@ class Scheduler {
       case OpCategory::Binary:
       case OpCategory::Ternary: {
         if (n != target_ && readers(n) >= 2 && !inlined_into_one_kernel(n) &&
-            costly_to_recompute(n))
+            costly_to_recompute(n) && !computed_once_in_rows(n))
           return Realize{n};
         std::vector<NodeRef> src;
         for (auto s : n->src) {
@@ -790,7 +885,8 @@ class Scheduler {
         // an epilogue on the host (the product is then computed in the output buffer first).
         bool fusable = space == 0 && mops.empty() && stages_.empty() && !row_out_ && !k_.contract &&
                        n->shape == k_.shape && n->dtype == k_.out_dtype &&
-                       (n == target_ || (fuse_epilogues_ && direct_users(n) <= 1));
+                       (n == target_ || (fuse_epilogues_ && direct_users(n) <= 1 &&
+                                         !(row_kernels_ && reduced_before_target(n))));
         if (!fusable) return Realize{n};
         OrRealize<std::pair<int, View>> a = operand_view(n->src[0]);
         if (!a.ok()) return a.realize_first();

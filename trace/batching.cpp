@@ -129,6 +129,7 @@ constexpr Rule batch_DivT = kernel_only;
 constexpr Rule batch_RemT = kernel_only;
 constexpr Rule batch_Fma = kernel_only;
 constexpr Rule batch_Shuffle = kernel_only;
+constexpr Rule batch_ShuffleIdx = kernel_only;
 
 // Indexed by Op, generated from ir/ops.def: a new row does not compile until it has a rule.
 constexpr Rule kRules[] = {

@@ -2,8 +2,9 @@
 //
 // hiprtc declares the HIP device builtins (blockIdx, __float_as_uint, floorf, ...) without any
 // include, so the source needs no header. The kernels use no wavefront-level operation
-// (grid-stride loops only) except the reductions' lane exchange, which stays inside a group of 8
-// aligned threads, so nothing depends on the wavefront size (64 on CDNA, 32 on RDNA).
+// (grid-stride loops only) except the lane exchange and broadcast of reductions and row kernels,
+// which stay inside a group of 8 aligned threads, so nothing depends on the wavefront size (64 on
+// CDNA, 32 on RDNA).
 //
 // Correctly rounded float32 sqrt (measured with hiprtc of ROCm 5.2): sqrtf, __fsqrt_rn and
 // __builtin_sqrtf all become a bare v_sqrt_f32 (1 ulp), because hiprtc links the device
@@ -27,9 +28,16 @@ const CDialect& hip_dialect() {
         "  return __shfl_down(v, (unsigned)k, 8);\n}\n"
         "static __device__ __forceinline__ unsigned long long rune_shfl_u64(unsigned long long "
         "v, int k) {\n"
-        "  return __shfl_down(v, (unsigned)k, 8);\n}\n";
+        "  return __shfl_down(v, (unsigned)k, 8);\n}\n"
+        "static __device__ __forceinline__ unsigned rune_shfl_idx_u32(unsigned v, int k) {\n"
+        "  return __shfl(v, k, 8);\n}\n"
+        "static __device__ __forceinline__ unsigned long long rune_shfl_idx_u64(unsigned long "
+        "long v, int k) {\n"
+        "  return __shfl(v, k, 8);\n}\n";
     c.lane_shfl_u32 = "rune_shfl_u32";
     c.lane_shfl_u64 = "rune_shfl_u64";
+    c.lane_idx_u32 = "rune_shfl_idx_u32";
+    c.lane_idx_u64 = "rune_shfl_idx_u64";
     c.lane_unroll = 16;
     c.vector_loads = true;
     // The tiled product's blocks are 256 threads: 4 wavefronts of 64 or 8 of 32.

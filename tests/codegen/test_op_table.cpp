@@ -97,7 +97,7 @@ uint64_t tolerance(const Row& r, const Value& want) {
 TEST(OpTable, HasTheElementwiseRows) {
   // Every unary and binary primitive is a row with the columns (X_UNARY / X_BINARY).
   size_t n = 0;
-  for (int i = 0; i <= static_cast<int>(Op::Shuffle); ++i) {
+  for (int i = 0; i <= static_cast<int>(Op::ShuffleIdx); ++i) {
     auto c = ir::op_category(static_cast<Op>(i));
     n += c == ir::OpCategory::Unary || c == ir::OpCategory::Binary;
   }

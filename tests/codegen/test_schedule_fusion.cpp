@@ -4,6 +4,7 @@
 // better or worse, fails here and must be pinned again on purpose, with the reason.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -355,21 +356,34 @@ TEST(ScheduleFusion, ASharedSumOfThreeComputedBuffersIsStored) {
 
 // A shared value of 16 KiB or more whose recomputation is dozens of primitive operations once
 // decomposed (a transcendental of at least kRecomputeLimit = 48 operations: float64 exp, 59) is
-// stored once: softmax's exp(x - max), read by the row sum and by the division, is computed once
-// instead of twice. Smaller, each reader recomputes it. float32 exp (34 operations with fused
-// multiply-adds, docs/numerics.md) is below the limit, cheaper than the store's write and read,
-// so a float32 softmax of any size recomputes it in both readers.
+// stored once, unless one row kernel reads it in its last stage and its body: softmax's
+// exp(x - max), read by the row sum and by the division, is then computed once by the row kernel
+// (the sum's stage keeps it in the output row, the division reads it back: codegen/lower.cpp
+// rows()), so a float64 softmax is one row kernel too (it was two, e stored between them, until
+// the scheduler knew the row kernel computes it once). float32 exp (34 operations with fused
+// multiply-adds, docs/numerics.md) is below the limit: the same one row kernel.
 TEST(ScheduleFusion, ASharedExpOfSixteenKiBOrMoreIsComputedOnce) {
   auto softmax = [](const std::vector<Tensor>& a) {
     return std::vector<Tensor>{nx::softmax(a[0], 1)};
   };
   auto k = kernels_of({{nx::float64, {64, 1024}}}, softmax);
   EXPECT_EQ(k, (std::vector<std::string>{
-                   // e = exp(x - max), the max finite: a row kernel of one stage
-                   "row float64 [64, 1] over [1024] by ReduceMax, writes rows, 1 param, 0+5 ops",
-                   // e / sum(e)
-                   "row float64 [64, 1] over [1024] by ReduceSum, writes rows, 1 param, 0+1 ops",
+                   // the max; e = exp(x - max), the max finite, summed and kept; e / sum(e)
+                   "row float64 [64, 1] over [1024] by ReduceMax then ReduceSum, writes rows, 1 "
+                   "param, 0+5+6 ops",
                }));
+  // Read by two kernels, it is stored once: e and its row sum as outputs of their own.
+  auto two = kernels_of({{nx::float64, {64, 1024}}}, [](const std::vector<Tensor>& a) {
+    Tensor m = nx::max(a[0], {1}, true);
+    Tensor e = nx::exp(a[0] - m);
+    return std::vector<Tensor>{nx::sum(e, {1}, true), e * 2.0};
+  });
+  EXPECT_EQ(two, (std::vector<std::string>{
+                     // e = exp(x - max), the max finite, written once
+                     "row float64 [64, 1] over [1024] by ReduceMax, writes rows, 1 param, 0+2 ops",
+                     "reduce float64 [64, 1] over [1024] by ReduceSum, 1 param, 0+0 ops",
+                     "elementwise float64 [64, 1024], 1 param, 1 ops",  // e * 2
+                 }));
   auto f32 = kernels_of({{nx::float32, {64, 1024}}}, softmax);
   EXPECT_EQ(f32, (std::vector<std::string>{
                      // exp in the sum's stage, and again, then /, over the row
@@ -456,4 +470,71 @@ TEST(ScheduleFusion, WithoutEpilogueFusionAProductIsAKernelOfItsOwn) {
                    "contract float32 [8, 8], 2 params, 0 ops",
                    "elementwise float32 [8, 8], 1 param, 5 ops",  // relu
                }));
+}
+
+// The attention half of a block of samples/gpt.cpp, as its forward() writes it without dropout,
+// at its default shapes (batch 32, context 128, width 128, 4 heads of 32): x + proj(attention(
+// qkv(layer_norm(x)))), where the attention is the heads of the qkv projection, the scores
+// q k^T / sqrt(D), the causal mask, softmax, the weighted values and the heads joined again.
+TEST(ScheduleFusion, GptAttentionBlock) {
+  const int64_t B = 32, T = 128, C = 128, H = 4, D = C / H;
+  auto k =
+      kernels_of({{nx::float32, {B, T, C}},
+                  {nx::float32, {C}},
+                  {nx::float32, {C}},
+                  {nx::float32, {C, 3 * C}},
+                  {nx::float32, {3 * C}},
+                  {nx::float32, {C, C}},
+                  {nx::float32, {C}}},
+                 [&](const std::vector<Tensor>& a) {
+                   auto dense = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+                     nx::Shape s = x.shape();
+                     const int64_t in = s.back();
+                     s.back() = w.shape()[1];
+                     return nx::reshape(nx::matmul(nx::reshape(x, {-1, in}), w) + b, s);
+                   };
+                   Tensor causal = nx::less_equal(nx::iota({T, T}, 1), nx::iota({T, T}, 0));
+                   Tensor qkv = dense(nx::nn::layer_norm(a[0], a[1], a[2]), a[3], a[4]);
+                   auto heads = [&](int64_t part) {
+                     Tensor t = nx::slice(qkv, {{}, {}, {part * C, (part + 1) * C}});
+                     return nx::permute(nx::reshape(t, {B, T, H, D}), {0, 2, 1, 3});
+                   };
+                   Tensor q = heads(0), kk = heads(1), v = heads(2);
+                   Tensor att = nx::matmul(q, nx::permute(kk, {0, 1, 3, 2})) *
+                                (1 / std::sqrt(static_cast<double>(D)));
+                   att = nx::where(causal, att, nx::scalar_like(att, -INFINITY));
+                   att = nx::softmax(att, -1);
+                   Tensor y = nx::reshape(nx::permute(nx::matmul(att, v), {0, 2, 1, 3}), {B, T, C});
+                   return std::vector<Tensor>{a[0] + dense(y, a[5], a[6])};
+                 });
+  // The attention itself is five kernels (the mask, q k^T, softmax, att v, the heads joined):
+  // the scale and the causal mask fuse into softmax's row kernel (its stages and body read the
+  // product and the mask), not into the product's epilogue: a product whose value a reduction
+  // reads is a buffer anyway. The products stay kernels of their own (a row kernel reads
+  // buffers, not products), and so do the mask (a computation broadcast over batch and heads is
+  // computed once) and the heads' join (no strided view of the product expresses [B, T, H, D]
+  // as [B T, C]: one copy, read by the projection through a reshape).
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   "elementwise bool [128, 128], 0 params, 1 ops",  // the causal mask
+                   // layer_norm (under the reshape to the product's rows)
+                   "row float32 [32, 128, 1] over [128] by ReduceSum then ReduceSum, writes rows, "
+                   "3 params, 0+3+8 ops",
+                   "contract float32 [4096, 384], 3 params, 1 ops",       // qkv, + b fused
+                   "contract float32 [32, 4, 128, 128], 1 param, 0 ops",  // q k^T: views of qkv
+                   // * 1 / sqrt(D), where(causal, ., -inf), then softmax: max, sum(exp(. - max)),
+                   // exp(. - max) / sum over the row (the exp computed once, kept in the row)
+                   "row float32 [32, 4, 128, 1] over [128] by ReduceMax then ReduceSum, writes "
+                   "rows, 2 params, 2+7+8 ops",
+                   "contract float32 [32, 4, 128, 32], 2 params, 0 ops",    // att v
+                   "elementwise float32 [32, 128, 4, 32], 1 param, 0 ops",  // the heads joined
+                   "contract float32 [4096, 128], 2 params, 0 ops",         // the projection
+                   // + b and the residual x + ...: the product's epilogue does not reach through
+                   // the reshape back to [B, T, C]
+                   "elementwise float32 [32, 128, 128], 3 params, 2 ops",
+               }));
+  // Until the scheduler knew better it was eighteen: layer_norm's two sums and its body apart
+  // (the body materialised in the product's rows), the qkv product without its bias and q, k
+  // and v each adding it in a copy of their own, the max, the finite shift, exp(scaled and
+  // masked - shift) stored, the sum and division, and the heads' permute copied and that copy
+  // copied again for the reshape.
 }

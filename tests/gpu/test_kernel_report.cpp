@@ -1,7 +1,8 @@
 // The plan report (codegen/cuda/kernel_report.h): ptxas's resource lines parse, and the tiled
 // float32 product compiles for sm_80 and sm_90 without spills, with its shared tiles, at 16 or
 // more FLOP per global byte at 4096^2 (the one-thread-per-output plan: 0.25). Needs libnvrtc
-// (skips without it); no GPU. Label: nvrtc.
+// (skips without it); no GPU. Label: nvrtc. The softmax row kernel over [4096, 1024] compiles
+// without spills or stack.
 #include <gtest/gtest.h>
 
 #include "codegen/c_renderer.h"
@@ -74,6 +75,36 @@ TEST(KernelReport, TheTiledProductAt4096HasNoSpillsAndAtLeast16FlopPerByte) {
     const auto& g = codegen::kGemmTile;
     EXPECT_EQ(f.shared_bytes, int64_t{4} * g.bk * (g.bm + g.bn)) << arch;
     EXPECT_GE(r.flops_per_byte(), 16.0) << arch;
+  }
+}
+
+// The row kernel of softmax over [4096, 1024] float32 (plan rows:lanes: a row is 8 consecutive
+// threads, each stage's result broadcast to them): no spills, no stack; its registers and FLOP
+// per global byte printed for docs/gpu.md.
+TEST(KernelReport, SoftmaxRowsAt4096x1024HaveNoSpills) {
+  std::vector<gpu_test::Labelled> ks;
+  gpu_test::add_program(ks, "softmax 4096x1024", {{DType::Float32, {4096, 1024}}},
+                        [](auto& a) { return std::vector<Tensor>{nx::softmax(a[0], -1)}; });
+  ASSERT_EQ(ks.size(), 1u);
+  const codegen::KernelSpec& k = ks[0].k;
+  ASSERT_TRUE(k.row() && k.row_out);
+  const codegen::Plan plan = codegen::c_plan(k, codegen::cuda_dialect());
+  EXPECT_TRUE(plan.row_lanes && plan.lane_threads) << plan.str();
+  const auto t = codegen::traffic(k, plan);
+  EXPECT_GT(t.flops, 0.0);
+  if (!codegen::cuda::nvrtc_available())
+    GTEST_SKIP() << "libnvrtc not available: " << codegen::cuda::nvrtc_load_error();
+  for (const char* arch : codegen::kCheckArchs) {
+    auto r = codegen::cuda::report_kernel(k, "softmax 4096x1024", arch);
+    std::printf("%s: %s", arch, codegen::cuda::format_report(r).c_str());
+    ASSERT_EQ(r.functions.size(), 1u) << arch;
+    const auto& f = r.functions[0];
+    EXPECT_GT(f.registers, 0) << arch;
+    EXPECT_LE(f.registers, 255) << arch;
+    EXPECT_EQ(f.spill_store_bytes, 0) << arch;
+    EXPECT_EQ(f.spill_load_bytes, 0) << arch;
+    EXPECT_EQ(f.stack_bytes, 0) << arch;
+    EXPECT_EQ(f.shared_bytes, 0) << arch;
   }
 }
 

@@ -196,6 +196,42 @@ TEST(CudaReductions, LaneThreadsWhereTheReducedElementsAreContiguous) {
   EXPECT_EQ(seen, want.size());
 }
 
+// Row kernels (softmax, log_softmax, layernorm, cross-entropy) with rows of 16 or more run a
+// row as 8 consecutive threads (plan rows:lanes), each stage's result broadcast to the 8
+// (rune_shfl_idx); short rows keep one thread per row. The plan is named in the source, so a
+// fallback to one thread per row cannot pass unnoticed.
+TEST(CudaRows, RowsOfSixteenOrMoreAreEightThreads) {
+  std::vector<Labelled> ks;
+  add_program(ks, "softmax", {{DType::Float32, {4096, 1024}}},
+              [](auto& a) { return std::vector<Tensor>{nx::softmax(a[0], -1)}; });
+  add_program(ks, "layer_norm",
+              {{DType::Float32, {13, 40}}, {DType::Float32, {40}}, {DType::Float32, {40}}},
+              [](auto& a) { return std::vector<Tensor>{nx::nn::layer_norm(a[0], a[1], a[2])}; });
+  add_program(ks, "short softmax", {{DType::Float32, {64, 7}}},
+              [](auto& a) { return std::vector<Tensor>{nx::softmax(a[0], -1)}; });
+  ASSERT_EQ(ks.size(), 3u);
+  for (const auto& [label, k] : ks) {
+    ASSERT_TRUE(k.row()) << label;
+    const bool lanes = label != "short softmax #0";
+    for (const codegen::CDialect* d : {&codegen::cuda_dialect(), &codegen::hip_dialect()}) {
+      const codegen::Plan plan = codegen::c_plan(k, *d);
+      EXPECT_EQ(plan.row_lanes, lanes) << label << " " << d->name << ": " << plan.str();
+      const std::string src = codegen::render_c(k, "k", *d);
+      const size_t body = src.find("// rune kernel k ");  // after the prelude
+      ASSERT_NE(body, std::string::npos) << src;
+      const std::string want = d == &codegen::cuda_dialect()
+                                   ? "(plan: gpu lanes:threads/32 rows:lanes)"
+                                   : "(plan: gpu lanes:threads/16 rows:lanes)";
+      EXPECT_EQ(src.find(want, body) != std::string::npos, lanes) << label << "\n" << src;
+      EXPECT_EQ(src.find("rune_shfl_idx_u", body) != std::string::npos, lanes) << label;
+    }
+    // One launch of 8 threads per row.
+    const auto launch = codegen::render_c_kernel_for_launch(k, "k", codegen::cuda_dialect());
+    ASSERT_EQ(launch.launches.size(), 1u);
+    EXPECT_EQ(launch.launches[0].threads, ir::numel(k.shape) * (lanes ? 8 : 1)) << label;
+  }
+}
+
 // Elementwise kernels reading each param at the output's index (or one element) move 4 outputs
 // as vectors; strided, masked or misaligned reads keep one output per item (c_vector_loads).
 TEST(CudaElementwise, VectorLoadsWhereEveryReadIsTheOutputsIndex) {

@@ -159,6 +159,7 @@ inline std::vector<unsigned long long>& exchange_slots() {
 }
 // Lane l of each group of 8 consecutive threads gets the value of lane l + k (its own when
 // l + k >= 8); every thread of the launch calls it together (a converged warp's shuffle).
+// k >= 8: every lane gets the value of lane k - 8 of its group (a broadcast, __shfl_sync).
 // k < 0: the block barrier (__syncthreads) of a fixed-block entry.
 inline unsigned long long exchange(unsigned long long v, int k) {
   Fibers& f = launch_fibers();
@@ -170,7 +171,11 @@ inline unsigned long long exchange(unsigned long long v, int k) {
   std::vector<unsigned long long>& slot = exchange_slots();
   slot[t] = v;
   f.wait();
-  const unsigned long long r = t % kThreads + k < kThreads ? slot[t + k] : v;
+  const unsigned lane = t % kThreads;
+  const unsigned long long r = k >= static_cast<int>(kThreads)
+                                   ? slot[t - lane + static_cast<unsigned>(k) - kThreads]
+                               : lane + k < kThreads ? slot[t + k]
+                                                     : v;
   f.wait();
   return r;
 }
@@ -380,7 +385,11 @@ inline const codegen::CDialect& host_dialect() {
         "static inline unsigned rune_shfl_u32(unsigned v, int k) {\n"
         "  return (unsigned)rune_fake_exchange(v, k);\n}\n"
         "static inline unsigned long long rune_shfl_u64(unsigned long long v, int k) {\n"
-        "  return rune_fake_exchange(v, k);\n}\n";
+        "  return rune_fake_exchange(v, k);\n}\n"
+        "static inline unsigned rune_shfl_idx_u32(unsigned v, int k) {\n"
+        "  return (unsigned)rune_fake_exchange(v, 8 + k);\n}\n"
+        "static inline unsigned long long rune_shfl_idx_u64(unsigned long long v, int k) {\n"
+        "  return rune_fake_exchange(v, 8 + k);\n}\n";
     c.kernel_qualifier = "extern \"C\"";
     c.device_fn = "static inline";
     c.restrict_kw = "__restrict__";
@@ -388,6 +397,8 @@ inline const codegen::CDialect& host_dialect() {
     c.thread_stride = "rune_fake_threads";
     c.lane_shfl_u32 = "rune_shfl_u32";
     c.lane_shfl_u64 = "rune_shfl_u64";
+    c.lane_idx_u32 = "rune_shfl_idx_u32";
+    c.lane_idx_u64 = "rune_shfl_idx_u64";
     // Tiled products: the launch's host threads are one block sharing `static` arrays.
     c.shared_kw = "static";
     c.block_sync = "rune_fake_exchange(0ull, -1)";

@@ -72,9 +72,11 @@ int main() {
   show("cumsum", nx::cumsum(a, -1));
   show("sort", nx::sort(a, -1));
   // Row kernels (codegen/kernel.h; compiled, where the scheduler fuses): softmax, log_softmax,
-  // logsumexp, layernorm and cross-entropy over rows of 1, 7, 1023 and 65537 elements (the last
-  // longer than one reduction block: separate reductions), with -inf, +inf and NaN rows.
-  // tests/codegen/test_row_kernels.cpp compares these lines with RUNE_ROW_KERNELS=0.
+  // logsumexp, layernorm and cross-entropy over 5 rows of 1, 7, 33, 1023 and 65537 elements (the
+  // last longer than one reduction block: separate reductions), with -inf, +inf and NaN rows.
+  // On a GPU, rows of 16 or more are 8 threads each (plan rows:lanes): 33 and 1023 give lanes
+  // unequal counts, and 5 rows (13 below) leave the last warp of 4 rows partial.
+  // tests/lower/test_row_kernels.cpp compares these lines with RUNE_ROW_KERNELS=0.
   auto softmax = rune::jit([](const nx::Tensor& x) { return nx::softmax(x, -1); });
   auto log_softmax = rune::jit([](const nx::Tensor& x) { return nx::log_softmax(x, -1); });
   auto logsumexp = rune::jit([](const nx::Tensor& x) { return nx::logsumexp(x, {1}); });
@@ -100,7 +102,7 @@ int main() {
   // PLAN_PROBE_ROW_SIZES (e.g. "7,1023"): only these row lengths. test_plans runs the probe
   // under 8 plans, each compiling every kernel again; rows of 65537 are separate reductions
   // there (like sum_many_blocks above), so it leaves them to test_row_kernels, which runs all.
-  std::vector<int64_t> sizes = {1, 7, 1023, 65537};
+  std::vector<int64_t> sizes = {1, 7, 33, 1023, 65537};
   if (const char* e = std::getenv("PLAN_PROBE_ROW_SIZES")) {
     sizes.clear();
     for (const char* p = e; *p;) {
@@ -138,5 +140,11 @@ int main() {
     show(("row_cross_entropy_smooth" + at).c_str(), cross_entropy_smooth(finite, labels));
     show(("row_cross_entropy_grad" + at).c_str(), cross_entropy_grad(finite, labels));
   }
+  // 13 rows (3 warps of 4 rows and one row alone on a GPU) of 40 elements.
+  nx::Tensor thirteen = nx::create(nx::float32, {13, 40}, normal({13, 40}, 3.0));
+  show("row_softmax_13x40", softmax(thirteen));
+  show("row_layer_norm_13x40",
+       layer_norm(thirteen, nx::create(nx::float32, {40}, normal({40}, 1.0)),
+                  nx::create(nx::float32, {40}, normal({40}, 1.0))));
   return 0;
 }

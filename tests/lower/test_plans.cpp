@@ -85,11 +85,17 @@ TEST(Plans, HostPlansGiveTheSameBits) {
 }
 
 TEST(Plans, GpuPlansGiveTheSameBits) {
-  // The fake driver's default is lanes as threads and vec4 where possible; each probe run
-  // compiles every kernel with the host compiler, so two other plans cover the other choices.
-  expect_plans_agree("RUNE_TEST_FAKE_CUDA=1 RUNE_DEFAULT_DEVICE=CUDA:0",
-                     {{"gpu lanes:unrolled", {"gpu lanes:unrolled for Reduce"}},
-                      {"gpu lanes:threads/4", {"gpu lanes:threads/4 for Reduce"}}});
+  // The fake driver's default is lanes as threads, rows of 16 or more as 8 threads (rows:lanes)
+  // and vec4 where possible; each probe run compiles every kernel with the host compiler, so two
+  // other plans cover the other choices: one thread per output and per row, and lanes as
+  // threads with another unroll for every reduction and row kernel, rows of 1 and 7 included
+  // (lanes without elements).
+  expect_plans_agree(
+      "RUNE_TEST_FAKE_CUDA=1 RUNE_DEFAULT_DEVICE=CUDA:0",
+      {{"gpu lanes:unrolled",
+        {"gpu lanes:unrolled for Reduce", "gpu lanes:unrolled for row [5, 1]"}},
+       {"gpu lanes:threads/4 rows:lanes",
+        {"gpu lanes:threads/4 for Reduce", "gpu lanes:threads/4 rows:lanes for row"}}});
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // binary disk cache (NVRTC / hiprtc), loaded as one module; each kernel a launch of its entry
 // with the device's geometry. Sorts on CUDA may be CUB's radix sorts instead (library steps).
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -118,6 +119,13 @@ runtime::Step host_call_step(const KernelSpec& k) {
   return st;
 }
 
+// "sm_75" and older; false for anything else (sm_80 and later, an unknown name).
+bool arch_before_sm80(const std::string& arch) {
+  if (arch.rfind("sm_", 0) != 0) return false;
+  const int n = std::atoi(arch.c_str() + 3);
+  return n > 0 && n < 80;
+}
+
 runtime::Step launch_step(runtime::gpu::Handle fn, std::string name, int64_t items, int64_t bytes,
                           std::vector<int> slots, runtime::gpu::LaunchGeometry geometry) {
   runtime::Step st;
@@ -148,7 +156,16 @@ class GpuBackend final : public Backend {
     }
     runtime::gpu::Context& ctx = runtime::gpu::context(p.device, "rune::compile");
     const GpuTarget target = target_;
-    Rendered r = render(s, *target.dialect);
+    // Tensor cores (mma.sync .tf32 / .bf16) need sm_80: on an older CUDA arch the products of
+    // the opt-in precision keep the SIMT plan (docs/gpu.md "The tiled matrix product").
+    const CDialect* dialect = target.dialect;
+    CDialect without_mma;
+    if (!dialect->mma_tf32.empty() && arch_before_sm80(ctx.info().arch)) {
+      without_mma = *dialect;
+      without_mma.mma_tf32.clear(), without_mma.mma_bf16.clear();
+      dialect = &without_mma;
+    }
+    Rendered r = render(s, *dialect);
     if (!code) {
       for (const auto& k : s.kernels) p.steps.push_back(host_call_step(k));
       return;

@@ -190,10 +190,11 @@ int main(int argc, char** argv) {
       }
       const double tflops = 2.0 * d * d * d / rune_us / 1e6;
       if (!cublas.has_gemm_ex()) {
-        std::printf("%s gemm %lld^2: %9.1f us  %6.2f TFLOP/s  (cuBLAS GemmEx: %s), max diff %.3g "
-                    "of %.3g\n",
-                    p, static_cast<long long>(d), rune_us, tflops,
-                    cublas.ok() ? "cublasGemmEx missing" : cublas.error().c_str(), diff, mag);
+        std::printf(
+            "%s gemm %lld^2: %9.1f us  %6.2f TFLOP/s  (cuBLAS GemmEx: %s), max diff %.3g "
+            "of %.3g\n",
+            p, static_cast<long long>(d), rune_us, tflops,
+            cublas.ok() ? "cublasGemmEx missing" : cublas.error().c_str(), diff, mag);
         continue;
       }
       auto out = runtime::allocate(dev, static_cast<size_t>(d * d * 4));
@@ -206,10 +207,11 @@ int main(int argc, char** argv) {
       int rc = 0;
       double cublas_us =
           time_us(dev, 10, [&] { rc |= cublas.run_fast(n, n, n, pa, pb, pc, compute); });
-      std::printf("%s gemm %lld^2: %9.1f us  %6.2f TFLOP/s  (%.2f of cuBLAS GemmEx: %.1f us, "
-                  "%.2f TFLOP/s%s), max diff from highest %.3g of %.3g\n",
-                  p, static_cast<long long>(d), rune_us, tflops, cublas_us / rune_us, cublas_us,
-                  2.0 * d * d * d / cublas_us / 1e6, rc ? ", cuBLAS FAILED" : "", diff, mag);
+      std::printf(
+          "%s gemm %lld^2: %9.1f us  %6.2f TFLOP/s  (%.2f of cuBLAS GemmEx: %.1f us, "
+          "%.2f TFLOP/s%s), max diff from highest %.3g of %.3g\n",
+          p, static_cast<long long>(d), rune_us, tflops, cublas_us / rune_us, cublas_us,
+          2.0 * d * d * d / cublas_us / 1e6, rc ? ", cuBLAS FAILED" : "", diff, mag);
     }
   }
 

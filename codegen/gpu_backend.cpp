@@ -3,8 +3,8 @@
 // binary disk cache (NVRTC / hiprtc), loaded as one module; each kernel a launch of its entry
 // with the device's geometry. Sorts on CUDA may be CUB's radix sorts instead (library steps).
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <string>

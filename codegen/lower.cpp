@@ -768,9 +768,7 @@ class Lowerer {
 
   // An operand element read as dtype `from` (a float16 / bfloat16 operand's 16 bits) at the
   // product's dtype t: exactly (docs/numerics.md: 16-bit products compute at float32).
-  static NodeRef widen(NodeRef x, DType t) {
-    return x->dtype == t ? x : legalize(b::cast(x, t));
-  }
+  static NodeRef widen(NodeRef x, DType t) { return x->dtype == t ? x : legalize(b::cast(x, t)); }
   // x rounded to the tensor-core plan's input precision, as float32 (tf32: to nearest, ties
   // away from zero, as cvt.rna.tf32.f32: the 13 low mantissa bits cleared after adding half
   // their range to the magnitude; a NaN stays NaN) or as bfloat16 (to nearest even, the
@@ -812,10 +810,10 @@ class Lowerer {
         VarId acc = reg("acc", t, 1, b::cf(t, 0));
         VarId p = var("p");
         loop(p, I(0), I(K), Loop::Serial, [&] {
-          NodeRef x = widen(
-              load_at(k_.contract->a_param, ta, add(ao, mul(V(p), a.strides[nd - 1]))), t);
-          NodeRef y = widen(
-              load_at(k_.contract->b_param, tb, add(bo, mul(V(p), bv.strides[nd - 2]))), t);
+          NodeRef x =
+              widen(load_at(k_.contract->a_param, ta, add(ao, mul(V(p), a.strides[nd - 1]))), t);
+          NodeRef y =
+              widen(load_at(k_.contract->b_param, tb, add(bo, mul(V(p), bv.strides[nd - 2]))), t);
           set(acc, I(0), make(Op::Fma, t, {}, {x, y, at(acc, I(0))}));
         });
         NodeRef prod = let("prod", at(acc, I(0)));
@@ -933,7 +931,9 @@ class Lowerer {
     cur_ = &entry_out.head;
     VarId as = shared("as", sa, int64_t{g.bk} * g.bm), bs = shared("bs", sb, int64_t{g.bk} * g.bn);
     // An operand element as staged: its own bits, or rounded for the tensor cores.
-    auto staged = [&](NodeRef x) { return mma == MatmulPrecision::Highest ? x : round_for_mma(x, mma); };
+    auto staged = [&](NodeRef x) {
+      return mma == MatmulPrecision::Highest ? x : round_for_mma(x, mma);
+    };
     auto body = [&](bool va, bool vb) {
       VarId tile = var("tile");
       loop(tile, I(0), I(tiles), Loop::Blocks, [&] {
@@ -1029,18 +1029,19 @@ class Lowerer {
                 else
                   stage(k_.contract->b_param, bs, g.bn, sbn, sbk, bo, n0, N, mb);
                 barrier();
-                if (mma != MatmulPrecision::Highest) return mma_fragments(acc, as, bs, wm, wn, fg, fq);
+                if (mma != MatmulPrecision::Highest)
+                  return mma_fragments(acc, as, bs, wm, wn, fg, fq);
                 VarId kk = var("kk");
                 loop(
                     kk, I(0), kw, Loop::Serial,
                     [&] {
                       std::vector<NodeRef> av, bw;
                       for (int i = 0; i < g.tm; ++i)
-                        av.push_back(let(
-                            "a", widen(at(as, add(mul(V(kk), g.bm), add(ty, I(16 * i)))), t)));
+                        av.push_back(
+                            let("a", widen(at(as, add(mul(V(kk), g.bm), add(ty, I(16 * i)))), t)));
                       for (int j = 0; j < g.tn; ++j)
-                        bw.push_back(let(
-                            "b", widen(at(bs, add(mul(V(kk), g.bn), add(tx, I(16 * j)))), t)));
+                        bw.push_back(
+                            let("b", widen(at(bs, add(mul(V(kk), g.bn), add(tx, I(16 * j)))), t)));
                       for (int i = 0; i < g.tm; ++i)
                         for (int j = 0; j < g.tn; ++j) {
                           NodeRef slot = I(int64_t{i} * g.tn + j);

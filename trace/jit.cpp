@@ -191,7 +191,8 @@ std::string first_difference(const Key& cur, const Key& prev,
   if (cur.precision != prev.precision) {
     auto text = [](int p) {
       return p == 0 ? std::string("none (host)")
-                    : std::string(codegen::precision_name(static_cast<codegen::MatmulPrecision>(p - 1)));
+                    : std::string(
+                          codegen::precision_name(static_cast<codegen::MatmulPrecision>(p - 1)));
     };
     return "matmul precision " + text(cur.precision) + " here, " + text(prev.precision) +
            " in the previous key";

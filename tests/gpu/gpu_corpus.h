@@ -172,8 +172,9 @@ inline std::vector<Labelled> corpus_reductions() {
     add_program(ks, "matmul tiled " + dname(t), {{t, {130, 72}}, {t, {72, 150}}},
                 [](auto& a) { return std::vector<Tensor>{nx::matmul(a[0], a[1])}; });
     add_program(ks, "matmul tiled batched bias relu " + dname(t),
-                {{t, {3, 65, 33}}, {t, {3, 33, 72}}, {t, {72}}},
-                [](auto& a) { return std::vector<Tensor>{nx::relu(nx::matmul(a[0], a[1]) + a[2])}; });
+                {{t, {3, 65, 33}}, {t, {3, 33, 72}}, {t, {72}}}, [](auto& a) {
+                  return std::vector<Tensor>{nx::relu(nx::matmul(a[0], a[1]) + a[2])};
+                });
   }
   add_program(ks, "empty sum", {{DType::Float32, {4, 0}}},
               [](auto& a) { return std::vector<Tensor>{nx::sum(a[0], {1})}; });

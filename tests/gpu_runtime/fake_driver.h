@@ -363,12 +363,12 @@ inline const codegen::CDialect& host_dialect() {
         "  }\n"
         "  rune_fake_exchange(0ull, -1);\n"
         "  for (int x = 0; x < 4; ++x) d[x] = r[x];\n}\n"
-        "static inline void rune_mma_tf32(float& d0, float& d1, float& d2, float& d3, unsigned a0,\n"
-        "    unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {\n"
+        "static inline void rune_mma_tf32(float& d0, float& d1, float& d2, float& d3,\n"
+        "    unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {\n"
         "  float d[4] = {d0, d1, d2, d3}; const unsigned ab[6] = {a0, a1, a2, a3, b0, b1};\n"
         "  rune_fake_mma(0, d, ab); d0 = d[0]; d1 = d[1]; d2 = d[2]; d3 = d[3];\n}\n"
-        "static inline void rune_mma_bf16(float& d0, float& d1, float& d2, float& d3, unsigned a0,\n"
-        "    unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {\n"
+        "static inline void rune_mma_bf16(float& d0, float& d1, float& d2, float& d3,\n"
+        "    unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {\n"
         "  float d[4] = {d0, d1, d2, d3}; const unsigned ab[6] = {a0, a1, a2, a3, b0, b1};\n"
         "  rune_fake_mma(1, d, ab); d0 = d[0]; d1 = d[1]; d2 = d[2]; d3 = d[3];\n}\n";
     c.mma_tf32 = "rune_mma_tf32";

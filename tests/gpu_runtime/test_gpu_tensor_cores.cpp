@@ -32,7 +32,9 @@ struct Precision {
 Tensor randn(uint64_t key, ir::Shape shape) { return nx::randn(nx::key(key), nx::float32, shape); }
 
 // The input rounding of a precision: half an ulp of a 10-bit (tf32) or 7-bit (bf16) mantissa.
-double unit_roundoff(const std::string& p) { return p == "tf32" ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8); }
+double unit_roundoff(const std::string& p) {
+  return p == "tf32" ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+}
 
 // The documented bound on one output of a K-term product under precision p, relative to
 // sum_k |a_ik| |b_kj|: each input rounded once (relative error u), so each product is within
@@ -136,8 +138,7 @@ TEST(TensorCores, TransposedBatchedAndFusedWithinTheBound) {
   for (const char* p : {"tf32", "bf16"}) {
     // transpose(at) is [96 x 40]: measure against the same transposed inputs.
     expect_tensor_core_result(
-        p,
-        [&](const Tensor& a, const Tensor& b) { return nx::matmul(a, b); },
+        p, [&](const Tensor& a, const Tensor& b) { return nx::matmul(a, b); },
         nx::contiguous(nx::transpose(at)), nx::contiguous(nx::transpose(bt)), 40);
     {
       Precision scope(p);

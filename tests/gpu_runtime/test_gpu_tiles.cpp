@@ -123,8 +123,8 @@ TEST(GpuTiles, HalfOperandsMatchTheHost) {
     EXPECT_EQ(expect_host_bits(f, {half(27, {130, 72}), half(28, {72, 152})}), 1);  // vectors
     EXPECT_EQ(expect_host_bits(ft, {half(29, {40, 96}), half(30, {80, 40})}), 1);
     before = fake_gpu::counters().launches.load();
-    EXPECT_EQ(
-        expect_host_bits(fl, {half(31, {3, 65, 33}), half(32, {3, 33, 72}), half(33, {72})}), 1);
+    EXPECT_EQ(expect_host_bits(fl, {half(31, {3, 65, 33}), half(32, {3, 33, 72}), half(33, {72})}),
+              1);
     EXPECT_EQ(fake_gpu::counters().launches.load() - before, 1);
   }
 }

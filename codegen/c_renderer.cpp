@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -623,6 +624,15 @@ const CDialect& cuda_dialect() {
     return c;
   }();
   return d;
+}
+
+CDialect dialect_for_arch(const CDialect& d, const std::string& arch) {
+  CDialect r = d;
+  if (arch.rfind("sm_", 0) == 0) {
+    const int n = std::atoi(arch.c_str() + 3);
+    if (n > 0 && n < 80) r.mma_tf32.clear(), r.mma_bf16.clear();
+  }
+  return r;
 }
 
 Plan c_plan(const KernelSpec& k, const CDialect& d) { return optimise(k, device_of(d)); }

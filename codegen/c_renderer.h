@@ -67,6 +67,10 @@ struct CDialect {
 };
 
 const CDialect& cuda_dialect();
+// The dialect for a device of `arch`: d itself, or without its tensor-core steps where the arch
+// is known to lack them (CUDA "sm_75" and older: mma.sync .tf32 / .bf16 needs sm_80), so the
+// opt-in matmul precisions keep the SIMT tiled plan there.
+CDialect dialect_for_arch(const CDialect& d, const std::string& arch);
 // HIP C for hiprtc (codegen/hip/hip_dialect.cpp).
 const CDialect& hip_dialect();
 

@@ -4,7 +4,6 @@
 // with the device's geometry. Sorts on CUDA may be CUB's radix sorts instead (library steps).
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -119,13 +118,6 @@ runtime::Step host_call_step(const KernelSpec& k) {
   return st;
 }
 
-// "sm_75" and older; false for anything else (sm_80 and later, an unknown name).
-bool arch_before_sm80(const std::string& arch) {
-  if (arch.rfind("sm_", 0) != 0) return false;
-  const int n = std::atoi(arch.c_str() + 3);
-  return n > 0 && n < 80;
-}
-
 runtime::Step launch_step(runtime::gpu::Handle fn, std::string name, int64_t items, int64_t bytes,
                           std::vector<int> slots, runtime::gpu::LaunchGeometry geometry) {
   runtime::Step st;
@@ -158,14 +150,8 @@ class GpuBackend final : public Backend {
     const GpuTarget target = target_;
     // Tensor cores (mma.sync .tf32 / .bf16) need sm_80: on an older CUDA arch the products of
     // the opt-in precision keep the SIMT plan (docs/gpu.md "The tiled matrix product").
-    const CDialect* dialect = target.dialect;
-    CDialect without_mma;
-    if (!dialect->mma_tf32.empty() && arch_before_sm80(ctx.info().arch)) {
-      without_mma = *dialect;
-      without_mma.mma_tf32.clear(), without_mma.mma_bf16.clear();
-      dialect = &without_mma;
-    }
-    Rendered r = render(s, *dialect);
+    const CDialect dialect = dialect_for_arch(*target.dialect, ctx.info().arch);
+    Rendered r = render(s, dialect);
     if (!code) {
       for (const auto& k : s.kernels) p.steps.push_back(host_call_step(k));
       return;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "codegen/c_renderer.h"
 #include "fake_driver.h"
 #include "test_util.h"
 #include "trace/rune.h"
@@ -105,6 +106,43 @@ TEST(TensorCores, PrecisionIsHighestByDefaultAndBadStringsRaise) {
             "nx::set_matmul_precision: \"medium\" is not a matmul precision (expected "
             "\"highest\", \"tf32\" or \"bf16\")");
   EXPECT_EQ(nx::matmul_precision(), "highest");  // unchanged by the failed call
+}
+
+// The plan part: printed, parsed back, refused where it cannot run; and which devices take it.
+TEST(TensorCores, PlanPartAndDevices) {
+  const std::string text = "gpu lanes:unrolled tiles:128x128x16/8x8 mma:bf16";
+  auto p = codegen::parse_plan(text);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->mma, codegen::MatmulPrecision::BF16);
+  EXPECT_EQ(p->str(), text);
+  EXPECT_EQ(codegen::parse_plan("gpu lanes:unrolled tiles:128x128x16/8x8 mma:tf32")->mma,
+            codegen::MatmulPrecision::TF32);
+  EXPECT_FALSE(codegen::parse_plan("host lanes:vector group:1 mma:tf32"));
+  codegen::KernelSpec k;
+  k.shape = {64, 64};
+  k.out_dtype = ir::DType::Float32;
+  k.contract = codegen::Contraction{ir::View::contiguous({64, 8}), ir::View::contiguous({8, 64})};
+  codegen::Plan untiled = *p;
+  untiled.tiles = false;
+  EXPECT_EQ(codegen::validate(k, untiled), "mma:bf16 needs tiles");
+  EXPECT_EQ(codegen::validate(k, *p), "");
+  codegen::KernelSpec half = k;
+  half.contract->a_dtype = ir::DType::BFloat16;
+  EXPECT_EQ(codegen::validate(half, *p), "mma:bf16 needs float32 operands");
+  // sm_80 and sm_90 take the tensor-core plan under tf32; sm_75 (mma.sync .tf32 needs sm_80)
+  // and HIP keep the SIMT tiles.
+  Precision scope("tf32");
+  using codegen::dialect_for_arch;
+  const auto& cuda = codegen::cuda_dialect();
+  EXPECT_EQ(codegen::c_plan(k, dialect_for_arch(cuda, "sm_80")).mma,
+            codegen::MatmulPrecision::TF32);
+  EXPECT_EQ(codegen::c_plan(k, dialect_for_arch(cuda, "sm_90")).mma,
+            codegen::MatmulPrecision::TF32);
+  const auto old = codegen::c_plan(k, dialect_for_arch(cuda, "sm_75"));
+  EXPECT_TRUE(old.tiles);
+  EXPECT_EQ(old.mma, codegen::MatmulPrecision::Highest);
+  EXPECT_EQ(codegen::c_plan(k, codegen::hip_dialect()).mma, codegen::MatmulPrecision::Highest);
+  EXPECT_TRUE(codegen::c_plan(k, codegen::hip_dialect()).tiles);
 }
 
 Product eager() {

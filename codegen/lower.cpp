@@ -826,8 +826,9 @@ class Lowerer {
   // The tensor-core steps of one staged slice (plan part mma, tiled_contraction): this warp's
   // 2 x 8 fragments of 16 x 8 outputs (accumulators (i * 8 + j) * 4 .. + 4), each slice of bk
   // as bk / 8 m16n8k8 tf32 steps or bk / 16 m16n8k16 bf16 steps in increasing k. Fragment
-  // values are read from the staged slice (k-major: as[k * bm + row], bs[k * bn + column]) at
-  // the places lir::Stmt::Mma's layout names for this lane.
+  // values are read from the staged slice (k-major, padded rows: as[k * (bm + 8) + row],
+  // bs[k * (bn + 8) + column]) at the places lir::Stmt::Mma's layout names for this lane.
+  static constexpr int64_t kMmaPad = 8;  // elements after each row of a staged slice
   void mma_fragments(VarId acc, VarId as, VarId bs, NodeRef wm, NodeRef wn, NodeRef fg,
                      NodeRef fq) {
     const GemmTile g = kGemmTile;
@@ -851,13 +852,13 @@ class Lowerer {
           auto [dr, dk] = a_at(v);
           NodeRef row = add(wm, add(fg, I(16 * i + dr)));
           NodeRef k = add(qk, I(k0 + dk));
-          af[i].push_back(let("fa", at(as, add(mul(k, g.bm), row))));
+          af[i].push_back(let("fa", at(as, add(mul(k, g.bm + kMmaPad), row))));
         }
       for (int j = 0; j < 8; ++j)
         for (int v = 0; v < nb; ++v) {
           NodeRef col = add(wn, add(fg, I(8 * j)));
           NodeRef k = add(qk, I(k0 + b_at(v)));
-          bf[j].push_back(let("fb", at(bs, add(mul(k, g.bn), col))));
+          bf[j].push_back(let("fb", at(bs, add(mul(k, g.bn + kMmaPad), col))));
         }
       for (int i = 0; i < 2; ++i)
         for (int j = 0; j < 8; ++j) {
@@ -929,7 +930,12 @@ class Lowerer {
     lir::Entry entry_out;
     entry_out.items = tiles, entry_out.threads = tiles * g.threads, entry_out.block = g.threads;
     cur_ = &entry_out.head;
-    VarId as = shared("as", sa, int64_t{g.bk} * g.bm), bs = shared("bs", sb, int64_t{g.bk} * g.bn);
+    // The tensor-core plan's slices have rows of bm + 8 (bn + 8) elements: the 8 lanes with
+    // the same q of a fragment read 8 consecutive elements of one row, and the 4 values of q
+    // rows apart then fall in distinct banks (a row of 128 put them all in one: 4-way conflicts).
+    const int64_t pad = mma == MatmulPrecision::Highest ? 0 : kMmaPad;
+    VarId as = shared("as", sa, int64_t{g.bk} * (g.bm + pad)),
+          bs = shared("bs", sb, int64_t{g.bk} * (g.bn + pad));
     // An operand element as staged: its own bits, or rounded for the tensor cores.
     auto staged = [&](NodeRef x) {
       return mma == MatmulPrecision::Highest ? x : round_for_mma(x, mma);
@@ -983,7 +989,7 @@ class Lowerer {
                     NodeRef off =
                         add(base, add(mul(add(first, x), s_wide), mul(add(V(k0), kk), s_k)));
                     NodeRef v = staged(load_at(param, mt, b::where(ok, off, I(0))));
-                    set(dst, add(mul(kk, width), x), legalize(b::where(ok, v, zero(st))));
+                    set(dst, add(mul(kk, width + pad), x), legalize(b::where(ok, v, zero(st))));
                   });
                 };
                 // Vector staging of 4 consecutive elements along the stride-1 axis: A's
@@ -1004,8 +1010,8 @@ class Lowerer {
                                       ? add(base, add(mul(add(first, x), s_other), add(V(k0), kk)))
                                       : add(base, add(mul(add(V(k0), kk), s_other), add(first, x)));
                     auto slot = [&](int c) {
-                      return along_k ? add(mul(add(kk, I(c)), width), x)
-                                     : add(mul(kk, width), add(x, I(c)));
+                      return along_k ? add(mul(add(kk, I(c)), width + pad), x)
+                                     : add(mul(kk, width + pad), add(x, I(c)));
                     };
                     when(ok, [&] {
                       VarId v = var("v", mt);

@@ -5,10 +5,13 @@
 // float32 normal values in one row (CUB's radix sort, docs/sort.md) against a device copy of
 // the same 64 MiB, (f) sgemm at 1024^2 and 4096^2 (the tiled plan, codegen/plan.h) against
 // cuBLAS's sgemm (dlopen, bench/cublas_sgemm.h) in the same run, with rune's 1024^2 result
-// checked bit for bit against the host's. Prints one line each and exits 0 with "no CUDA device"
+// checked bit for bit against the host's, (g) the tf32 and bf16 matmul precisions at 4096^2
+// (rune's tensor-core plan) against cuBLAS's cublasGemmEx with the matching fast compute type.
+// Prints one line each and exits 0 with "no CUDA device"
 // where there is none.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -148,6 +151,54 @@ int main(int argc, char** argv) {
           "sgemm %lld^2: %9.1f us  %6.2f TFLOP/s  (%.2f of cuBLAS: %.1f us, %.2f TFLOP/s%s)%s\n",
           static_cast<long long>(d), rune_us, tflops, cublas_us / rune_us, cublas_us,
           2.0 * d * d * d / cublas_us / 1e6, rc ? ", cuBLAS FAILED" : "", same.c_str());
+    }
+  }
+
+  // The opt-in matmul precisions at 4096^2 (nx::set_matmul_precision: rune's tensor-core plan)
+  // against cuBLAS's tensor-core GEMM (cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32 / _16BF), and
+  // the largest difference from the "highest" product relative to its largest magnitude.
+  {
+    bench::CublasSgemm cublas(ctx.handle());
+    auto mm = rune::jit([](const Tensor& a, const Tensor& b) { return nx::matmul(a, b); });
+    const int64_t d = 4096;
+    Tensor a = nx::place(nx::randn(nx::key(6), nx::float32, {d, d}), dev);
+    Tensor b = nx::place(nx::randn(nx::key(7), nx::float32, {d, d}), dev);
+    auto highest = nx::to_vector<float>(mm(a, b));
+    for (const char* p : {"tf32", "bf16"}) {
+      nx::set_matmul_precision(p);
+      Tensor c;
+      double rune_us = time_us(dev, 10, [&] { c = mm(a, b); });
+      auto got = nx::to_vector<float>(c);
+      nx::set_matmul_precision("highest");
+      double diff = 0, mag = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        diff = std::max(diff, static_cast<double>(std::abs(got[i] - highest[i])));
+        mag = std::max(mag, static_cast<double>(std::abs(highest[i])));
+      }
+      const double tflops = 2.0 * d * d * d / rune_us / 1e6;
+      if (!cublas.has_gemm_ex()) {
+        std::printf(
+            "%s gemm %lld^2: %9.1f us  %6.2f TFLOP/s  (cuBLAS GemmEx: %s), max diff %.3g "
+            "of %.3g\n",
+            p, static_cast<long long>(d), rune_us, tflops,
+            cublas.ok() ? "cublasGemmEx missing" : cublas.error().c_str(), diff, mag);
+        continue;
+      }
+      auto out = runtime::allocate(dev, static_cast<size_t>(d * d * 4));
+      const auto* pa = static_cast<const float*>(a.impl().buffer->data);
+      const auto* pb = static_cast<const float*>(b.impl().buffer->data);
+      auto* pc = static_cast<float*>(out->data);
+      const int n = static_cast<int>(d);
+      const int compute = std::string(p) == "tf32" ? bench::CublasSgemm::kComputeFastTf32
+                                                   : bench::CublasSgemm::kComputeFastBf16;
+      int rc = 0;
+      double cublas_us =
+          time_us(dev, 10, [&] { rc |= cublas.run_fast(n, n, n, pa, pb, pc, compute); });
+      std::printf(
+          "%s gemm %lld^2: %9.1f us  %6.2f TFLOP/s  (%.2f of cuBLAS GemmEx: %.1f us, "
+          "%.2f TFLOP/s%s), max diff from highest %.3g of %.3g\n",
+          p, static_cast<long long>(d), rune_us, tflops, cublas_us / rune_us, cublas_us,
+          2.0 * d * d * d / cublas_us / 1e6, rc ? ", cuBLAS FAILED" : "", diff, mag);
     }
   }
 

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -189,6 +190,8 @@ DeviceDesc device_of(const CDialect& d) {
   r.vector_types = d.vector_loads;
   r.lane_unroll = d.lane_unroll;
   r.block_tiles = !d.block_sync.empty();
+  r.mma = !d.mma_tf32.empty() && !d.mma_bf16.empty();
+  r.precision = matmul_precision();
   return r;
 }
 
@@ -327,7 +330,35 @@ class Printer {
         if (!block_ || d_.block_sync.empty())
           throw std::logic_error("print_c: a barrier outside a fixed-block entry");
         return line(d_.block_sync + ";");
+      case Stmt::Kind::Mma:
+        return mma(s);
     }
+  }
+
+  // A tensor-core step: the fragment values as 32-bit registers (tf32: a float32's bits; bf16:
+  // two values per register, the first in the low half), then the dialect's helper.
+  void mma(const Stmt& s) {
+    const bool bf16 = s.dtype == DType::BFloat16;
+    const std::string& fn = bf16 ? d_.mma_bf16 : d_.mma_tf32;
+    if (!block_ || fn.empty())
+      throw std::logic_error("print_c: dialect " + d_.name +
+                             " has no tensor-core step here (a fixed-block entry on sm_80+)");
+    if (s.values.size() != (bf16 ? 12u : 6u) || s.count != (bf16 ? 16 : 8))
+      throw std::logic_error("print_c: a malformed mma step");
+    std::vector<std::string> v;
+    for (NodeRef x : s.values) v.push_back(value(x));
+    std::vector<std::string> regs;
+    if (bf16)
+      for (size_t i = 0; i < v.size(); i += 2)
+        regs.push_back("((unsigned)" + v[i] + " | ((unsigned)" + v[i + 1] + " << 16))");
+    else
+      for (const auto& x : v) regs.push_back("rune_f32_u32(" + x + ")");
+    const std::string r = var_name(s.var);
+    const int64_t o = arg_int(s.b);
+    std::string args;
+    for (int64_t c = 0; c < 4; ++c) args += r + "[" + std::to_string(o + c) + "], ";
+    for (size_t i = 0; i < regs.size(); ++i) args += (i ? ", " : "") + regs[i];
+    line(fn + "(" + args + ");");
   }
 
   void loop(const Stmt& s) {
@@ -578,9 +609,45 @@ const CDialect& cuda_dialect() {
     c.shared_kw = "__shared__";
     c.block_sync = "__syncthreads()";
     c.launch_bounds = true;
+    // Tensor cores (sm_80 and later; the backend drops them for an older arch, so these are
+    // never called there).
+    c.prelude +=
+        "static __device__ __forceinline__ void rune_mma_tf32(float& d0, float& d1, float& d2, "
+        "float& d3,\n"
+        "    unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {\n"
+        "#if __CUDA_ARCH__ >= 800\n"
+        "  asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n"
+        "      : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
+        "      : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"
+        "#else\n"
+        "  __trap();\n"
+        "#endif\n}\n"
+        "static __device__ __forceinline__ void rune_mma_bf16(float& d0, float& d1, float& d2, "
+        "float& d3,\n"
+        "    unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {\n"
+        "#if __CUDA_ARCH__ >= 800\n"
+        "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n"
+        "      : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
+        "      : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"
+        "#else\n"
+        "  __trap();\n"
+        "#endif\n}\n";
+    c.mma_tf32 = "rune_mma_tf32";
+    c.mma_bf16 = "rune_mma_bf16";
     return c;
   }();
   return d;
+}
+
+CDialect dialect_for_arch(const CDialect& d, const std::string& arch) {
+  CDialect r = d;
+  if (arch.rfind("sm_", 0) == 0) {
+    const int n = std::atoi(arch.c_str() + 3);
+    if (n > 0 && n < 80) r.mma_tf32.clear(), r.mma_bf16.clear();
+  }
+  return r;
 }
 
 Plan c_plan(const KernelSpec& k, const CDialect& d) { return optimise(k, device_of(d)); }

@@ -57,6 +57,14 @@ struct CDialect {
   std::string shared_kw, block_sync;
   // Entries with a fixed block size print __launch_bounds__(block) (CUDA and HIP).
   bool launch_bounds = false;
+  // Warp-level tensor-core steps (lir::Stmt::Kind::Mma, the plan part mma of the opt-in
+  // nx::set_matmul_precision): helpers the prelude defines,
+  //   fn(float& d0, float& d1, float& d2, float& d3, unsigned a0, unsigned a1, unsigned a2,
+  //      unsigned a3, unsigned b0, unsigned b1)
+  // D += A B with the PTX ISA's fragment layout: mma_tf32 m16n8k8 (each register a tf32 value's
+  // float32 bits), mma_bf16 m16n8k16 (each register two bfloat16, the lower-numbered element in
+  // the low half). Empty: no tensor cores (HIP; CUDA before sm_80).
+  std::string mma_tf32, mma_bf16;
   // When not empty, each entry with a fixed block size is followed by
   //   extern "C" const int <block_size_symbol><entry name> = <block>;
   // (the fake driver reads it to run that many host threads as one block).
@@ -64,6 +72,10 @@ struct CDialect {
 };
 
 const CDialect& cuda_dialect();
+// The dialect for a device of `arch`: d itself, or without its tensor-core steps where the arch
+// is known to lack them (CUDA "sm_75" and older: mma.sync .tf32 / .bf16 needs sm_80), so the
+// opt-in matmul precisions keep the SIMT tiled plan there.
+CDialect dialect_for_arch(const CDialect& d, const std::string& arch);
 // HIP C for hiprtc (codegen/hip/hip_dialect.cpp).
 const CDialect& hip_dialect();
 

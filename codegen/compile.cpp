@@ -9,6 +9,7 @@
 #include "codegen/backend.h"
 #include "codegen/inplace.h"
 #include "codegen/memory_order.h"
+#include "codegen/plan.h"
 #include "codegen/schedule.h"
 #include "ir/debug.h"
 #include "ir/hash.h"
@@ -25,12 +26,15 @@ struct Key {
   std::vector<NodeRef> roots;
   int n_inputs;
   runtime::Device device;
+  // A GPU program's products depend on the matmul precision (codegen/plan.h): a program built
+  // under one is never reused under another. The host ignores it (always Highest here).
+  MatmulPrecision precision;
   bool operator==(const Key&) const = default;
 };
 struct KeyHash {
   size_t operator()(const Key& k) const {
     size_t h = static_cast<size_t>(k.n_inputs) * 31 + static_cast<size_t>(k.device.kind) * 64 +
-               static_cast<size_t>(k.device.index);
+               static_cast<size_t>(k.device.index) + static_cast<size_t>(k.precision) * 7919;
     for (auto r : k.roots) h = h * 1000003u ^ std::hash<const void*>()(r);
     return h;
   }
@@ -94,7 +98,8 @@ std::shared_ptr<const runtime::Program> build(const std::vector<NodeRef>& roots,
   (void)runtime::launcher_for(device, "rune::compile");
   auto p = std::make_shared<runtime::Program>();
   p->device = device;
-  Schedule s = schedule(roots, n_inputs, /*fuse_epilogues=*/true);
+  Schedule s = schedule(roots, n_inputs, /*fuse_epilogues=*/true,
+                        /*half_operands=*/device.kind != runtime::DeviceKind::CPU);
   order_for_memory(s);  // before anything reads the order: the steps, the donation rule
   if (debug_level() >= 3) {
     std::string where = device.kind == runtime::DeviceKind::CPU ? "" : " for " + device.name();
@@ -131,7 +136,8 @@ std::shared_ptr<const runtime::Program> compile(const std::vector<NodeRef>& root
                                                 runtime::Device device) {
   ir::NodeUse use;  // the nodes built while compiling stay until it is done
   auto& c = caches();
-  Key key{roots, n_inputs, device};
+  Key key{roots, n_inputs, device,
+          device.kind == runtime::DeviceKind::CPU ? MatmulPrecision::Highest : matmul_precision()};
   auto cached = [&]() -> std::shared_ptr<const runtime::Program> {
     std::lock_guard lock(c.programs_mu);
     auto it = c.programs.find(key);

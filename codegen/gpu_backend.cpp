@@ -148,7 +148,10 @@ class GpuBackend final : public Backend {
     }
     runtime::gpu::Context& ctx = runtime::gpu::context(p.device, "rune::compile");
     const GpuTarget target = target_;
-    Rendered r = render(s, *target.dialect);
+    // Tensor cores (mma.sync .tf32 / .bf16) need sm_80: on an older CUDA arch the products of
+    // the opt-in precision keep the SIMT plan (docs/gpu.md "The tiled matrix product").
+    const CDialect dialect = dialect_for_arch(*target.dialect, ctx.info().arch);
+    Rendered r = render(s, dialect);
     if (!code) {
       for (const auto& k : s.kernels) p.steps.push_back(host_call_step(k));
       return;

@@ -45,6 +45,11 @@ inline constexpr int kReduceLanes = 8;
 struct Contraction {
   ir::View a, b;
   int a_param = 1, b_param = 2;
+  // The product's dtype (its Acc leaf: float32 or float64) and each operand's dtype in memory:
+  // the product's, or float16 / bfloat16 widened exactly to float32 as it is read (GPU
+  // schedules fold such a cast into the operand, so half values cross memory at half the bytes).
+  ir::DType dtype = ir::DType::Float32;
+  ir::DType a_dtype = ir::DType::Float32, b_dtype = ir::DType::Float32;
   bool operator==(const Contraction&) const = default;
 };
 

@@ -78,8 +78,8 @@ class Lowerer {
     out_.params.assign(n, {DType::Float32, false});
     out_.params[0] = {k.out_dtype, true};
     if (k.contract) {
-      out_.params.at(static_cast<size_t>(k.contract->a_param)).dtype = k.out_dtype;
-      out_.params.at(static_cast<size_t>(k.contract->b_param)).dtype = k.out_dtype;
+      out_.params.at(static_cast<size_t>(k.contract->a_param)).dtype = k.contract->a_dtype;
+      out_.params.at(static_cast<size_t>(k.contract->b_param)).dtype = k.contract->b_dtype;
     }
     if (k.library) out_.params.at(1).dtype = k.library->in_dtype;
     for (NodeRef root : k.roots())
@@ -819,6 +819,21 @@ class Lowerer {
     });
   }
 
+  // An operand element read as dtype `from` (a float16 / bfloat16 operand's 16 bits) at the
+  // product's dtype t: exactly (docs/numerics.md: 16-bit products compute at float32).
+  static NodeRef widen(NodeRef x, DType t) { return x->dtype == t ? x : legalize(b::cast(x, t)); }
+  // x rounded to the tensor-core plan's input precision, as float32 (tf32: to nearest, ties
+  // away from zero, as cvt.rna.tf32.f32: the 13 low mantissa bits cleared after adding half
+  // their range to the magnitude; a NaN stays NaN) or as bfloat16 (to nearest even, the
+  // dtype's cast).
+  static NodeRef round_for_mma(NodeRef x, MatmulPrecision p) {
+    if (p == MatmulPrecision::BF16) return legalize(b::cast(x, DType::BFloat16));
+    NodeRef bits = b::bitcast(x, DType::Int32);
+    NodeRef r = b::band(b::add(bits, b::ci(DType::Int32, 0x1000)),
+                        b::ci(DType::Int32, static_cast<int32_t>(0xffffe000u)));
+    return legalize(b::where(b::ne(x, x), x, b::bitcast(r, DType::Float32)));
+  }
+
   // GPU matrix product: one thread per output, the fma chain over k in increasing order from +0,
   // then the fused epilogue (body, at the output's index) when there is one.
   void contraction() {
@@ -826,7 +841,8 @@ class Lowerer {
     const View& bv = k_.contract->b;
     const size_t nd = a.shape.size();
     const int64_t n = numel(k_.shape), K = a.shape[nd - 1];
-    const DType t = k_.out_dtype;
+    const DType t = k_.contract->dtype;
+    const DType ta = k_.contract->a_dtype, tb = k_.contract->b_dtype;
     entry("", n, n, [&] {
       items(n, [&](NodeRef w) {
         NodeRef rest = w;
@@ -847,8 +863,10 @@ class Lowerer {
         VarId acc = reg("acc", t, 1, b::cf(t, 0));
         VarId p = var("p");
         loop(p, I(0), I(K), Loop::Serial, [&] {
-          NodeRef x = load_at(k_.contract->a_param, t, add(ao, mul(V(p), a.strides[nd - 1])));
-          NodeRef y = load_at(k_.contract->b_param, t, add(bo, mul(V(p), bv.strides[nd - 2])));
+          NodeRef x =
+              widen(load_at(k_.contract->a_param, ta, add(ao, mul(V(p), a.strides[nd - 1]))), t);
+          NodeRef y =
+              widen(load_at(k_.contract->b_param, tb, add(bo, mul(V(p), bv.strides[nd - 2]))), t);
           set(acc, I(0), make(Op::Fma, t, {}, {x, y, at(acc, I(0))}));
         });
         NodeRef prod = let("prod", at(acc, I(0)));
@@ -856,6 +874,55 @@ class Lowerer {
         store(0, w, epilogue ? at_index(k_.body, unflatten(w, k_.shape), {prod}) : prod);
       });
     });
+  }
+
+  // The tensor-core steps of one staged slice (plan part mma, tiled_contraction): this warp's
+  // 2 x 8 fragments of 16 x 8 outputs (accumulators (i * 8 + j) * 4 .. + 4), each slice of bk
+  // as bk / 8 m16n8k8 tf32 steps or bk / 16 m16n8k16 bf16 steps in increasing k. Fragment
+  // values are read from the staged slice (k-major, padded rows: as[k * (bm + 8) + row],
+  // bs[k * (bn + 8) + column]) at the places lir::Stmt::Mma's layout names for this lane.
+  static constexpr int64_t kMmaPad = 8;  // elements after each row of a staged slice
+  void mma_fragments(VarId acc, VarId as, VarId bs, NodeRef wm, NodeRef wn, NodeRef fg,
+                     NodeRef fq) {
+    const GemmTile g = kGemmTile;
+    static_assert(kGemmTile.bm == 4 * 32 && kGemmTile.bn == 2 * 64 && kGemmTile.threads == 256 &&
+                      kGemmTile.bk % 16 == 0,
+                  "8 warps of 32 x 64 outputs, whole k steps per slice");
+    const bool bf16 = p_.mma == MatmulPrecision::BF16;
+    const int ks = bf16 ? 16 : 8, na = bf16 ? 8 : 4, nb = bf16 ? 4 : 2;
+    for (int k0 = 0; k0 < g.bk; k0 += ks) {
+      // (row, k) of a_v and (k, column) of b_v, relative to the fragment's first row, column
+      // and this step's first k.
+      auto a_at = [&](int v) -> std::pair<int, int> {
+        if (!bf16) return {8 * (v & 1), 4 * (v >> 1)};
+        return {8 * ((v >> 1) & 1), (v & 1) + 8 * (v >> 2)};
+      };
+      auto b_at = [&](int v) { return bf16 ? (v & 1) + 8 * (v >> 1) : 4 * v; };
+      NodeRef qk = bf16 ? mul(fq, 2) : fq;  // the lane's first k in the step
+      std::vector<std::vector<NodeRef>> af(2), bf(8);
+      for (int i = 0; i < 2; ++i)
+        for (int v = 0; v < na; ++v) {
+          auto [dr, dk] = a_at(v);
+          NodeRef row = add(wm, add(fg, I(16 * i + dr)));
+          NodeRef k = add(qk, I(k0 + dk));
+          af[i].push_back(let("fa", at(as, add(mul(k, g.bm + kMmaPad), row))));
+        }
+      for (int j = 0; j < 8; ++j)
+        for (int v = 0; v < nb; ++v) {
+          NodeRef col = add(wn, add(fg, I(8 * j)));
+          NodeRef k = add(qk, I(k0 + b_at(v)));
+          bf[j].push_back(let("fb", at(bs, add(mul(k, g.bn + kMmaPad), col))));
+        }
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 8; ++j) {
+          Stmt s{Stmt::Kind::Mma};
+          s.var = acc, s.b = I((i * 8 + j) * 4), s.count = ks;
+          s.dtype = bf16 ? DType::BFloat16 : DType::Float32;
+          s.values = af[i];
+          s.values.insert(s.values.end(), bf[j].begin(), bf[j].end());
+          emit(std::move(s));
+        }
+    }
   }
 
   // GPU tiled float32 matrix product (plan part tiles, codegen/plan.h kGemmTile): block-stride
@@ -867,6 +934,17 @@ class Lowerer {
   // barrier; then kk over the slice's [0, min(bk, K - k0)) in increasing order: acc =
   // fma(a, b, acc). The kk loop stops at K, so no chain sees a padded element, and each output
   // is the fma chain over k = 0, 1, ..., K - 1 from +0, as contraction() and the host compute it.
+  // float16 / bfloat16 operands are staged as they are (half the bytes) and widened to float32
+  // as each thread reads them from shared memory: the same chain.
+  //
+  // With plan part mma (the opt-in precision of nx::set_matmul_precision) the same staging
+  // rounds each element to tf32 (kept as float32) or to bfloat16 (kept as such), and the 8 warps
+  // of the block compute the tile on tensor cores instead: warp w owns rows 32 (w % 4) .. + 32
+  // and columns 64 (w / 4) .. + 64 of the tile, as 2 x 8 fragments of 16 x 8 outputs (64
+  // float32 accumulators per thread, mma_fragments()), and each slice runs 2 m16n8k8 (tf32) or
+  // 1 m16n8k16 (bf16) steps per fragment, k in increasing order across steps; the padded k of
+  // the last slice is staged as zeros and multiplied in (the order and rounding inside a step
+  // are the hardware's: these bits are not the host's, which is that opt-in's contract).
   void tiled_contraction() {
     const GemmTile g = kGemmTile;
     static_assert(kGemmTile.bm / kGemmTile.tm == 16 && kGemmTile.bn / kGemmTile.tn == 16 &&
@@ -884,7 +962,13 @@ class Lowerer {
     const int64_t tiles = numel(batch) * tiles_m * tiles_n;
     const int64_t sam = a.strides[nd - 2], sak = a.strides[nd - 1];
     const int64_t sbk = bv.strides[nd - 2], sbn = bv.strides[nd - 1];
-    const DType t = k_.out_dtype;
+    const DType t = k_.contract->dtype;
+    const MatmulPrecision mma = p_.mma;
+    // What the shared arrays hold: the operands' own dtypes, or the tensor-core inputs.
+    const DType sa = mma == MatmulPrecision::Highest ? k_.contract->a_dtype
+                     : mma == MatmulPrecision::BF16  ? DType::BFloat16
+                                                     : DType::Float32;
+    const DType sb = mma == MatmulPrecision::Highest ? k_.contract->b_dtype : sa;
     const bool full_slices = K % g.bk == 0;
     // Vector staging (the entry's aligned body, run when every param is 16-byte aligned): an
     // operand whose stride-1 axis is the one staged along (A's k, B's n), with that extent,
@@ -899,7 +983,16 @@ class Lowerer {
     lir::Entry entry_out;
     entry_out.items = tiles, entry_out.threads = tiles * g.threads, entry_out.block = g.threads;
     cur_ = &entry_out.head;
-    VarId as = shared("as", t, int64_t{g.bk} * g.bm), bs = shared("bs", t, int64_t{g.bk} * g.bn);
+    // The tensor-core plan's slices have rows of bm + 8 (bn + 8) elements: the 8 lanes with
+    // the same q of a fragment read 8 consecutive elements of one row, and the 4 values of q
+    // rows apart then fall in distinct banks (a row of 128 put them all in one: 4-way conflicts).
+    const int64_t pad = mma == MatmulPrecision::Highest ? 0 : kMmaPad;
+    VarId as = shared("as", sa, int64_t{g.bk} * (g.bm + pad)),
+          bs = shared("bs", sb, int64_t{g.bk} * (g.bn + pad));
+    // An operand element as staged: its own bits, or rounded for the tensor cores.
+    auto staged = [&](NodeRef x) {
+      return mma == MatmulPrecision::Highest ? x : round_for_mma(x, mma);
+    };
     auto body = [&](bool va, bool vb) {
       VarId tile = var("tile");
       loop(tile, I(0), I(tiles), Loop::Blocks, [&] {
@@ -922,6 +1015,13 @@ class Lowerer {
           NodeRef tl = V(th);
           NodeRef tx = let("tx", urem(tl, 16)), ty = let("ty", udiv(tl, 16));
           VarId acc = reg("acc", t, int64_t{g.tm} * g.tn, b::cf(t, 0));
+          // The tensor-core plan's warp layout (see above).
+          NodeRef wm = nullptr, wn = nullptr, fg = nullptr, fq = nullptr;
+          if (mma != MatmulPrecision::Highest) {
+            NodeRef lane = urem(tl, 32), warp = udiv(tl, 32);
+            wm = let("wm", mul(urem(warp, 4), 32)), wn = let("wn", mul(udiv(warp, 4), 64));
+            fg = let("fg", udiv(lane, 4)), fq = let("fq", urem(lane, 4));
+          }
           VarId k0 = var("k0");
           loop(
               k0, I(0), I(K), Loop::Serial,
@@ -930,7 +1030,8 @@ class Lowerer {
                 barrier();
                 // Stages element e of a slice: (row, kk) of A or (kk, col) of B.
                 auto stage = [&](int param, VarId dst, int64_t width, int64_t s_wide, int64_t s_k,
-                                 NodeRef base, NodeRef first, int64_t extent) {
+                                 NodeRef base, NodeRef first, int64_t extent, DType mt) {
+                  const DType st = out_.vars[dst].dtype;
                   const bool wide_fast = s_wide == 1 && s_k != 1;
                   VarId u = var("u");
                   loop(u, I(0), I(width * g.bk / g.threads), Loop::Unrolled, [&] {
@@ -940,14 +1041,16 @@ class Lowerer {
                     NodeRef ok = b::band(b::lt(add(first, x), I(extent)), b::lt(kk, kw));
                     NodeRef off =
                         add(base, add(mul(add(first, x), s_wide), mul(add(V(k0), kk), s_k)));
-                    NodeRef v = b::where(ok, load_at(param, t, b::where(ok, off, I(0))), zero(t));
-                    set(dst, add(mul(kk, width), x), legalize(v));
+                    NodeRef v = staged(load_at(param, mt, b::where(ok, off, I(0))));
+                    set(dst, add(mul(kk, width + pad), x), legalize(b::where(ok, v, zero(st))));
                   });
                 };
                 // Vector staging of 4 consecutive elements along the stride-1 axis: A's
                 // (row, k .. k+3), B's (k, col .. col+3); outside the matrix, zeros.
                 auto stage4 = [&](int param, VarId dst, int64_t width, bool along_k,
-                                  int64_t s_other, NodeRef base, NodeRef first, int64_t extent) {
+                                  int64_t s_other, NodeRef base, NodeRef first, int64_t extent,
+                                  DType mt) {
+                  const DType st = out_.vars[dst].dtype;
                   const int64_t per_row = along_k ? g.bk / 4 : width / 4;
                   VarId u = var("u");
                   loop(u, I(0), I(width * g.bk / 4 / g.threads), Loop::Unrolled, [&] {
@@ -960,39 +1063,44 @@ class Lowerer {
                                       ? add(base, add(mul(add(first, x), s_other), add(V(k0), kk)))
                                       : add(base, add(mul(add(V(k0), kk), s_other), add(first, x)));
                     auto slot = [&](int c) {
-                      return along_k ? add(mul(add(kk, I(c)), width), x)
-                                     : add(mul(kk, width), add(x, I(c)));
+                      return along_k ? add(mul(add(kk, I(c)), width + pad), x)
+                                     : add(mul(kk, width + pad), add(x, I(c)));
                     };
                     when(ok, [&] {
-                      VarId v = var("v", t);
+                      VarId v = var("v", mt);
                       Stmt ld{Stmt::Kind::VLoad};
-                      ld.var = v, ld.param = param, ld.count = 4, ld.dtype = t, ld.b = off;
+                      ld.var = v, ld.param = param, ld.count = 4, ld.dtype = mt, ld.b = off;
                       emit(std::move(ld));
-                      for (int c = 0; c < 4; ++c) set(dst, slot(c), at(v, I(c)));
+                      for (int c = 0; c < 4; ++c) set(dst, slot(c), staged(at(v, I(c))));
                     });
                     when(legalize(b::lnot(ok)), [&] {
-                      for (int c = 0; c < 4; ++c) set(dst, slot(c), zero(t));
+                      for (int c = 0; c < 4; ++c) set(dst, slot(c), zero(st));
                     });
                   });
                 };
+                const DType ma = k_.contract->a_dtype, mb = k_.contract->b_dtype;
                 if (va)
-                  stage4(k_.contract->a_param, as, g.bm, true, sam, ao, m0, M);
+                  stage4(k_.contract->a_param, as, g.bm, true, sam, ao, m0, M, ma);
                 else
-                  stage(k_.contract->a_param, as, g.bm, sam, sak, ao, m0, M);
+                  stage(k_.contract->a_param, as, g.bm, sam, sak, ao, m0, M, ma);
                 if (vb)
-                  stage4(k_.contract->b_param, bs, g.bn, false, sbk, bo, n0, N);
+                  stage4(k_.contract->b_param, bs, g.bn, false, sbk, bo, n0, N, mb);
                 else
-                  stage(k_.contract->b_param, bs, g.bn, sbn, sbk, bo, n0, N);
+                  stage(k_.contract->b_param, bs, g.bn, sbn, sbk, bo, n0, N, mb);
                 barrier();
+                if (mma != MatmulPrecision::Highest)
+                  return mma_fragments(acc, as, bs, wm, wn, fg, fq);
                 VarId kk = var("kk");
                 loop(
                     kk, I(0), kw, Loop::Serial,
                     [&] {
                       std::vector<NodeRef> av, bw;
                       for (int i = 0; i < g.tm; ++i)
-                        av.push_back(let("a", at(as, add(mul(V(kk), g.bm), add(ty, I(16 * i))))));
+                        av.push_back(
+                            let("a", widen(at(as, add(mul(V(kk), g.bm), add(ty, I(16 * i)))), t)));
                       for (int j = 0; j < g.tn; ++j)
-                        bw.push_back(let("b", at(bs, add(mul(V(kk), g.bn), add(tx, I(16 * j))))));
+                        bw.push_back(
+                            let("b", widen(at(bs, add(mul(V(kk), g.bn), add(tx, I(16 * j)))), t)));
                       for (int i = 0; i < g.tm; ++i)
                         for (int j = 0; j < g.tn; ++j) {
                           NodeRef slot = I(int64_t{i} * g.tn + j);
@@ -1003,15 +1111,26 @@ class Lowerer {
               },
               g.bk);
           const bool epilogue = k_.body && k_.body->op != Op::Acc;
+          // Output (m, n) of the tile from accumulator `slot`.
+          auto out = [&](NodeRef m, NodeRef n, int64_t slot) {
+            when(b::band(b::lt(m, I(M)), b::lt(n, I(N))), [&] {
+              NodeRef w = let("w", add(mul(bt, M * N), add(mul(m, N), n)));
+              NodeRef prod = let("prod", at(acc, I(slot)));
+              store(0, w, epilogue ? at_index(k_.body, unflatten(w, k_.shape), {prod}) : prod);
+            });
+          };
+          if (mma != MatmulPrecision::Highest) {
+            // Fragment (i, j)'s d_r: row g + 8 (r >> 1), column 2 q + (r & 1) (lir::Stmt::Mma).
+            for (int i = 0; i < 2; ++i)
+              for (int j = 0; j < 8; ++j)
+                for (int r = 0; r < 4; ++r)
+                  out(add(m0, add(wm, add(fg, I(16 * i + 8 * (r >> 1))))),
+                      add(n0, add(wn, add(mul(fq, 2), I(8 * j + (r & 1))))), (i * 8 + j) * 4 + r);
+            return;
+          }
           for (int i = 0; i < g.tm; ++i)
-            for (int j = 0; j < g.tn; ++j) {
-              NodeRef m = add(m0, add(ty, I(16 * i))), n = add(n0, add(tx, I(16 * j)));
-              when(b::band(b::lt(m, I(M)), b::lt(n, I(N))), [&] {
-                NodeRef w = let("w", add(mul(bt, M * N), add(mul(m, N), n)));
-                NodeRef prod = let("prod", at(acc, I(int64_t{i} * g.tn + j)));
-                store(0, w, epilogue ? at_index(k_.body, unflatten(w, k_.shape), {prod}) : prod);
-              });
-            }
+            for (int j = 0; j < g.tn; ++j)
+              out(add(m0, add(ty, I(16 * i))), add(n0, add(tx, I(16 * j))), int64_t{i} * g.tn + j);
         });
       });
     };

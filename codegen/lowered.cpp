@@ -86,6 +86,12 @@ void block(std::ostringstream& s, const Kernel& k, const Block& b, int depth) {
       case Stmt::Kind::Barrier:
         s << pad << "barrier\n";
         break;
+      case Stmt::Kind::Mma:
+        s << pad << "mma m16n8k" << st.count << " " << ir::name(st.dtype) << " " << v << "["
+          << expr(k, st.b) << " ..+4] += {";
+        for (size_t i = 0; i < st.values.size(); ++i) s << (i ? ", " : "") << expr(k, st.values[i]);
+        s << "}\n";
+        break;
     }
   }
 }

@@ -57,6 +57,16 @@ struct Stmt {
               // with RegAt, written with Set, like a Reg, by every thread of the block
     Barrier,  // GPU: every thread of the block waits here until all have arrived; shared
               // writes before it are visible to reads after it
+    // GPU, warp-collective (the 32 threads of each warp of a fixed-block entry run it together,
+    // converged): D = A B + C on tensor cores, the PTX ISA's mma.sync.aligned.row.col with
+    // float32 accumulators var[b], var[b + 1], var[b + 2], var[b + 3] as c0..c3 / d0..d3.
+    // count 8, dtype float32: m16n8k8 .tf32, values a0..a3 then b0, b1 (float32 values already
+    // rounded to tf32); count 16, dtype bfloat16: m16n8k16 .bf16, values a0..a7 then b0..b3.
+    // Which element of A (16 x k), B (k x 8) and D (16 x 8) each value is, by lane (g = lane / 4,
+    // q = lane % 4), is the ISA's fragment layout: tf32 a_j at (g + 8 (j & 1), q + 4 (j >> 1)),
+    // b_j at (q + 4 j, g); bf16 a_i at (g + 8 ((i >> 1) & 1), 2 q + (i & 1) + 8 (i >> 2)), b_i at
+    // (2 q + (i & 1) + 8 (i >> 1), g); d_r at (g + 8 (r >> 1), 2 q + (r & 1)).
+    Mma,
   } kind;
   explicit Stmt(Kind k) : kind(k) {}
   VarId var = -1;
@@ -67,7 +77,7 @@ struct Stmt {
   Loop loop = Loop::Serial;
   ir::DType dtype = ir::DType::Int64;
   ir::NodeRef a = nullptr, b = nullptr;
-  std::vector<ir::NodeRef> values;  // VStore
+  std::vector<ir::NodeRef> values;  // VStore, Mma
   Block body;
 };
 

@@ -1,6 +1,7 @@
 #include "codegen/plan.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -90,6 +91,17 @@ Mnk mnk(const KernelSpec& k) {
   return r;
 }
 
+const char* mma_word(MatmulPrecision p) {
+  return p == MatmulPrecision::TF32 ? "mma:tf32" : p == MatmulPrecision::BF16 ? "mma:bf16" : "";
+}
+
+// The product's operands are float32 in memory and it computes at float32: what the
+// tensor-core plan takes (16-bit operands keep the fma chain, their documented bits).
+bool float32_operands(const KernelSpec& k) {
+  return k.contract && k.contract->dtype == DType::Float32 &&
+         k.contract->a_dtype == DType::Float32 && k.contract->b_dtype == DType::Float32;
+}
+
 std::string tiles_name() {
   const GemmTile& t = kGemmTile;
   return "tiles:" + std::to_string(t.bm) + "x" + std::to_string(t.bn) + "x" + std::to_string(t.bk) +
@@ -113,7 +125,20 @@ double load_bytes(NodeRef root) {
   return n;
 }
 
+std::atomic<int> g_precision{static_cast<int>(MatmulPrecision::Highest)};
+
 }  // namespace
+
+MatmulPrecision matmul_precision() { return static_cast<MatmulPrecision>(g_precision.load()); }
+void set_matmul_precision(MatmulPrecision p) { g_precision.store(static_cast<int>(p)); }
+const char* precision_name(MatmulPrecision p) {
+  return p == MatmulPrecision::TF32 ? "tf32" : p == MatmulPrecision::BF16 ? "bf16" : "highest";
+}
+std::optional<MatmulPrecision> parse_matmul_precision(const std::string& text) {
+  for (auto p : {MatmulPrecision::Highest, MatmulPrecision::TF32, MatmulPrecision::BF16})
+    if (text == precision_name(p)) return p;
+  return std::nullopt;
+}
 
 std::string Plan::str() const {
   std::ostringstream s;
@@ -125,6 +150,7 @@ std::string Plan::str() const {
     if (vector4) s << " vec4";
     if (tiles) s << " " << tiles_name();
     if (row_lanes) s << " rows:lanes";
+    if (mma != MatmulPrecision::Highest) s << " " << mma_word(mma);
   }
   return s.str();
 }
@@ -162,6 +188,8 @@ std::optional<Plan> parse_plan(const std::string& text, std::string* error) {
     } else if (p.gpu && word.rfind("tiles:", 0) == 0) {
       if (word != tiles_name()) return fail("the one tiled product is " + tiles_name());
       p.tiles = true;
+    } else if (p.gpu && (word == "mma:tf32" || word == "mma:bf16")) {
+      p.mma = word == "mma:tf32" ? MatmulPrecision::TF32 : MatmulPrecision::BF16;
     } else {
       return fail("unknown part \"" + word + "\"");
     }
@@ -184,8 +212,12 @@ std::string validate(const KernelSpec& k, const Plan& plan) {
   if (plan.row_lanes && !plan.gpu) return "rows:lanes is a GPU plan";
   if (plan.row_lanes && !plan.lane_threads)
     return "rows:lanes runs a row's lanes as threads: it needs lanes:threads";
-  if (plan.tiles && k.contract && k.out_dtype != DType::Float32)
-    return "tiles needs a float32 product, not " + std::string(name(k.out_dtype));
+  if (plan.tiles && k.contract && k.contract->dtype != DType::Float32)
+    return "tiles needs a float32 product, not " + std::string(name(k.contract->dtype));
+  if (plan.mma != MatmulPrecision::Highest && k.contract && !plan.tiles)
+    return std::string(mma_word(plan.mma)) + " needs tiles";
+  if (plan.mma != MatmulPrecision::Highest && k.contract && !float32_operands(k))
+    return std::string(mma_word(plan.mma)) + " needs float32 operands";
   return "";
 }
 
@@ -195,7 +227,8 @@ Traffic traffic(const KernelSpec& k, const Plan& plan) {
   const double out_bytes = outs * static_cast<double>(itemsize(k.out_dtype));
   if (k.contract) {
     const Mnk d = mnk(k);
-    const double item = static_cast<double>(itemsize(k.out_dtype));
+    const double ia = static_cast<double>(itemsize(k.contract->a_dtype)),
+                 ib = static_cast<double>(itemsize(k.contract->b_dtype));
     const double M = static_cast<double>(d.m), N = static_cast<double>(d.n),
                  K = static_cast<double>(d.k), B = static_cast<double>(d.batch);
     t.flops = 2 * B * M * N * K + outs * arith_nodes(k.body);
@@ -205,10 +238,10 @@ Traffic traffic(const KernelSpec& k, const Plan& plan) {
       // Each tile stages bm x K of A and K x bn of B once (partial tiles load what is inside).
       const GemmTile& g = kGemmTile;
       const double tm = std::ceil(M / g.bm), tn = std::ceil(N / g.bn);
-      t.global_bytes += B * item * K * (tn * M + tm * N);
+      t.global_bytes += B * K * (tn * M * ia + tm * N * ib);
     } else {
       // One thread per output reads its row of A and column of B.
-      t.global_bytes += B * M * N * 2 * K * item;
+      t.global_bytes += B * M * N * K * (ia + ib);
     }
     return t;
   }
@@ -248,6 +281,7 @@ Plan applicable(const KernelSpec& k, Plan p) {
   if (!one_block_rows || k.contract || k.library) p.group = 1;
   if (!k.rbody || k.contract || k.library || p.gpu || k.blocks() < 2) p.blocks = 1;
   if (!k.contract || !p.gpu) p.tiles = false;
+  if (!p.tiles) p.mma = MatmulPrecision::Highest;
   // Host lanes step as a vector or unrolled only in a reduction's (or row kernel's) lane loop;
   // the GPU never uses the host's choice.
   if (p.gpu)
@@ -298,10 +332,12 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
     p.row_lanes = true;
   }
   if (device.gpu && device.vector_types && vector4_possible(k)) p.vector4 = true;
-  if (device.gpu && device.block_tiles && k.contract && k.out_dtype == DType::Float32) {
+  if (device.gpu && device.block_tiles && k.contract && k.contract->dtype == DType::Float32) {
     // Tiles pay once a block's tile is at least half used along both axes.
     const Mnk d = mnk(k);
     if (d.m >= kGemmTile.bm / 2 && d.n >= kGemmTile.bn / 2 && d.k >= 1) p.tiles = true;
+    // The opt-in precision: float32 operands on a device with matrix fragments.
+    if (p.tiles && device.mma && float32_operands(k)) p.mma = device.precision;
   }
   // RUNE_PLAN, read once: where valid for this kernel on this kind of device, it replaces the
   // default (the bits cannot change; tests/lower/test_plans.cpp checks that they do not).
@@ -310,7 +346,8 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
     if (!text || text->empty()) return std::nullopt;
     return parse_plan(*text);
   }();
-  if (forced && forced->gpu == device.gpu && validate(k, *forced).empty())
+  if (forced && forced->gpu == device.gpu && validate(k, *forced).empty() &&
+      (forced->mma == MatmulPrecision::Highest || device.mma))
     return applicable(k, *forced);
   return applicable(k, p);
 }

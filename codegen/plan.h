@@ -17,6 +17,18 @@
 
 namespace codegen {
 
+// The precision float32 matrix products may use on a GPU (nx::set_matmul_precision, as
+// torch.set_float32_matmul_precision): Highest, the default, is the documented fma chain
+// (docs/numerics.md), the host's bits; TF32 and BF16 allow the tensor-core plan (plan part
+// mma:tf32 / mma:bf16), whose inputs are rounded to 10 / 7 mantissa bits and whose bits differ
+// from the host's. Process-global; read when a kernel is planned, so it is part of every GPU
+// program's cache key (codegen/compile.cpp, rune::jit, the eager cache). The host ignores it.
+enum class MatmulPrecision { Highest, TF32, BF16 };
+MatmulPrecision matmul_precision();
+void set_matmul_precision(MatmulPrecision p);
+const char* precision_name(MatmulPrecision p);  // "highest", "tf32", "bf16"
+std::optional<MatmulPrecision> parse_matmul_precision(const std::string& text);
+
 // What `optimise` knows of a device.
 struct DeviceDesc {
   bool gpu = false;            // grid-stride entry points (else host work-item ranges)
@@ -26,6 +38,11 @@ struct DeviceDesc {
   int lane_unroll = 0;         // GPU: unroll hint for a lane thread's loop (loads in flight)
   bool block_tiles = false;    // GPU: block-shared arrays and a block barrier (tiled products)
   int threads = 1;             // host: the thread pool's size (how many work items are worth it)
+  // GPU: warp-level matrix fragments (lir::Stmt::Kind::Mma: mma.sync m16n8k8 tf32 and m16n8k16
+  // bf16, CUDA sm_80 and later); false on HIP and on CUDA archs known to be older.
+  bool mma = false;
+  // GPU: the precision float32 products may use (matmul_precision() when the kernel is planned).
+  MatmulPrecision precision = MatmulPrecision::Highest;
 };
 
 // The GPU's tiled float32 matrix product (plan part "tiles"): each block of `threads` threads
@@ -64,10 +81,14 @@ struct Plan {
   // read). Else one thread runs a row's 8 lanes. Never more than 8 threads per row: the 8 lanes
   // are the documented association order (docs/numerics.md).
   bool row_lanes = false;
+  // GPU, with tiles: the tile's products run on tensor cores (warp-level mma.sync fragments,
+  // float32 accumulation) with inputs rounded to tf32 or bf16: the opt-in precision of
+  // nx::set_matmul_precision (Highest: none, the fma chain).
+  MatmulPrecision mma = MatmulPrecision::Highest;
 
   // e.g. "host lanes:vector group:16", "host lanes:vector group:1 blocks:4",
-  // "gpu lanes:threads/32 vec4", "gpu lanes:threads/32 rows:lanes" (blocks is printed only
-  // when it is not 1)
+  // "gpu lanes:threads/32 vec4", "gpu lanes:threads/32 rows:lanes",
+  // "gpu lanes:unrolled tiles:128x128x16/8x8 mma:tf32" (blocks is printed only when it is not 1)
   std::string str() const;
   bool operator==(const Plan&) const = default;
 };

@@ -135,8 +135,9 @@ struct RowContext {
 
 class Scheduler {
  public:
-  Scheduler(const std::vector<NodeRef>& roots, int n_inputs, bool fuse_epilogues)
-      : roots_(roots), fuse_epilogues_(fuse_epilogues) {
+  Scheduler(const std::vector<NodeRef>& roots, int n_inputs, bool fuse_epilogues,
+            bool half_operands)
+      : roots_(roots), fuse_epilogues_(fuse_epilogues), half_operands_(half_operands) {
     out_.n_inputs = n_inputs;
     for (int i = 0; i < n_inputs; ++i) out_.slots.push_back({DType::Float32, -1});
     std::vector<NodeRef> order = toposort(roots);
@@ -269,12 +270,22 @@ class Scheduler {
 
   // A contraction reads its operands through strided views of buffers: movement ops down to an
   // input or a materialised node fold into the view; anything else (a computation, a pad's
-  // mask, a reshape no strided view expresses) is materialised first.
-  OrRealize<std::pair<int, View>> operand_view(NodeRef x) {
+  // mask, a reshape no strided view expresses) is materialised first. With `widened` (a GPU
+  // schedule's contraction operand), one exact cast of float16 / bfloat16 to float32 among them
+  // folds in too: the view is then of the 16-bit buffer, *widened its dtype, and the kernel
+  // widens each element as it reads it (movement ops and an elementwise cast commute).
+  OrRealize<std::pair<int, View>> operand_view(NodeRef x, DType* widened = nullptr) {
     std::vector<NodeRef> mops;
     NodeRef s = x;
-    while (s->op != Op::Param && !slot_of_.count(s) && is_movement(s->op) && s->op != Op::Copy &&
-           s->op != Op::Pad) {
+    for (;;) {
+      if (s->op == Op::Param || slot_of_.count(s)) break;
+      if (widened && half_operands_ && s->op == Op::Cast && s->dtype == DType::Float32 &&
+          is_half(s->src[0]->dtype) && !is_half(*widened)) {
+        *widened = s->src[0]->dtype;
+        s = s->src[0];
+        continue;
+      }
+      if (!is_movement(s->op) || s->op == Op::Copy || s->op == Op::Pad) break;
       mops.push_back(s);
       // A reshape whose source was copied contiguous (below) reads the copy.
       auto it = reshape_source_.find(s);
@@ -883,18 +894,22 @@ class Scheduler {
       case OpCategory::Contract: {
         // A kernel of its own, whose elementwise consumers at its shape and dtype may fuse as
         // an epilogue on the host (the product is then computed in the output buffer first).
+        // A GPU schedule also fuses the rounding of a float32 product to float16 / bfloat16 (the
+        // kernel then stores each output rounded once, as nx::matmul defines it).
+        const bool rounded = half_operands_ && n->dtype == DType::Float32 && is_half(k_.out_dtype);
         bool fusable = space == 0 && mops.empty() && stages_.empty() && !row_out_ && !k_.contract &&
-                       n->shape == k_.shape && n->dtype == k_.out_dtype &&
+                       n->shape == k_.shape && (n->dtype == k_.out_dtype || rounded) &&
                        (n == target_ || (fuse_epilogues_ && direct_users(n) <= 1 &&
                                          !(row_kernels_ && reduced_before_target(n))));
         if (!fusable) return Realize{n};
-        OrRealize<std::pair<int, View>> a = operand_view(n->src[0]);
+        DType da = n->dtype, db = n->dtype;
+        OrRealize<std::pair<int, View>> a = operand_view(n->src[0], &da);
         if (!a.ok()) return a.realize_first();
-        OrRealize<std::pair<int, View>> b = operand_view(n->src[1]);
+        OrRealize<std::pair<int, View>> b = operand_view(n->src[1], &db);
         if (!b.ok()) return b.realize_first();
         auto [sa, va] = a.value();
         auto [sb, vb] = b.value();
-        k_.contract = Contraction{va, vb, param_for_slot(sa), param_for_slot(sb)};
+        k_.contract = Contraction{va, vb, param_for_slot(sa), param_for_slot(sb), n->dtype, da, db};
         return make(Op::Acc, n->dtype, {}, {});
       }
       case OpCategory::Library:
@@ -938,6 +953,7 @@ class Scheduler {
 
   std::vector<NodeRef> roots_;
   bool fuse_epilogues_;
+  bool half_operands_;  // a GPU schedule: contractions read float16 / bfloat16 operands
   Schedule out_;
   std::unordered_map<NodeRef, std::vector<NodeRef>> consumers_;
   std::unordered_map<NodeRef, int> readers_;  // memo of readers()
@@ -1017,8 +1033,9 @@ std::string describe(const KernelSpec& k) {
   return s + std::to_string(count_ops(k.body)) + " ops";
 }
 
-Schedule schedule(const std::vector<NodeRef>& roots, int n_inputs, bool fuse_epilogues) {
-  Schedule s = Scheduler(roots, n_inputs, fuse_epilogues).run();
+Schedule schedule(const std::vector<NodeRef>& roots, int n_inputs, bool fuse_epilogues,
+                  bool half_operands) {
+  Schedule s = Scheduler(roots, n_inputs, fuse_epilogues, half_operands).run();
   if (debug_level() >= 3)
     for (size_t i = 0; i < s.kernels.size(); ++i) {
       const KernelSpec& k = s.kernels[i];

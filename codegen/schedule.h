@@ -12,8 +12,12 @@ namespace codegen {
 // numbered 0..n_inputs-1.
 // fuse_epilogues: elementwise consumers of a matrix product fuse into its kernel (the host's
 // gemm applies them tile by tile; the GPU kernel applies them to each finished output).
+// half_operands (GPU schedules): a matrix product reads float16 / bfloat16 operands directly
+// (the exact cast to float32 that nx::matmul puts before it folds into the kernel's reads) and
+// its rounding back to that dtype fuses as its epilogue; the host's gemm reads float32 only.
 // With DEBUG >= 3 it prints one line per kernel (describe, then the slots it writes and reads).
-Schedule schedule(const std::vector<ir::NodeRef>& roots, int n_inputs, bool fuse_epilogues = false);
+Schedule schedule(const std::vector<ir::NodeRef>& roots, int n_inputs, bool fuse_epilogues = false,
+                  bool half_operands = false);
 
 // One kernel in one line: its kind, output dtype and shape, the reduced shape and operation of
 // a reduction, how many params it reads and how many operations fused into it, e.g.

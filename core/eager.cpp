@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "codegen/compile.h"
+#include "codegen/plan.h"
 #include "core/check.h"
 #include "core/donation.h"
 #include "core/interpreter.h"
@@ -271,7 +272,11 @@ class Eager final : public Interpreter {
     thread_local ProgramLru<runtime::Program> programs;
     thread_local Fingerprint fp;
     fingerprint(fp, op, out, shape, srcs, arg);
+    // A GPU's products depend on the matmul precision (nx::set_matmul_precision): part of the
+    // key there, so a changed setting never reuses a program built under the other.
     int64_t dev = static_cast<int64_t>(device.kind) * 1024 + device.index;
+    if (device.kind != runtime::DeviceKind::CPU)
+      dev += 65536 * (1 + static_cast<int64_t>(codegen::matmul_precision()));
     fp.v.push_back(dev);
     fp.hash = ir::hash_combine(fp.hash, dev);
     const auto* found = programs.find(fp);

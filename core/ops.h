@@ -199,6 +199,15 @@ Tensor contiguous(const Tensor& x);  // a contiguous copy
 // ---- linear algebra ----
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
+// The precision float32 matrix products may use on a GPU, as torch.set_float32_matmul_precision:
+// "highest" (the default: each output is the fma chain of docs/numerics.md, the host's bits),
+// "tf32" or "bf16" (CUDA sm_80 and later: tensor cores with inputs rounded to tf32 / bfloat16
+// and float32 accumulation; not the host's bits, within the bound of docs/numerics.md).
+// Process-global, read when a program is compiled (and part of the program and rune::jit cache
+// keys of GPU programs, so a change recompiles them). The host ignores it, as torch's CPU
+// matmul does. Any other string raises std::invalid_argument naming the API and the value.
+void set_matmul_precision(const std::string& precision);
+std::string matmul_precision();
 
 // ---- placement and waiting (SEMANTICS.md §6) ----
 // The device creation ops put their results on: RUNE_DEFAULT_DEVICE (CPU, CPU:n, CUDA:n or

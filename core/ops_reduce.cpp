@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
+#include "codegen/plan.h"
 #include "core/donation.h"
 #include "core/prim.h"
 
@@ -224,6 +226,17 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (b.ndim() > 1) out.push_back(n);
   return reshape(r, out);
 }
+
+void set_matmul_precision(const std::string& precision) {
+  auto p = codegen::parse_matmul_precision(precision);
+  if (!p)
+    throw std::invalid_argument("nx::set_matmul_precision: \"" + precision +
+                                "\" is not a matmul precision (expected \"highest\", \"tf32\" "
+                                "or \"bf16\")");
+  codegen::set_matmul_precision(*p);
+}
+
+std::string matmul_precision() { return codegen::precision_name(codegen::matmul_precision()); }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
   OpScope scope_("nx::dot", {&a, &b});

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "codegen/compile.h"
+#include "codegen/plan.h"
 #include "core/donation.h"
 #include "core/ops.h"
 #include "ir/debug.h"
@@ -36,11 +37,20 @@ struct LeafKey {
 struct Key {
   std::vector<int64_t> tokens;
   std::vector<LeafKey> leaves;
+  // A GPU program's products depend on the matmul precision (nx::set_matmul_precision): 1 + the
+  // codegen::MatmulPrecision for a call that runs on a GPU, 0 on the host (which ignores it).
+  int precision = 0;
   size_t hash = 0;
   bool operator==(const Key& o) const {
-    return hash == o.hash && tokens == o.tokens && leaves == o.leaves;
+    return hash == o.hash && tokens == o.tokens && leaves == o.leaves && precision == o.precision;
   }
 };
+// The call's precision key: it runs on its arguments' device, or the default device without any.
+int precision_key(const Flat& args) {
+  bool gpu = args.leaves.empty() && nx::default_device().kind != runtime::DeviceKind::CPU;
+  for (const auto& t : args.leaves) gpu |= t.impl().device.kind != runtime::DeviceKind::CPU;
+  return gpu ? 1 + static_cast<int>(codegen::matmul_precision()) : 0;
+}
 // Where a concrete leaf's data starts, modulo 16 bytes.
 int64_t leaf_align(const nx::TensorImpl& im) {
   return static_cast<int64_t>(
@@ -52,6 +62,7 @@ int64_t leaf_align(const nx::TensorImpl& im) {
 size_t hash_args(const Flat& args) {
   uint64_t h = ir::kFnvOffset;
   auto mix = [&](int64_t v) { h = ir::hash_combine(h, v); };
+  mix(precision_key(args));
   for (auto t : args.tokens) mix(t);
   for (const auto& t : args.leaves) {
     const auto& im = t.impl();
@@ -68,6 +79,7 @@ size_t hash_args(const Flat& args) {
 // Whether the key made from `args` would equal `k`, without making it.
 bool key_matches(const Key& k, const Flat& args) {
   if (k.tokens != args.tokens || k.leaves.size() != args.leaves.size()) return false;
+  if (k.precision != precision_key(args)) return false;
   for (size_t i = 0; i < k.leaves.size(); ++i) {
     const LeafKey& lk = k.leaves[i];
     const auto& im = args.leaves[i].impl();
@@ -108,6 +120,7 @@ struct KeyEq {
 Key make_key(const Flat& args) {
   Key k;
   k.tokens = args.tokens;
+  k.precision = precision_key(args);
   k.leaves.reserve(args.leaves.size());
   for (const auto& t : args.leaves) {
     const auto& im = t.impl();
@@ -175,6 +188,15 @@ std::string first_difference(const Key& cur, const Key& prev,
              std::to_string(y.align) + " in the previous key";
   }
   if (cur.tokens.size() != prev.tokens.size()) return "structure differs from the previous key";
+  if (cur.precision != prev.precision) {
+    auto text = [](int p) {
+      return p == 0 ? std::string("none (host)")
+                    : std::string(
+                          codegen::precision_name(static_cast<codegen::MatmulPrecision>(p - 1)));
+    };
+    return "matmul precision " + text(cur.precision) + " here, " + text(prev.precision) +
+           " in the previous key";
+  }
   return "key differs from the previous key";
 }
 

@@ -166,6 +166,16 @@ inline std::vector<Labelled> corpus_reductions() {
       [](auto& a) { return std::vector<Tensor>{nx::relu(nx::matmul(a[0], a[1]) + a[2])}; });
   add_program(ks, "matmul 4096", {{DType::Float32, {4096, 4096}}, {DType::Float32, {4096, 4096}}},
               [](auto& a) { return std::vector<Tensor>{nx::matmul(a[0], a[1])}; });
+  // float16 / bfloat16 operands read directly by the tiled plan (16-bit slices in shared memory,
+  // vector and scalar staging), rounded once on store, with and without an epilogue.
+  for (DType t : {DType::Float16, DType::BFloat16}) {
+    add_program(ks, "matmul tiled " + dname(t), {{t, {130, 72}}, {t, {72, 150}}},
+                [](auto& a) { return std::vector<Tensor>{nx::matmul(a[0], a[1])}; });
+    add_program(ks, "matmul tiled batched bias relu " + dname(t),
+                {{t, {3, 65, 33}}, {t, {3, 33, 72}}, {t, {72}}}, [](auto& a) {
+                  return std::vector<Tensor>{nx::relu(nx::matmul(a[0], a[1]) + a[2])};
+                });
+  }
   add_program(ks, "empty sum", {{DType::Float32, {4, 0}}},
               [](auto& a) { return std::vector<Tensor>{nx::sum(a[0], {1})}; });
   // Library kernels: sort, argsort (rank sorts) and cumsum (one chain per row), every dtype,

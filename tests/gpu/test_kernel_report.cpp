@@ -108,4 +108,52 @@ TEST(KernelReport, SoftmaxRowsAt4096x1024HaveNoSpills) {
   }
 }
 
+// The tensor-core plan (nx::set_matmul_precision "tf32" / "bf16", plan part mma) at 4096^2:
+// mma.sync compiles for sm_80 and sm_90 without spills or stack, with its staged slices (tf32:
+// float32, bf16: bfloat16; rows padded by 8 elements against bank conflicts), at the SIMT plan's
+// FLOP per global byte (the same tiles stage the same operands).
+TEST(KernelReport, TheTensorCorePlanAt4096HasNoSpills) {
+  const auto& k = corpus_kernel("matmul 4096 #0");
+  for (auto p : {codegen::MatmulPrecision::TF32, codegen::MatmulPrecision::BF16}) {
+    codegen::set_matmul_precision(p);
+    const codegen::Plan plan = codegen::c_plan(k, codegen::cuda_dialect());
+    codegen::set_matmul_precision(codegen::MatmulPrecision::Highest);
+    EXPECT_EQ(plan.mma, p) << plan.str();
+    EXPECT_EQ(plan.str(), std::string("gpu lanes:unrolled tiles:128x128x16/8x8 mma:") +
+                              codegen::precision_name(p));
+    EXPECT_GE(codegen::traffic(k, plan).flops / codegen::traffic(k, plan).global_bytes, 16.0);
+  }
+  // The HIP dialect has no tensor-core step: its products keep the SIMT plan.
+  codegen::set_matmul_precision(codegen::MatmulPrecision::TF32);
+  EXPECT_EQ(codegen::c_plan(k, codegen::hip_dialect()).mma, codegen::MatmulPrecision::Highest);
+  codegen::set_matmul_precision(codegen::MatmulPrecision::Highest);
+  if (!codegen::cuda::nvrtc_available())
+    GTEST_SKIP() << "libnvrtc not available: " << codegen::cuda::nvrtc_load_error();
+  for (auto p : {codegen::MatmulPrecision::TF32, codegen::MatmulPrecision::BF16}) {
+    for (const char* arch : codegen::kCheckArchs) {
+      codegen::set_matmul_precision(p);
+      codegen::cuda::KernelReport r;
+      try {
+        r = codegen::cuda::report_kernel(k, "matmul 4096", arch);
+      } catch (...) {
+        codegen::set_matmul_precision(codegen::MatmulPrecision::Highest);
+        throw;
+      }
+      codegen::set_matmul_precision(codegen::MatmulPrecision::Highest);
+      std::printf("%s: %s", arch, codegen::cuda::format_report(r).c_str());
+      EXPECT_EQ(r.plan.mma, p) << arch;
+      ASSERT_EQ(r.functions.size(), 1u) << arch;
+      const auto& f = r.functions[0];
+      EXPECT_GT(f.registers, 0) << arch;
+      EXPECT_LE(f.registers, 255) << arch;
+      EXPECT_EQ(f.spill_store_bytes, 0) << arch;
+      EXPECT_EQ(f.spill_load_bytes, 0) << arch;
+      EXPECT_EQ(f.stack_bytes, 0) << arch;
+      const auto& g = codegen::kGemmTile;
+      const int64_t item = p == codegen::MatmulPrecision::BF16 ? 2 : 4;
+      EXPECT_EQ(f.shared_bytes, item * g.bk * (g.bm + 8 + g.bn + 8)) << arch;  // padded rows
+    }
+  }
+}
+
 }  // namespace

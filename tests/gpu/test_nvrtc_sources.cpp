@@ -119,6 +119,22 @@ TEST_F(Nvrtc, Reductions) { expect_all_compile(corpus_reductions()); }
 
 TEST_F(Nvrtc, Movement) { expect_all_compile(corpus_movement()); }
 
+// The corpus's products under the opt-in matmul precisions (nx::set_matmul_precision): the
+// tiled float32 ones take the tensor-core plan (mma.sync m16n8k8 tf32 / m16n8k16 bf16, sm_80+).
+TEST_F(Nvrtc, TensorCorePlans) {
+  std::vector<Labelled> products;
+  for (const auto& l : corpus_reductions())
+    if (l.k.contract) products.push_back(l);
+  for (auto p : {codegen::MatmulPrecision::TF32, codegen::MatmulPrecision::BF16}) {
+    codegen::set_matmul_precision(p);
+    size_t mma = 0;
+    for (const auto& l : products) mma += codegen::c_plan(l.k, codegen::cuda_dialect()).mma == p;
+    EXPECT_GE(mma, 4u) << codegen::precision_name(p);
+    expect_all_compile(products);
+    codegen::set_matmul_precision(codegen::MatmulPrecision::Highest);
+  }
+}
+
 TEST_F(Nvrtc, TranscendentalsDecomposed) { expect_all_compile(corpus_transcendentals()); }
 
 // ---------------------------------------------------------------------------------------------

@@ -412,6 +412,56 @@ inline const codegen::CDialect& host_dialect() {
         "struct alignas(16) longlong2 { long long x, y; };\n"
         "struct alignas(16) double2 { double x, y; };\n";
     c.vector_loads = true;
+    // Tensor-core steps (lir::Stmt::Kind::Mma) emulated with the PTX ISA's fragment layout: every
+    // thread of the block calls the step together (the 8 warps of a tile, converged), so each
+    // writes its registers to a block-shared scratch, all meet at the barrier, each computes its
+    // own four outputs from its warp's 32 threads' registers (d_r at row g + 8 (r >> 1), column
+    // 2 q + (r & 1); g = lane / 4, q = lane % 4) and all meet again before the scratch is reused.
+    // Each output is c + the k products in increasing k, one fma each (the products of tf32 or
+    // bfloat16 values are exact in float32); a tensor core's own order and rounding inside a
+    // step are unspecified, so these are not a device's bits, only the same layout.
+    c.prelude +=
+        "static unsigned rune_fake_frag[1024][6];\n"
+        "static inline float rune_fake_bf16(unsigned r, int hi) {\n"
+        "  return h_u32_f32(((r >> (hi ? 16 : 0)) & 0xffffu) << 16);\n}\n"
+        "static inline void rune_fake_mma(int bf16, float* d, const unsigned* ab) {\n"
+        "  const unsigned t = (unsigned)rune_fake_tid, lane = t % 32u, w = t - lane;\n"
+        "  for (int i = 0; i < 6; ++i) rune_fake_frag[t][i] = ab[i];\n"
+        "  rune_fake_exchange(0ull, -1);\n"
+        "  const unsigned g = lane / 4u, q = lane % 4u;\n"
+        "  float r[4];\n"
+        "  for (unsigned x = 0; x < 4; ++x) {\n"
+        "    const unsigned row = g + 8u * (x >> 1), col = 2u * q + (x & 1u);\n"
+        "    float acc = d[x];\n"
+        "    for (unsigned k = 0; k < (bf16 ? 16u : 8u); ++k) {\n"
+        "      float a, b;\n"
+        "      if (bf16) {\n"
+        "        const unsigned* fa = rune_fake_frag[w + (row % 8u) * 4u + (k % 8u) / 2u];\n"
+        "        const unsigned* fb = rune_fake_frag[w + col * 4u + (k % 8u) / 2u];\n"
+        "        a = rune_fake_bf16(fa[(row >= 8u ? 1 : 0) + (k >= 8u ? 2 : 0)], (int)(k & 1u));\n"
+        "        b = rune_fake_bf16(fb[4 + (k >= 8u ? 1 : 0)], (int)(k & 1u));\n"
+        "      } else {\n"
+        "        const unsigned* fa = rune_fake_frag[w + (row % 8u) * 4u + k % 4u];\n"
+        "        const unsigned* fb = rune_fake_frag[w + col * 4u + k % 4u];\n"
+        "        a = h_u32_f32(fa[(row >= 8u ? 1 : 0) + (k >= 4u ? 2 : 0)]);\n"
+        "        b = h_u32_f32(fb[4 + (k >= 4u ? 1 : 0)]);\n"
+        "      }\n"
+        "      acc = fmaf(a, b, acc);\n"
+        "    }\n"
+        "    r[x] = acc;\n"
+        "  }\n"
+        "  rune_fake_exchange(0ull, -1);\n"
+        "  for (int x = 0; x < 4; ++x) d[x] = r[x];\n}\n"
+        "static inline void rune_mma_tf32(float& d0, float& d1, float& d2, float& d3,\n"
+        "    unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {\n"
+        "  float d[4] = {d0, d1, d2, d3}; const unsigned ab[6] = {a0, a1, a2, a3, b0, b1};\n"
+        "  rune_fake_mma(0, d, ab); d0 = d[0]; d1 = d[1]; d2 = d[2]; d3 = d[3];\n}\n"
+        "static inline void rune_mma_bf16(float& d0, float& d1, float& d2, float& d3,\n"
+        "    unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {\n"
+        "  float d[4] = {d0, d1, d2, d3}; const unsigned ab[6] = {a0, a1, a2, a3, b0, b1};\n"
+        "  rune_fake_mma(1, d, ab); d0 = d[0]; d1 = d[1]; d2 = d[2]; d3 = d[3];\n}\n";
+    c.mma_tf32 = "rune_mma_tf32";
+    c.mma_bf16 = "rune_mma_bf16";
     c.sqrt_f32 = "sqrtf";
     c.sqrt_f64 = "sqrt";
     c.f32_as_u32 = "h_f32_u32";

@@ -95,6 +95,40 @@ TEST(GpuTiles, SmallAndFloat64ProductsKeepOneThreadPerOutput) {
             0);
 }
 
+// float16 and bfloat16 products (compiled: nx::matmul is a cast to float32, the product and a
+// rounding back, which the GPU schedule fuses into one kernel reading the 16-bit operands): the
+// tiled plan stages the 16-bit values and widens them as each thread reads them, so each output
+// is still the float32 fma chain over k, rounded once, the host's bits. Edge tiles, K = 1 and
+// 17, transposed operands, vector staging (K and N multiples of 4), and a batched product with
+// a fused epilogue, in both dtypes; one launch each (the product and its rounding together).
+TEST(GpuTiles, HalfOperandsMatchTheHost) {
+  for (nx::DType t : {nx::float16, nx::bfloat16}) {
+    SCOPED_TRACE(std::string(ir::name(t)));
+    auto half = [&](uint64_t key, ir::Shape shape) { return nx::cast(randn(key, shape), t); };
+    auto product = rune::jit([](const Tensor& a, const Tensor& b) { return nx::matmul(a, b); });
+    auto transposed = rune::jit([](const Tensor& a, const Tensor& b) {
+      return nx::matmul(nx::transpose(a), nx::transpose(b));
+    });
+    auto layer = rune::jit([](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return nx::relu(nx::matmul(x, w) + b);
+    });
+    Fn f = [&](const std::vector<Tensor>& a) { return product(a[0], a[1]); };
+    Fn ft = [&](const std::vector<Tensor>& a) { return transposed(a[0], a[1]); };
+    Fn fl = [&](const std::vector<Tensor>& a) { return layer(a[0], a[1], a[2]); };
+    int before = fake_gpu::counters().launches.load();
+    EXPECT_EQ(expect_host_bits(f, {half(21, {130, 70}), half(22, {70, 150})}), 1);  // edges
+    EXPECT_EQ(fake_gpu::counters().launches.load() - before, 1);
+    EXPECT_EQ(expect_host_bits(f, {half(23, {64, 1}), half(24, {1, 64})}), 1);      // K = 1
+    EXPECT_EQ(expect_host_bits(f, {half(25, {70, 17}), half(26, {17, 66})}), 1);    // K = 17
+    EXPECT_EQ(expect_host_bits(f, {half(27, {130, 72}), half(28, {72, 152})}), 1);  // vectors
+    EXPECT_EQ(expect_host_bits(ft, {half(29, {40, 96}), half(30, {80, 40})}), 1);
+    before = fake_gpu::counters().launches.load();
+    EXPECT_EQ(expect_host_bits(fl, {half(31, {3, 65, 33}), half(32, {3, 33, 72}), half(33, {72})}),
+              1);
+    EXPECT_EQ(fake_gpu::counters().launches.load() - before, 1);
+  }
+}
+
 // A fixed-block entry launches exactly its block size, a grid of at most 8 blocks per SM.
 TEST(GpuTiles, FixedBlockGeometry) {
   using runtime::gpu::fixed_block_geometry;

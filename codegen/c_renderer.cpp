@@ -192,6 +192,7 @@ DeviceDesc device_of(const CDialect& d) {
   r.block_tiles = !d.block_sync.empty();
   r.mma = !d.mma_tf32.empty() && !d.mma_bf16.empty();
   r.precision = matmul_precision();
+  r.async_copy = !d.async_copy.empty() && !d.async_wait.empty();
   return r;
 }
 
@@ -332,6 +333,19 @@ class Printer {
         return line(d_.block_sync + ";");
       case Stmt::Kind::Mma:
         return mma(s);
+      case Stmt::Kind::AsyncCopy: {
+        if (!block_ || d_.async_copy.empty())
+          throw std::logic_error("print_c: dialect " + d_.name +
+                                 " has no asynchronous copy here (a fixed-block entry on sm_80+)");
+        const std::string bytes = std::to_string(s.count * static_cast<int64_t>(itemsize(s.dtype)));
+        std::string ok = value(s.values.at(0)), dst = value(s.a), src = value(s.b);
+        return line(d_.async_copy + "<" + bytes + ">(&" + var_name(s.var) + "[" + dst + "], p" +
+                    std::to_string(s.param) + " + " + src + ", " + ok + ");");
+      }
+      case Stmt::Kind::AsyncWait:
+        if (!block_ || d_.async_wait.empty())
+          throw std::logic_error("print_c: dialect " + d_.name + " has no asynchronous copy");
+        return line(d_.async_wait + "();");
     }
   }
 
@@ -636,6 +650,32 @@ const CDialect& cuda_dialect() {
         "#endif\n}\n";
     c.mma_tf32 = "rune_mma_tf32";
     c.mma_bf16 = "rune_mma_bf16";
+    // Asynchronous copies global -> shared (sm_80 and later: cp.async, .cg for 16 bytes (it
+    // bypasses L1: a slice is read once per block), .ca for 8; src-size 0 zero-fills); older
+    // archs never get the plan part (dialect_for_arch), the fallback only keeps the source valid.
+    c.prelude +=
+        "template <int N> static __device__ __forceinline__ void rune_cp_async(void* dst, "
+        "const void* src, bool ok) {\n"
+        "#if __CUDA_ARCH__ >= 800\n"
+        "  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);\n"
+        "  if (N == 16)\n"
+        "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(d), "
+        "\"l\"(src), \"r\"(ok ? 16 : 0) : \"memory\");\n"
+        "  else\n"
+        "    asm volatile(\"cp.async.ca.shared.global [%0], [%1], %2, %3;\" :: \"r\"(d), "
+        "\"l\"(src), \"n\"(N), \"r\"(ok ? N : 0) : \"memory\");\n"
+        "#else\n"
+        "  for (int i = 0; i < N; ++i)\n"
+        "    ((unsigned char*)dst)[i] = ok ? ((const unsigned char*)src)[i] : (unsigned char)0;\n"
+        "#endif\n}\n"
+        "static __device__ __forceinline__ void rune_cp_async_wait() {\n"
+        "#if __CUDA_ARCH__ >= 800\n"
+        "  asm volatile(\"cp.async.commit_group;\\n\\tcp.async.wait_group 0;\" ::: \"memory\");\n"
+        "#endif\n}\n";
+    c.async_copy = "rune_cp_async";
+    c.async_wait = "rune_cp_async_wait";
+    // cp.async of 16 bytes needs a 16-byte aligned destination.
+    c.shared_kw = "__shared__ __align__(16)";
     return c;
   }();
   return d;
@@ -645,7 +685,7 @@ CDialect dialect_for_arch(const CDialect& d, const std::string& arch) {
   CDialect r = d;
   if (arch.rfind("sm_", 0) == 0) {
     const int n = std::atoi(arch.c_str() + 3);
-    if (n > 0 && n < 80) r.mma_tf32.clear(), r.mma_bf16.clear();
+    if (n > 0 && n < 80) r.mma_tf32.clear(), r.mma_bf16.clear(), r.async_copy.clear();
   }
   return r;
 }

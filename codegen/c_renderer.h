@@ -65,6 +65,12 @@ struct CDialect {
   // float32 bits), mma_bf16 m16n8k16 (each register two bfloat16, the lower-numbered element in
   // the low half). Empty: no tensor cores (HIP; CUDA before sm_80).
   std::string mma_tf32, mma_bf16;
+  // Asynchronous copies to block-shared memory (lir::Stmt::Kind::AsyncCopy / AsyncWait, the
+  // plan part cp.async): a helper template the prelude defines,
+  //   async_copy<bytes>(void* shared_dst, const void* global_src, bool ok)
+  // (copy `bytes` when ok, else zero them; complete at this thread's next async_wait()), and
+  // async_wait(). Empty: none (HIP; CUDA before sm_80), slices are staged through registers.
+  std::string async_copy, async_wait;
   // When not empty, each entry with a fixed block size is followed by
   //   extern "C" const int <block_size_symbol><entry name> = <block>;
   // (the fake driver reads it to run that many host threads as one block).

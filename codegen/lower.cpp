@@ -882,8 +882,8 @@ class Lowerer {
   // values are read from the staged slice (k-major, padded rows: as[k * (bm + 8) + row],
   // bs[k * (bn + 8) + column]) at the places lir::Stmt::Mma's layout names for this lane.
   static constexpr int64_t kMmaPad = 8;  // elements after each row of a staged slice
-  void mma_fragments(VarId acc, VarId as, VarId bs, NodeRef wm, NodeRef wn, NodeRef fg,
-                     NodeRef fq) {
+  void mma_fragments(VarId acc, VarId as, VarId bs, NodeRef cur_a, NodeRef cur_b, NodeRef wm,
+                     NodeRef wn, NodeRef fg, NodeRef fq) {
     const GemmTile g = kGemmTile;
     static_assert(kGemmTile.bm == 4 * 32 && kGemmTile.bn == 2 * 64 && kGemmTile.threads == 256 &&
                       kGemmTile.bk % 16 == 0,
@@ -905,13 +905,13 @@ class Lowerer {
           auto [dr, dk] = a_at(v);
           NodeRef row = add(wm, add(fg, I(16 * i + dr)));
           NodeRef k = add(qk, I(k0 + dk));
-          af[i].push_back(let("fa", at(as, add(mul(k, g.bm + kMmaPad), row))));
+          af[i].push_back(let("fa", at(as, add(cur_a, add(mul(k, g.bm + kMmaPad), row)))));
         }
       for (int j = 0; j < 8; ++j)
         for (int v = 0; v < nb; ++v) {
           NodeRef col = add(wn, add(fg, I(8 * j)));
           NodeRef k = add(qk, I(k0 + b_at(v)));
-          bf[j].push_back(let("fb", at(bs, add(mul(k, g.bn + kMmaPad), col))));
+          bf[j].push_back(let("fb", at(bs, add(cur_b, add(mul(k, g.bn + kMmaPad), col)))));
         }
       for (int i = 0; i < 2; ++i)
         for (int j = 0; j < 8; ++j) {
@@ -928,12 +928,17 @@ class Lowerer {
   // GPU tiled float32 matrix product (plan part tiles, codegen/plan.h kGemmTile): block-stride
   // over the output tiles (batch, tile row, tile column); per tile, each thread owns the outputs
   // (m0 + ty + 16 i, n0 + tx + 16 j) and keeps their chains in registers while the block walks
-  // k in slices of bk: barrier (the last slice's reads are done), the block stages the slice of
-  // A (bm x bk) and B (bk x bn) in shared memory, consecutive threads reading consecutive
-  // addresses along whichever axis has stride 1, elements outside the matrix staged as 0;
-  // barrier; then kk over the slice's [0, min(bk, K - k0)) in increasing order: acc =
-  // fma(a, b, acc). The kk loop stops at K, so no chain sees a padded element, and each output
-  // is the fma chain over k = 0, 1, ..., K - 1 from +0, as contraction() and the host compute it.
+  // k in slices of bk. The block stages each slice of A (bm x bk) and B (bk x bn) in shared
+  // memory, consecutive threads reading consecutive addresses along whichever axis has stride 1,
+  // elements outside the matrix staged as 0, double-buffered: slice s lives in buffer s % 2.
+  // Slice 0 is staged, then a barrier; per slice s: the thread loads its elements of slice s + 1
+  // from global memory into registers, runs kk over slice s's [0, min(bk, K - k0)) in increasing
+  // order (acc = fma(a, b, acc)), writes the registers to the other buffer, and meets the block
+  // at one barrier (so buffer (s + 1) % 2 is complete before anyone reads it, and nobody still
+  // reads buffer s % 2 when slice s + 2 is written there). The loads of the next slice are in
+  // flight during this slice's arithmetic; one barrier per slice instead of two. The kk loop
+  // stops at K, so no chain sees a padded element, and each output is the fma chain over
+  // k = 0, 1, ..., K - 1 from +0, as contraction() and the host compute it.
   // float16 / bfloat16 operands are staged as they are (half the bytes) and widened to float32
   // as each thread reads them from shared memory: the same chain.
   //
@@ -987,8 +992,9 @@ class Lowerer {
     // the same q of a fragment read 8 consecutive elements of one row, and the 4 values of q
     // rows apart then fall in distinct banks (a row of 128 put them all in one: 4-way conflicts).
     const int64_t pad = mma == MatmulPrecision::Highest ? 0 : kMmaPad;
-    VarId as = shared("as", sa, int64_t{g.bk} * (g.bm + pad)),
-          bs = shared("bs", sb, int64_t{g.bk} * (g.bn + pad));
+    // Two buffers per operand (double buffering: slice s in buffer s % 2).
+    VarId as = shared("as", sa, 2 * int64_t{g.bk} * (g.bm + pad)),
+          bs = shared("bs", sb, 2 * int64_t{g.bk} * (g.bn + pad));
     // An operand element as staged: its own bits, or rounded for the tensor cores.
     auto staged = [&](NodeRef x) {
       return mma == MatmulPrecision::Highest ? x : round_for_mma(x, mma);
@@ -1022,92 +1028,187 @@ class Lowerer {
             wm = let("wm", mul(urem(warp, 4), 32)), wn = let("wn", mul(udiv(warp, 4), 64));
             fg = let("fg", udiv(lane, 4)), fq = let("fq", urem(lane, 4));
           }
+          // Stages a slice in two halves: fetch() reads this thread's elements of the slice
+          // starting at k `kb` (width `kw`) from global memory into registers (`r`: A's or B's,
+          // rounded for the tensor cores where the plan says so, 0 outside the matrix), put()
+          // writes them to the shared buffer at `buf`. Element e of a slice is (row, kk) of A or
+          // (kk, col) of B; the scalar path's unit u is element tl + 256 u, the vector path's 4
+          // consecutive elements along the stride-1 axis.
+          struct Operand {
+            int param;
+            VarId dst, r;
+            int64_t width, s_wide, s_k;  // scalar path: strides along the tile axis and k
+            bool vec, along_k;           // vector path: 4 elements along k (A) or the tile (B)
+            int64_t s_other;             // vector path: the other axis's stride
+            NodeRef base, first;
+            int64_t extent;
+            DType mt;
+            bool async;  // plan part cp.async: vector units copied straight into shared memory
+          };
+          auto scalar_at = [&](const Operand& o, int u) -> std::pair<NodeRef, NodeRef> {
+            const bool wide_fast = o.s_wide == 1 && o.s_k != 1;
+            NodeRef e = add(tl, I(int64_t{u} * g.threads));
+            return {wide_fast ? urem(e, o.width) : udiv(e, g.bk),
+                    wide_fast ? udiv(e, o.width) : urem(e, g.bk)};
+          };
+          // The vector path's unit u: A's (row r, k 4q), B's (k r, column 4q), as (x, kk).
+          auto vec_at = [&](const Operand& o, int u) -> std::pair<NodeRef, NodeRef> {
+            const int64_t per_row = o.along_k ? g.bk / 4 : o.width / 4;
+            NodeRef e = add(tl, I(int64_t{u} * g.threads));
+            NodeRef q = urem(e, per_row), r = udiv(e, per_row);
+            return o.along_k ? std::pair{r, mul(q, 4)} : std::pair{mul(q, 4), r};
+          };
+          auto units = [&](const Operand& o) {
+            return o.width * g.bk / g.threads / (o.vec ? 4 : 1);
+          };
+          // `buf`: the buffer an asynchronous operand copies into (the others fill registers).
+          auto fetch = [&](const Operand& o, NodeRef kb, NodeRef kw, NodeRef buf) {
+            const DType st = out_.vars[o.dst].dtype;
+            for (int u = 0; u < units(o); ++u) {
+              if (!o.vec) {
+                auto [x, kk] = scalar_at(o, u);
+                NodeRef ok = b::band(b::lt(add(o.first, x), I(o.extent)), b::lt(kk, kw));
+                NodeRef off =
+                    add(o.base, add(mul(add(o.first, x), o.s_wide), mul(add(kb, kk), o.s_k)));
+                NodeRef v = staged(load_at(o.param, o.mt, b::where(ok, off, I(0))));
+                set(o.r, I(u), legalize(b::where(ok, v, zero(st))));
+                continue;
+              }
+              auto [x, kk] = vec_at(o, u);
+              NodeRef ok = b::band(b::lt(add(o.first, x), I(o.extent)), b::lt(kk, kw));
+              NodeRef off = o.along_k
+                                ? add(o.base, add(mul(add(o.first, x), o.s_other), add(kb, kk)))
+                                : add(o.base, add(mul(add(kb, kk), o.s_other), add(o.first, x)));
+              if (o.async) {
+                // 4 elements along the slice's row, in place: (kk, x .. x + 3) of B.
+                Stmt cp{Stmt::Kind::AsyncCopy};
+                cp.var = o.dst, cp.a = add(buf, add(mul(kk, o.width + pad), x));
+                cp.param = o.param, cp.b = legalize(b::where(ok, off, I(0)));
+                cp.count = 4, cp.dtype = o.mt, cp.values = {ok};
+                emit(std::move(cp));
+                continue;
+              }
+              when(ok, [&] {
+                VarId v = var("v", o.mt);
+                Stmt ld{Stmt::Kind::VLoad};
+                ld.var = v, ld.param = o.param, ld.count = 4, ld.dtype = o.mt, ld.b = off;
+                emit(std::move(ld));
+                for (int c = 0; c < 4; ++c) set(o.r, I(4 * u + c), staged(at(v, I(c))));
+              });
+              when(legalize(b::lnot(ok)), [&] {
+                for (int c = 0; c < 4; ++c) set(o.r, I(4 * u + c), zero(st));
+              });
+            }
+          };
+          auto put = [&](const Operand& o, NodeRef buf) {
+            if (o.async) return emit(Stmt{Stmt::Kind::AsyncWait});
+            const int64_t row = o.width + pad;
+            for (int u = 0; u < units(o); ++u) {
+              if (!o.vec) {
+                auto [x, kk] = scalar_at(o, u);
+                set(o.dst, add(buf, add(mul(kk, row), x)), at(o.r, I(u)));
+                continue;
+              }
+              auto [x, kk] = vec_at(o, u);
+              for (int c = 0; c < 4; ++c) {
+                NodeRef slot =
+                    o.along_k ? add(mul(add(kk, I(c)), row), x) : add(mul(kk, row), add(x, I(c)));
+                set(o.dst, add(buf, slot), at(o.r, I(4 * u + c)));
+              }
+            }
+          };
+          const DType ma = k_.contract->a_dtype, mb = k_.contract->b_dtype;
+          const int64_t per_thread_a = int64_t{g.bm} * g.bk / g.threads,
+                        per_thread_b = int64_t{g.bn} * g.bk / g.threads;
+          // B's vector units are 4 consecutive elements of a staged row: with cp.async they are
+          // copied as they are (the SIMT plan stages its operands' own values).
+          const bool async_b = vb && p_.async_copy && mma == MatmulPrecision::Highest;
+          const Operand oa{k_.contract->a_param,
+                           as,
+                           reg("ra", sa, per_thread_a, zero(sa)),
+                           g.bm,
+                           sam,
+                           sak,
+                           va,
+                           true,
+                           sam,
+                           ao,
+                           m0,
+                           M,
+                           ma,
+                           false};
+          const Operand ob{k_.contract->b_param,
+                           bs,
+                           async_b ? VarId{-1} : reg("rb", sb, per_thread_b, zero(sb)),
+                           g.bn,
+                           sbn,
+                           sbk,
+                           vb,
+                           false,
+                           sbk,
+                           bo,
+                           n0,
+                           N,
+                           mb,
+                           async_b};
+          const int64_t size_a = int64_t{g.bk} * (g.bm + pad),
+                        size_b = int64_t{g.bk} * (g.bn + pad);
+          // Slice 0 into buffer 0. (K = 0: no slice, nothing read.)
+          if (K > 0) {
+            NodeRef kw0 = I(std::min<int64_t>(g.bk, K));
+            fetch(oa, I(0), kw0, I(0)), fetch(ob, I(0), kw0, I(0));
+            put(oa, I(0)), put(ob, I(0));
+            barrier();
+          }
           VarId k0 = var("k0");
           loop(
               k0, I(0), I(K), Loop::Serial,
               [&] {
-                NodeRef kw = full_slices ? I(g.bk) : let("kw", min(I(g.bk), b::sub(I(K), V(k0))));
+                // Slice s = k0 / bk is in buffer s % 2; slice s + 1 goes to the other.
+                NodeRef odd = let("odd", urem(udiv(V(k0), g.bk), 2));
+                NodeRef cur_a = let("cur_a", mul(odd, size_a)),
+                        cur_b = let("cur_b", mul(odd, size_b));
+                NodeRef kn = let("kn", add(V(k0), I(g.bk)));
+                NodeRef more = b::lt(kn, I(K));
+                // The next slice's global loads are issued before this slice's arithmetic, so
+                // their latency is hidden behind it; its stores to shared memory follow it.
+                when(more, [&] {
+                  NodeRef kwn = full_slices ? I(g.bk) : let("kwn", min(I(g.bk), b::sub(I(K), kn)));
+                  fetch(oa, kn, kwn, b::sub(I(size_a), cur_a));
+                  fetch(ob, kn, kwn, b::sub(I(size_b), cur_b));
+                });
+                if (mma != MatmulPrecision::Highest) {
+                  mma_fragments(acc, as, bs, cur_a, cur_b, wm, wn, fg, fq);
+                } else {
+                  NodeRef kw = full_slices ? I(g.bk) : let("kw", min(I(g.bk), b::sub(I(K), V(k0))));
+                  VarId kk = var("kk");
+                  loop(
+                      kk, I(0), kw, Loop::Serial,
+                      [&] {
+                        std::vector<NodeRef> av, bw;
+                        for (int i = 0; i < g.tm; ++i)
+                          av.push_back(let(
+                              "a",
+                              widen(at(as, add(cur_a, add(mul(V(kk), g.bm), add(ty, I(16 * i))))),
+                                    t)));
+                        for (int j = 0; j < g.tn; ++j)
+                          bw.push_back(let(
+                              "b",
+                              widen(at(bs, add(cur_b, add(mul(V(kk), g.bn), add(tx, I(16 * j))))),
+                                    t)));
+                        for (int i = 0; i < g.tm; ++i)
+                          for (int j = 0; j < g.tn; ++j) {
+                            NodeRef slot = I(int64_t{i} * g.tn + j);
+                            set(acc, slot, make(Op::Fma, t, {}, {av[i], bw[j], at(acc, slot)}));
+                          }
+                      },
+                      1, full_slices ? g.bk : 0);
+                }
+                when(more,
+                     [&] { put(oa, b::sub(I(size_a), cur_a)), put(ob, b::sub(I(size_b), cur_b)); });
+                // Every thread has finished reading this slice's buffer (written next) and
+                // written the next slice's (read next).
                 barrier();
-                // Stages element e of a slice: (row, kk) of A or (kk, col) of B.
-                auto stage = [&](int param, VarId dst, int64_t width, int64_t s_wide, int64_t s_k,
-                                 NodeRef base, NodeRef first, int64_t extent, DType mt) {
-                  const DType st = out_.vars[dst].dtype;
-                  const bool wide_fast = s_wide == 1 && s_k != 1;
-                  VarId u = var("u");
-                  loop(u, I(0), I(width * g.bk / g.threads), Loop::Unrolled, [&] {
-                    NodeRef e = add(tl, mul(V(u), g.threads));
-                    NodeRef x = wide_fast ? urem(e, width) : udiv(e, g.bk);
-                    NodeRef kk = wide_fast ? udiv(e, width) : urem(e, g.bk);
-                    NodeRef ok = b::band(b::lt(add(first, x), I(extent)), b::lt(kk, kw));
-                    NodeRef off =
-                        add(base, add(mul(add(first, x), s_wide), mul(add(V(k0), kk), s_k)));
-                    NodeRef v = staged(load_at(param, mt, b::where(ok, off, I(0))));
-                    set(dst, add(mul(kk, width + pad), x), legalize(b::where(ok, v, zero(st))));
-                  });
-                };
-                // Vector staging of 4 consecutive elements along the stride-1 axis: A's
-                // (row, k .. k+3), B's (k, col .. col+3); outside the matrix, zeros.
-                auto stage4 = [&](int param, VarId dst, int64_t width, bool along_k,
-                                  int64_t s_other, NodeRef base, NodeRef first, int64_t extent,
-                                  DType mt) {
-                  const DType st = out_.vars[dst].dtype;
-                  const int64_t per_row = along_k ? g.bk / 4 : width / 4;
-                  VarId u = var("u");
-                  loop(u, I(0), I(width * g.bk / 4 / g.threads), Loop::Unrolled, [&] {
-                    NodeRef e = add(tl, mul(V(u), g.threads));
-                    NodeRef q = urem(e, per_row), r = udiv(e, per_row);
-                    // A: r the row, 4q the k; B: r the k, 4q the column.
-                    NodeRef x = along_k ? r : mul(q, 4), kk = along_k ? mul(q, 4) : r;
-                    NodeRef ok = b::band(b::lt(add(first, x), I(extent)), b::lt(kk, kw));
-                    NodeRef off = along_k
-                                      ? add(base, add(mul(add(first, x), s_other), add(V(k0), kk)))
-                                      : add(base, add(mul(add(V(k0), kk), s_other), add(first, x)));
-                    auto slot = [&](int c) {
-                      return along_k ? add(mul(add(kk, I(c)), width + pad), x)
-                                     : add(mul(kk, width + pad), add(x, I(c)));
-                    };
-                    when(ok, [&] {
-                      VarId v = var("v", mt);
-                      Stmt ld{Stmt::Kind::VLoad};
-                      ld.var = v, ld.param = param, ld.count = 4, ld.dtype = mt, ld.b = off;
-                      emit(std::move(ld));
-                      for (int c = 0; c < 4; ++c) set(dst, slot(c), staged(at(v, I(c))));
-                    });
-                    when(legalize(b::lnot(ok)), [&] {
-                      for (int c = 0; c < 4; ++c) set(dst, slot(c), zero(st));
-                    });
-                  });
-                };
-                const DType ma = k_.contract->a_dtype, mb = k_.contract->b_dtype;
-                if (va)
-                  stage4(k_.contract->a_param, as, g.bm, true, sam, ao, m0, M, ma);
-                else
-                  stage(k_.contract->a_param, as, g.bm, sam, sak, ao, m0, M, ma);
-                if (vb)
-                  stage4(k_.contract->b_param, bs, g.bn, false, sbk, bo, n0, N, mb);
-                else
-                  stage(k_.contract->b_param, bs, g.bn, sbn, sbk, bo, n0, N, mb);
-                barrier();
-                if (mma != MatmulPrecision::Highest)
-                  return mma_fragments(acc, as, bs, wm, wn, fg, fq);
-                VarId kk = var("kk");
-                loop(
-                    kk, I(0), kw, Loop::Serial,
-                    [&] {
-                      std::vector<NodeRef> av, bw;
-                      for (int i = 0; i < g.tm; ++i)
-                        av.push_back(
-                            let("a", widen(at(as, add(mul(V(kk), g.bm), add(ty, I(16 * i)))), t)));
-                      for (int j = 0; j < g.tn; ++j)
-                        bw.push_back(
-                            let("b", widen(at(bs, add(mul(V(kk), g.bn), add(tx, I(16 * j)))), t)));
-                      for (int i = 0; i < g.tm; ++i)
-                        for (int j = 0; j < g.tn; ++j) {
-                          NodeRef slot = I(int64_t{i} * g.tn + j);
-                          set(acc, slot, make(Op::Fma, t, {}, {av[i], bw[j], at(acc, slot)}));
-                        }
-                    },
-                    1, full_slices ? g.bk : 0);
               },
               g.bk);
           const bool epilogue = k_.body && k_.body->op != Op::Acc;

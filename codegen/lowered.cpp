@@ -86,6 +86,14 @@ void block(std::ostringstream& s, const Kernel& k, const Block& b, int depth) {
       case Stmt::Kind::Barrier:
         s << pad << "barrier\n";
         break;
+      case Stmt::Kind::AsyncCopy:
+        s << pad << v << "[" << expr(k, st.a) << " ..+" << st.count << "] = async p" << st.param
+          << "[" << expr(k, st.b) << " ..+" << st.count << "] if " << expr(k, st.values.at(0))
+          << "\n";
+        break;
+      case Stmt::Kind::AsyncWait:
+        s << pad << "async wait\n";
+        break;
       case Stmt::Kind::Mma:
         s << pad << "mma m16n8k" << st.count << " " << ir::name(st.dtype) << " " << v << "["
           << expr(k, st.b) << " ..+4] += {";

@@ -67,6 +67,14 @@ struct Stmt {
     // b_j at (q + 4 j, g); bf16 a_i at (g + 8 ((i >> 1) & 1), 2 q + (i & 1) + 8 (i >> 2)), b_i at
     // (2 q + (i & 1) + 8 (i >> 1), g); d_r at (g + 8 (r >> 1), 2 q + (r & 1)).
     Mma,
+    // GPU: shared array var[a .. a + count) = param[b .. b + count) (count elements of dtype,
+    // 8 or 16 bytes, both addresses aligned to that size) when values[0] (bool) is true, else
+    // zeros; asynchronous: complete only after this thread's next AsyncWait (CUDA: cp.async on
+    // sm_80 and later).
+    AsyncCopy,
+    // GPU: waits until this thread's AsyncCopy statements before it are complete (a Barrier
+    // after it then makes them visible to the block).
+    AsyncWait,
   } kind;
   explicit Stmt(Kind k) : kind(k) {}
   VarId var = -1;
@@ -77,7 +85,7 @@ struct Stmt {
   Loop loop = Loop::Serial;
   ir::DType dtype = ir::DType::Int64;
   ir::NodeRef a = nullptr, b = nullptr;
-  std::vector<ir::NodeRef> values;  // VStore, Mma
+  std::vector<ir::NodeRef> values;  // VStore, Mma, AsyncCopy
   Block body;
 };
 

@@ -151,6 +151,7 @@ std::string Plan::str() const {
     if (tiles) s << " " << tiles_name();
     if (row_lanes) s << " rows:lanes";
     if (mma != MatmulPrecision::Highest) s << " " << mma_word(mma);
+    if (async_copy) s << " cp.async";
   }
   return s.str();
 }
@@ -190,6 +191,8 @@ std::optional<Plan> parse_plan(const std::string& text, std::string* error) {
       p.tiles = true;
     } else if (p.gpu && (word == "mma:tf32" || word == "mma:bf16")) {
       p.mma = word == "mma:tf32" ? MatmulPrecision::TF32 : MatmulPrecision::BF16;
+    } else if (p.gpu && word == "cp.async") {
+      p.async_copy = true;
     } else {
       return fail("unknown part \"" + word + "\"");
     }
@@ -218,6 +221,9 @@ std::string validate(const KernelSpec& k, const Plan& plan) {
     return std::string(mma_word(plan.mma)) + " needs tiles";
   if (plan.mma != MatmulPrecision::Highest && k.contract && !float32_operands(k))
     return std::string(mma_word(plan.mma)) + " needs float32 operands";
+  if (plan.async_copy && k.contract && !plan.tiles) return "cp.async needs tiles";
+  if (plan.async_copy && plan.mma != MatmulPrecision::Highest)
+    return "cp.async stages the SIMT plan's slices (the tensor-core plan rounds what it stages)";
   return "";
 }
 
@@ -282,6 +288,7 @@ Plan applicable(const KernelSpec& k, Plan p) {
   if (!k.rbody || k.contract || k.library || p.gpu || k.blocks() < 2) p.blocks = 1;
   if (!k.contract || !p.gpu) p.tiles = false;
   if (!p.tiles) p.mma = MatmulPrecision::Highest;
+  if (!p.tiles || p.mma != MatmulPrecision::Highest) p.async_copy = false;
   // Host lanes step as a vector or unrolled only in a reduction's (or row kernel's) lane loop;
   // the GPU never uses the host's choice.
   if (p.gpu)
@@ -338,6 +345,7 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
     if (d.m >= kGemmTile.bm / 2 && d.n >= kGemmTile.bn / 2 && d.k >= 1) p.tiles = true;
     // The opt-in precision: float32 operands on a device with matrix fragments.
     if (p.tiles && device.mma && float32_operands(k)) p.mma = device.precision;
+    if (p.tiles && device.async_copy && p.mma == MatmulPrecision::Highest) p.async_copy = true;
   }
   // RUNE_PLAN, read once: where valid for this kernel on this kind of device, it replaces the
   // default (the bits cannot change; tests/lower/test_plans.cpp checks that they do not).
@@ -347,7 +355,8 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
     return parse_plan(*text);
   }();
   if (forced && forced->gpu == device.gpu && validate(k, *forced).empty() &&
-      (forced->mma == MatmulPrecision::Highest || device.mma))
+      (forced->mma == MatmulPrecision::Highest || device.mma) &&
+      (!forced->async_copy || device.async_copy))
     return applicable(k, *forced);
   return applicable(k, p);
 }

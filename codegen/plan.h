@@ -43,6 +43,9 @@ struct DeviceDesc {
   bool mma = false;
   // GPU: the precision float32 products may use (matmul_precision() when the kernel is planned).
   MatmulPrecision precision = MatmulPrecision::Highest;
+  // GPU: asynchronous copies from global to block-shared memory (lir::Stmt::Kind::AsyncCopy,
+  // CUDA's cp.async on sm_80 and later; a synchronous copy where the arch is older).
+  bool async_copy = false;
 };
 
 // The GPU's tiled float32 matrix product (plan part "tiles"): each block of `threads` threads
@@ -85,9 +88,15 @@ struct Plan {
   // float32 accumulation) with inputs rounded to tf32 or bf16: the opt-in precision of
   // nx::set_matmul_precision (Highest: none, the fma chain).
   MatmulPrecision mma = MatmulPrecision::Highest;
+  // GPU, with tiles and no mma: the operand whose slices keep its stride-1 axis (B along n) is
+  // staged with asynchronous copies (cp.async) straight into shared memory, in the entry's
+  // aligned body; the other goes through registers as before. The same values are staged: the
+  // same bits.
+  bool async_copy = false;
 
   // e.g. "host lanes:vector group:16", "host lanes:vector group:1 blocks:4",
   // "gpu lanes:threads/32 vec4", "gpu lanes:threads/32 rows:lanes",
+  // "gpu lanes:unrolled tiles:128x128x16/8x8 cp.async",
   // "gpu lanes:unrolled tiles:128x128x16/8x8 mma:tf32" (blocks is printed only when it is not 1)
   std::string str() const;
   bool operator==(const Plan&) const = default;

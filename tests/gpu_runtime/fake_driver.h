@@ -462,6 +462,28 @@ inline const codegen::CDialect& host_dialect() {
         "  rune_fake_mma(1, d, ab); d0 = d[0]; d1 = d[1]; d2 = d[2]; d3 = d[3];\n}\n";
     c.mma_tf32 = "rune_mma_tf32";
     c.mma_bf16 = "rune_mma_bf16";
+    // Asynchronous copies (lir::Stmt::Kind::AsyncCopy): queued per thread and carried out only
+    // at the thread's wait, so a kernel that read a slice before waiting for it would read
+    // stale shared memory here and fail the bit-for-bit tests (on a device it would race).
+    c.prelude +=
+        "struct rune_fake_copy { unsigned char* dst; const unsigned char* src; int n; };\n"
+        "static thread_local rune_fake_copy rune_fake_pending[1024][16];\n"
+        "static thread_local int rune_fake_npending[1024];\n"
+        "template <int N> static inline void rune_fake_cp_async(void* dst, const void* src, "
+        "bool ok) {\n"
+        "  int& n = rune_fake_npending[rune_fake_tid];\n"
+        "  if (n == 16) __builtin_trap();\n"
+        "  rune_fake_pending[rune_fake_tid][n++] = {(unsigned char*)dst, ok ? (const unsigned "
+        "char*)src : 0, N};\n}\n"
+        "static inline void rune_fake_cp_async_wait() {\n"
+        "  int& n = rune_fake_npending[rune_fake_tid];\n"
+        "  for (int i = 0; i < n; ++i) {\n"
+        "    const rune_fake_copy& c = rune_fake_pending[rune_fake_tid][i];\n"
+        "    for (int b = 0; b < c.n; ++b) c.dst[b] = c.src ? c.src[b] : (unsigned char)0;\n"
+        "  }\n"
+        "  n = 0;\n}\n";
+    c.async_copy = "rune_fake_cp_async";
+    c.async_wait = "rune_fake_cp_async_wait";
     c.sqrt_f32 = "sqrtf";
     c.sqrt_f64 = "sqrt";
     c.f32_as_u32 = "h_f32_u32";

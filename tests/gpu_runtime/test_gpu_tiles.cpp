@@ -3,9 +3,11 @@
 // block barrier, so every index, edge and barrier of the rendered kernel runs here. Each case
 // compares the bits with the host's gemm (the fma chain over k in increasing order) and checks
 // that the tiled kernel ran (a fixed-block launch) or did not (small products).
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 
+#include "codegen/c_renderer.h"
 #include "fake_driver.h"
 #include "runtime/gpu/geometry.h"
 #include "test_util.h"
@@ -127,6 +129,62 @@ TEST(GpuTiles, HalfOperandsMatchTheHost) {
               1);
     EXPECT_EQ(fake_gpu::counters().launches.load() - before, 1);
   }
+}
+
+// The plan part cp.async (the B operand's slices copied asynchronously into shared memory):
+// printed, parsed back, refused where it cannot run, and which devices take it. The fake driver
+// takes it (its copies complete only at the wait, so a read before the wait fails the tests
+// above); ctest's gpu_tiles.register_staging reruns them with the plan forced without it.
+TEST(GpuTiles, AsyncCopyPlanPartAndDevices) {
+  const std::string text = "gpu lanes:unrolled tiles:128x128x16/8x8 cp.async";
+  auto p = codegen::parse_plan(text);
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->async_copy);
+  EXPECT_EQ(p->str(), text);
+  EXPECT_FALSE(codegen::parse_plan("host lanes:vector group:1 cp.async"));
+  codegen::KernelSpec k;
+  k.shape = {64, 64};
+  k.out_dtype = ir::DType::Float32;
+  k.contract = codegen::Contraction{ir::View::contiguous({64, 8}), ir::View::contiguous({8, 64})};
+  EXPECT_EQ(codegen::validate(k, *p), "");
+  codegen::Plan untiled = *p;
+  untiled.tiles = false;
+  EXPECT_EQ(codegen::validate(k, untiled), "cp.async needs tiles");
+  codegen::Plan with_mma = *p;
+  with_mma.mma = codegen::MatmulPrecision::TF32;
+  EXPECT_NE(codegen::validate(k, with_mma), "");
+  // Not a product: the part does not apply and is not printed.
+  codegen::KernelSpec elementwise;
+  elementwise.shape = {64};
+  elementwise.out_dtype = ir::DType::Float32;
+  EXPECT_FALSE(codegen::applicable(elementwise, *p).async_copy);
+  // sm_80 and sm_90 take it; sm_75 and HIP stage through registers.
+  const char* forced = std::getenv("RUNE_PLAN");
+  if (forced) GTEST_SKIP() << "RUNE_PLAN=" << forced << " replaces the default plans";
+  using codegen::dialect_for_arch;
+  const auto& cuda = codegen::cuda_dialect();
+  EXPECT_TRUE(codegen::c_plan(k, dialect_for_arch(cuda, "sm_80")).async_copy);
+  EXPECT_TRUE(codegen::c_plan(k, dialect_for_arch(cuda, "sm_90")).async_copy);
+  const auto old = codegen::c_plan(k, dialect_for_arch(cuda, "sm_75"));
+  EXPECT_TRUE(old.tiles);
+  EXPECT_FALSE(old.async_copy);
+  EXPECT_FALSE(codegen::c_plan(k, codegen::hip_dialect()).async_copy);
+  EXPECT_TRUE(codegen::c_plan(k, fake_gpu::host_dialect()).async_copy);
+}
+
+// Under RUNE_PLAN (ctest gpu_tiles.register_staging) the tiled products above ran with the
+// forced plan: both operands staged through registers.
+TEST(GpuTiles, ForcedPlanStagesThroughRegisters) {
+  const char* forced = std::getenv("RUNE_PLAN");
+  if (!forced) GTEST_SKIP() << "run with RUNE_PLAN (ctest gpu_tiles.register_staging)";
+  codegen::KernelSpec k;
+  k.shape = {130, 150};
+  k.out_dtype = ir::DType::Float32;
+  k.contract =
+      codegen::Contraction{ir::View::contiguous({130, 72}), ir::View::contiguous({72, 150})};
+  const codegen::Plan p = codegen::c_plan(k, fake_gpu::host_dialect());
+  EXPECT_TRUE(p.tiles) << p.str();
+  EXPECT_FALSE(p.async_copy) << p.str();
 }
 
 // A fixed-block entry launches exactly its block size, a grid of at most 8 blocks per SM.

@@ -3,12 +3,12 @@
 // 256M float32 against the copy, (c) a compiled call on a 3-element tensor (microseconds,
 // launch included), (d) the MLP training step 784-256-10, batch 128, (e) sort and argsort of 16M
 // float32 normal values in one row (CUB's radix sort, docs/sort.md) against a device copy of
-// the same 64 MiB, (f) sgemm at 1024^2 and 4096^2 (the tiled plan, codegen/plan.h) against
-// cuBLAS's sgemm (dlopen, bench/cublas_sgemm.h) in the same run, with rune's 1024^2 result
-// checked bit for bit against the host's, (g) the tf32 and bf16 matmul precisions at 4096^2
-// (rune's tensor-core plan) against cuBLAS's cublasGemmEx with the matching fast compute type.
-// Prints one line each and exits 0 with "no CUDA device"
-// where there is none.
+// the same 64 MiB, (f) sgemm at 1024^2 and 4096^2 and the MLP and gpt steps' shapes (the
+// tiled plan, codegen/plan.h) against cuBLAS's sgemm (dlopen, bench/cublas_sgemm.h) in the
+// same run, with rune's results up to 2^31 FLOP checked bit for bit against the host's, (g) the
+// tf32 and bf16 matmul precisions at 4096^2 (rune's tensor-core plan) against cuBLAS's cublasGemmEx
+// with the matching fast compute type. Prints one line each and exits 0 with "no CUDA device" where
+// there is none.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -115,42 +115,61 @@ int main(int argc, char** argv) {
   double step_us = time_us(dev, 50, [&] { std::tie(w1, w2, l) = step(w1, w2, xb, yb); });
   std::printf("mlp step 784-256-10 b128: %.1f us per step, loss %g\n", step_us, nx::item<float>(l));
 
-  // sgemm: rune's tiled product against cuBLAS's on the same device buffers.
+  // sgemm: rune's product against cuBLAS's on the same device buffers, square at 1024^2 and
+  // 4096^2 and at the shapes of the MLP step (batch 128) and of the gpt sample's step (batch 32 x
+  // context 128 = 4096 rows, width 128: attention's q/k/v, the MLP's 4x up and down, the tied
+  // logits). Every shape of at most 2^31 FLOP is checked bit for bit against the host's.
   {
+    struct Shape {
+      int64_t m, n, k;
+      const char* what;
+    };
+    const Shape shapes[] = {{1024, 1024, 1024, "square"},     {4096, 4096, 4096, "square"},
+                            {128, 256, 784, "mlp layer 1"},   {128, 10, 256, "mlp layer 2"},
+                            {4096, 384, 128, "gpt qkv"},      {4096, 512, 128, "gpt mlp up"},
+                            {4096, 128, 512, "gpt mlp down"}, {4096, 256, 128, "gpt logits"}};
     bench::CublasSgemm cublas(ctx.handle());
     auto mm = rune::jit([](const Tensor& a, const Tensor& b) { return nx::matmul(a, b); });
-    for (int64_t d : {int64_t{1024}, int64_t{4096}}) {
-      Tensor ha = nx::randn(nx::key(6), nx::float32, {d, d});
-      Tensor hb = nx::randn(nx::key(7), nx::float32, {d, d});
+    uint64_t seed = 6;
+    for (const Shape& s : shapes) {
+      Tensor ha = nx::randn(nx::key(seed++), nx::float32, {s.m, s.k});
+      Tensor hb = nx::randn(nx::key(seed++), nx::float32, {s.k, s.n});
       Tensor a = nx::place(ha, dev), b = nx::place(hb, dev);
       Tensor c;
-      const int reps = d >= 4096 ? 10 : 50;
+      const double flop = 2.0 * s.m * s.n * s.k;
+      const int reps = flop > 1e11 ? 10 : 50;
       double rune_us = time_us(dev, reps, [&] { c = mm(a, b); });
-      const double tflops = 2.0 * d * d * d / rune_us / 1e6;
+      const double tflops = flop / rune_us / 1e6;
       std::string same;
-      if (d == 1024) {
+      if (flop <= 2147483648.0) {
         auto got = nx::to_vector<float>(c), want = nx::to_vector<float>(nx::matmul(ha, hb));
         bool eq = got.size() == want.size() &&
                   std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
         same = eq ? ", host bits" : ", NOT THE HOST'S BITS";
       }
+      char label[96];
+      if (s.m == s.n && s.n == s.k)
+        std::snprintf(label, sizeof label, "sgemm %lld^2", static_cast<long long>(s.m));
+      else
+        std::snprintf(label, sizeof label, "sgemm %lldx%lldx%lld (%s)", static_cast<long long>(s.m),
+                      static_cast<long long>(s.n), static_cast<long long>(s.k), s.what);
       if (!cublas.ok()) {
-        std::printf("sgemm %lld^2: %9.1f us  %6.2f TFLOP/s  (cuBLAS: %s)%s\n",
-                    static_cast<long long>(d), rune_us, tflops, cublas.error().c_str(),
-                    same.c_str());
+        std::printf("%s: %9.1f us  %6.2f TFLOP/s  (cuBLAS: %s)%s\n", label, rune_us, tflops,
+                    cublas.error().c_str(), same.c_str());
         continue;
       }
-      auto out = runtime::allocate(dev, static_cast<size_t>(d * d * 4));
+      auto out = runtime::allocate(dev, static_cast<size_t>(s.m * s.n * 4));
       const auto* pa = static_cast<const float*>(a.impl().buffer->data);
       const auto* pb = static_cast<const float*>(b.impl().buffer->data);
       auto* pc = static_cast<float*>(out->data);
-      const int n = static_cast<int>(d);
       int rc = 0;
-      double cublas_us = time_us(dev, reps, [&] { rc |= cublas.run(n, n, n, pa, pb, pc); });
-      std::printf(
-          "sgemm %lld^2: %9.1f us  %6.2f TFLOP/s  (%.2f of cuBLAS: %.1f us, %.2f TFLOP/s%s)%s\n",
-          static_cast<long long>(d), rune_us, tflops, cublas_us / rune_us, cublas_us,
-          2.0 * d * d * d / cublas_us / 1e6, rc ? ", cuBLAS FAILED" : "", same.c_str());
+      double cublas_us = time_us(dev, reps, [&] {
+        rc |= cublas.run(static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), pa,
+                         pb, pc);
+      });
+      std::printf("%s: %9.1f us  %6.2f TFLOP/s  (%.2f of cuBLAS: %.1f us, %.2f TFLOP/s%s)%s\n",
+                  label, rune_us, tflops, cublas_us / rune_us, cublas_us, flop / cublas_us / 1e6,
+                  rc ? ", cuBLAS FAILED" : "", same.c_str());
     }
   }
 

@@ -9,7 +9,9 @@ cosine. Each framework runs `warmup` steps (compiling), then `steps` timed steps
 per-step times over 3 batches of steps gives tokens per second. Prints `gpt: <framework> <tok/s>
 tok/s  loss <first> -> <last>` lines and a final JSON line in compare.py's format.
 
-Usage: python compare_gpt.py <text file or directory> [steps] [warmup] [--small]
+Usage: python compare_gpt.py <text file or directory> [steps] [warmup] [--small] [--cuda]
+--cuda: torch and torch.compile on the GPU (tools/gpu-check, against the sample on CUDA:0); jax.jit
+is left out there.
 (a directory: its files but *.dat and *.u8, in sorted order, as samples/gpt.cpp reads
 /usr/share/games/fortunes)
 """
@@ -32,6 +34,7 @@ import numpy as np  # noqa: E402
 
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 SMALL = "--small" in sys.argv
+DEVICE = "cuda" if "--cuda" in sys.argv else "cpu"
 TEXT = args[0]
 STEPS = int(args[1]) if len(args) > 1 else 20
 WARMUP = int(args[2]) if len(args) > 2 else 3
@@ -70,7 +73,8 @@ results = []
 
 def report(framework, per_step_s, losses, note=None):
     tps = B * T / per_step_s
-    print(f"gpt: {framework} {tps:.0f} tok/s  loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+    where = " on cuda" if DEVICE == "cuda" else ""
+    print(f"gpt: {framework}{where} {tps:.0f} tok/s  loss {losses[0]:.3f} -> {losses[-1]:.3f}"
           + (f"  ({note})" if note else ""), flush=True)
     results.append({"name": "gpt_step", "framework": framework, "us": per_step_s * 1e6,
                     "tokens_per_s": tps})
@@ -126,14 +130,14 @@ def run_torch(compiled):
             self.ln_f, self.drop = nn.LayerNorm(C), nn.Dropout(DROP)
 
         def forward(self, idx, targets):
-            pos = torch.arange(idx.shape[1])
+            pos = torch.arange(idx.shape[1], device=idx.device)
             x = self.drop(self.wte(idx) + self.wpe(pos))
             for blk in self.blocks:
                 x = blk(x)
             logits = self.ln_f(x) @ self.wte.weight.t()
             return F.cross_entropy(logits.view(-1, V), targets.view(-1))
 
-    model = GPT()
+    model = GPT().to(DEVICE)
     # GPT-2's initialisation, as the sample: N(0, 0.02), residual projections / sqrt(2 layers).
     for name, prm in model.named_parameters():
         if prm.dim() >= 2:
@@ -153,7 +157,7 @@ def run_torch(compiled):
         x, y = batch()
         for g in opt.param_groups:
             g["lr"] = lr_at(state["step"])
-        loss = fwd(torch.from_numpy(x), torch.from_numpy(y))
+        loss = fwd(torch.from_numpy(x).to(DEVICE), torch.from_numpy(y).to(DEVICE))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
@@ -252,8 +256,10 @@ def run_jax():
     return timed(step)
 
 
-for name, fn in (("torch", lambda: run_torch(False)), ("torch.compile", lambda: run_torch(True)),
-                 ("jax.jit", run_jax)):
+frameworks = [("torch", lambda: run_torch(False)), ("torch.compile", lambda: run_torch(True))]
+if DEVICE == "cpu":
+    frameworks.append(("jax.jit", run_jax))
+for name, fn in frameworks:
     try:
         per, losses = fn()
         report(name, per, losses)

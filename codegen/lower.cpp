@@ -1080,9 +1080,12 @@ class Lowerer {
                                 ? add(o.base, add(mul(add(o.first, x), o.s_other), add(kb, kk)))
                                 : add(o.base, add(mul(add(kb, kk), o.s_other), add(o.first, x)));
               if (o.async) {
-                // 4 elements along the slice's row, in place: (kk, x .. x + 3) of B.
+                // 4 elements along the operand's stride-1 axis, in place: B's (kk, x .. x + 3)
+                // in its k-major slice, A's (x, kk .. kk + 3) in its m-major one.
                 Stmt cp{Stmt::Kind::AsyncCopy};
-                cp.var = o.dst, cp.a = add(buf, add(mul(kk, o.width + pad), x));
+                cp.var = o.dst;
+                cp.a = o.along_k ? add(buf, add(mul(x, g.bk), kk))
+                                 : add(buf, add(mul(kk, o.width + pad), x));
                 cp.param = o.param, cp.b = legalize(b::where(ok, off, I(0)));
                 cp.count = 4, cp.dtype = o.mt, cp.values = {ok};
                 emit(std::move(cp));
@@ -1120,12 +1123,16 @@ class Lowerer {
           const DType ma = k_.contract->a_dtype, mb = k_.contract->b_dtype;
           const int64_t per_thread_a = int64_t{g.bm} * g.bk / g.threads,
                         per_thread_b = int64_t{g.bn} * g.bk / g.threads;
-          // B's vector units are 4 consecutive elements of a staged row: with cp.async they are
-          // copied as they are (the SIMT plan stages its operands' own values).
+          // With cp.async, an operand's vector units (4 elements consecutive in memory) are
+          // copied as they are (the SIMT plan stages its operands' own values): B's slice is
+          // k-major as always, A's is then m-major (row x of the slice at x * bk), so that its 4
+          // consecutive k land consecutively. A warp's A reads then touch 2 rows 16 elements
+          // apart (distinct banks, each a broadcast), as the k-major layout's did.
           const bool async_b = vb && p_.async_copy && mma == MatmulPrecision::Highest;
+          const bool async_a = va && p_.async_copy && mma == MatmulPrecision::Highest;
           const Operand oa{k_.contract->a_param,
                            as,
-                           reg("ra", sa, per_thread_a, zero(sa)),
+                           async_a ? VarId{-1} : reg("ra", sa, per_thread_a, zero(sa)),
                            g.bm,
                            sam,
                            sak,
@@ -1136,7 +1143,7 @@ class Lowerer {
                            m0,
                            M,
                            ma,
-                           false};
+                           async_a};
           const Operand ob{k_.contract->b_param,
                            bs,
                            async_b ? VarId{-1} : reg("rb", sb, per_thread_b, zero(sb)),
@@ -1186,11 +1193,12 @@ class Lowerer {
                       kk, I(0), kw, Loop::Serial,
                       [&] {
                         std::vector<NodeRef> av, bw;
-                        for (int i = 0; i < g.tm; ++i)
-                          av.push_back(let(
-                              "a",
-                              widen(at(as, add(cur_a, add(mul(V(kk), g.bm), add(ty, I(16 * i))))),
-                                    t)));
+                        for (int i = 0; i < g.tm; ++i) {
+                          NodeRef row = add(ty, I(16 * i));
+                          NodeRef slot =
+                              async_a ? add(mul(row, g.bk), V(kk)) : add(mul(V(kk), g.bm), row);
+                          av.push_back(let("a", widen(at(as, add(cur_a, slot)), t)));
+                        }
                         for (int j = 0; j < g.tn; ++j)
                           bw.push_back(let(
                               "b",

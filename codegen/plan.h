@@ -88,10 +88,10 @@ struct Plan {
   // float32 accumulation) with inputs rounded to tf32 or bf16: the opt-in precision of
   // nx::set_matmul_precision (Highest: none, the fma chain).
   MatmulPrecision mma = MatmulPrecision::Highest;
-  // GPU, with tiles and no mma: the operand whose slices keep its stride-1 axis (B along n) is
-  // staged with asynchronous copies (cp.async) straight into shared memory, in the entry's
-  // aligned body; the other goes through registers as before. The same values are staged: the
-  // same bits.
+  // GPU, with tiles and no mma: an operand staged with vectors (its stride-1 axis is A's k or
+  // B's n, the entry's aligned body) is copied asynchronously (cp.async) straight into shared
+  // memory, A's slice then m-major; a transposed or unaligned operand goes through registers
+  // as before. The same values are staged: the same bits.
   bool async_copy = false;
 
   // e.g. "host lanes:vector group:16", "host lanes:vector group:1 blocks:4",

@@ -131,7 +131,7 @@ TEST(GpuTiles, HalfOperandsMatchTheHost) {
   }
 }
 
-// The plan part cp.async (the B operand's slices copied asynchronously into shared memory):
+// The plan part cp.async (vector-staged operands copied asynchronously into shared memory):
 // printed, parsed back, refused where it cannot run, and which devices take it. The fake driver
 // takes it (its copies complete only at the wait, so a read before the wait fails the tests
 // above); ctest's gpu_tiles.register_staging reruns them with the plan forced without it.

@@ -127,10 +127,13 @@ TEST_F(Nvrtc, TensorCorePlans) {
     if (l.k.contract) products.push_back(l);
   for (auto p : {codegen::MatmulPrecision::TF32, codegen::MatmulPrecision::BF16}) {
     codegen::set_matmul_precision(p);
-    size_t mma = 0;
-    for (const auto& l : products) mma += codegen::c_plan(l.k, codegen::cuda_dialect()).mma == p;
-    EXPECT_GE(mma, 4u) << codegen::precision_name(p);
-    expect_all_compile(products);
+    // The products the precision changes (the others render as under "highest", which
+    // Nvrtc.Reductions compiles).
+    std::vector<Labelled> mma;
+    for (const auto& l : products)
+      if (codegen::c_plan(l.k, codegen::cuda_dialect()).mma == p) mma.push_back(l);
+    EXPECT_GE(mma.size(), 4u) << codegen::precision_name(p);
+    expect_all_compile(mma);
     codegen::set_matmul_precision(codegen::MatmulPrecision::Highest);
   }
 }

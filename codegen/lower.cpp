@@ -558,25 +558,40 @@ class Lowerer {
       items(outs, [&](NodeRef o) {
         const std::vector<NodeRef> idx = unflatten(o, k_.shape);
         NodeRef base = k_.row_out ? let("base", mul(o, R)) : nullptr;
-        std::vector<NodeRef> accs;
-        for (size_t s = 0; s < k_.stages.size(); ++s) {
-          const RowStage& st = k_.stages[s];
-          rb_ = st.rbody, rop_ = st.reduce_op, accs_ = accs;
-          if (s + 1 == k_.stages.size()) kept_ = kept, kept_base_ = base;
-          accs.push_back(reduce_block(idx, I(0), I(R)));
-          kept_ = nullptr;
-        }
+        const std::vector<NodeRef> accs =
+            row_stages(kept, base, [&] { return reduce_block(idx, I(0), I(R)); });
         if (!k_.row_out) return store(0, o, at_index(k_.body, idx, accs));
         VarId r = var("r");
-        loop(r, I(0), I(R), Loop::Serial, [&] {
-          std::vector<NodeRef> at = idx;
-          for (NodeRef d : unflatten(V(r), k_.rshape)) at.push_back(d);
-          std::map<NodeRef, NodeRef> reads;
-          if (kept) reads[kept] = load_at(0, k_.out_dtype, add(base, V(r)));
-          store(0, add(base, V(r)), at_index(k_.body, at, accs, reads));
-        });
+        loop(r, I(0), I(R), Loop::Serial, [&] { row_element(idx, accs, kept, base, V(r)); });
       });
     });
+  }
+
+  // A row kernel's stages in order, each reduced by `reduce` (which reads rb_, rop_ and the
+  // earlier stages' results in accs_); the last stage may keep its per-element value (kept) in
+  // the output row at `base`. Returns the stages' results.
+  template <class Reduce>
+  std::vector<NodeRef> row_stages(NodeRef kept, NodeRef base, Reduce&& reduce) {
+    std::vector<NodeRef> accs;
+    for (size_t s = 0; s < k_.stages.size(); ++s) {
+      const RowStage& st = k_.stages[s];
+      rb_ = st.rbody, rop_ = st.reduce_op, accs_ = accs;
+      if (s + 1 == k_.stages.size()) kept_ = kept, kept_base_ = base;
+      accs.push_back(reduce());
+      kept_ = nullptr;
+    }
+    return accs;
+  }
+
+  // A row-writing body's element r of the row at `base` (outer index idx), reading the kept
+  // value back from the output where the last stage stored it.
+  void row_element(const std::vector<NodeRef>& idx, const std::vector<NodeRef>& accs, NodeRef kept,
+                   NodeRef base, NodeRef r) {
+    std::vector<NodeRef> at = idx;
+    for (NodeRef d : unflatten(r, k_.rshape)) at.push_back(d);
+    std::map<NodeRef, NodeRef> reads;
+    if (kept) reads[kept] = load_at(0, k_.out_dtype, add(base, r));
+    store(0, add(base, r), at_index(k_.body, at, accs, reads));
   }
 
   // GPU, plan rows:lanes: work item w is lane l = w % 8 of row o = w / 8, so a row is 8
@@ -597,27 +612,13 @@ class Lowerer {
         NodeRef o = let("o", udiv(w, L)), l = let("l", urem(w, L));
         const std::vector<NodeRef> idx = unflatten(o, k_.shape);
         NodeRef base = k_.row_out ? let("base", mul(o, R)) : nullptr;
-        std::vector<NodeRef> accs;
-        for (size_t s = 0; s < k_.stages.size(); ++s) {
-          const RowStage& st = k_.stages[s];
-          rb_ = st.rbody, rop_ = st.reduce_op, accs_ = accs;
-          if (s + 1 == k_.stages.size()) kept_ = kept, kept_base_ = base;
-          accs.push_back(reduce_lane(idx, I(0), I(R), l, true));
-          kept_ = nullptr;
-        }
+        const std::vector<NodeRef> accs =
+            row_stages(kept, base, [&] { return reduce_lane(idx, I(0), I(R), l, true); });
         if (!k_.row_out)
           return when(b::eq(l, I(0)), [&] { store(0, o, at_index(k_.body, idx, accs)); });
         VarId r = var("r");
         loop(
-            r, l, I(R), Loop::Serial,
-            [&] {
-              std::vector<NodeRef> at = idx;
-              for (NodeRef d : unflatten(V(r), k_.rshape)) at.push_back(d);
-              std::map<NodeRef, NodeRef> reads;
-              if (kept) reads[kept] = load_at(0, k_.out_dtype, add(base, V(r)));
-              store(0, add(base, V(r)), at_index(k_.body, at, accs, reads));
-            },
-            L);
+            r, l, I(R), Loop::Serial, [&] { row_element(idx, accs, kept, base, V(r)); }, L);
       });
     });
   }

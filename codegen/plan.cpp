@@ -14,9 +14,9 @@ using namespace ir;
 
 namespace {
 
-// The innermost reduced axis longer than 1 has stride 0 or +-1 in every load of rbody: 8
-// neighbouring lanes read neighbouring addresses.
-bool reduction_contiguous(const KernelSpec& k) {
+// The innermost reduced axis longer than 1 has stride 0 or +-1 in every load reachable from
+// `roots`: 8 neighbouring lanes read neighbouring addresses.
+bool innermost_reduced_axis_contiguous(const KernelSpec& k, const std::vector<NodeRef>& roots) {
   size_t nk = k.shape.size(), nr = k.rshape.size(), axis = nr;
   for (size_t a = nr; a-- > 0;)
     if (k.rshape[a] > 1) {
@@ -24,7 +24,7 @@ bool reduction_contiguous(const KernelSpec& k) {
       break;
     }
   if (axis == nr) return false;
-  for (NodeRef n : toposort({k.rbody}))
+  for (NodeRef n : toposort(roots))
     if (n->op == Op::Load) {
       const View& v = arg_load(n).view;
       if (v.strides.size() != nk + nr) return false;
@@ -33,26 +33,18 @@ bool reduction_contiguous(const KernelSpec& k) {
   return true;
 }
 
+// A reduction's rbody reads its reduced axis contiguously.
+bool reduction_contiguous(const KernelSpec& k) {
+  return innermost_reduced_axis_contiguous(k, {k.rbody});
+}
+
 // A row kernel's row is contiguous (or broadcast) in every load of its stages and of a
-// row-writing body: 8 neighbouring lanes read neighbouring addresses.
+// row-writing body.
 bool rows_contiguous(const KernelSpec& k) {
-  size_t nk = k.shape.size(), nr = k.rshape.size(), axis = nr;
-  for (size_t a = nr; a-- > 0;)
-    if (k.rshape[a] > 1) {
-      axis = a;
-      break;
-    }
-  if (axis == nr) return false;
   std::vector<NodeRef> roots;
   for (const RowStage& st : k.stages) roots.push_back(st.rbody);
   if (k.row_out) roots.push_back(k.body);
-  for (NodeRef n : toposort(roots))
-    if (n->op == Op::Load) {
-      const View& v = arg_load(n).view;
-      if (v.strides.size() != nk + nr) return false;
-      if (v.strides[nk + axis] < -1 || v.strides[nk + axis] > 1) return false;
-    }
-  return true;
+  return innermost_reduced_axis_contiguous(k, roots);
 }
 
 // Every load of an elementwise kernel reads the output's own index (C-contiguous over the

@@ -1104,8 +1104,10 @@ class Lowerer {
               });
             }
           };
+          // An asynchronous operand's copies are already on their way (put_slice waits once
+          // for all of them).
           auto put = [&](const Operand& o, NodeRef buf) {
-            if (o.async) return emit(Stmt{Stmt::Kind::AsyncWait});
+            if (o.async) return;
             const int64_t row = o.width + pad;
             for (int u = 0; u < units(o); ++u) {
               if (!o.vec) {
@@ -1161,11 +1163,17 @@ class Lowerer {
                            async_b};
           const int64_t size_a = int64_t{g.bk} * (g.bm + pad),
                         size_b = int64_t{g.bk} * (g.bn + pad);
+          // Both operands' fetched slice into their buffers: the register-staged ones stored,
+          // then one wait for every asynchronous copy this thread issued.
+          auto put_slice = [&](NodeRef buf_a, NodeRef buf_b) {
+            put(oa, buf_a), put(ob, buf_b);
+            if (oa.async || ob.async) emit(Stmt{Stmt::Kind::AsyncWait});
+          };
           // Slice 0 into buffer 0. (K = 0: no slice, nothing read.)
           if (K > 0) {
             NodeRef kw0 = I(std::min<int64_t>(g.bk, K));
             fetch(oa, I(0), kw0, I(0)), fetch(ob, I(0), kw0, I(0));
-            put(oa, I(0)), put(ob, I(0));
+            put_slice(I(0), I(0));
             barrier();
           }
           VarId k0 = var("k0");
@@ -1213,8 +1221,7 @@ class Lowerer {
                       },
                       1, full_slices ? g.bk : 0);
                 }
-                when(more,
-                     [&] { put(oa, b::sub(I(size_a), cur_a)), put(ob, b::sub(I(size_b), cur_b)); });
+                when(more, [&] { put_slice(b::sub(I(size_a), cur_a), b::sub(I(size_b), cur_b)); });
                 // Every thread has finished reading this slice's buffer (written next) and
                 // written the next slice's (read next).
                 barrier();

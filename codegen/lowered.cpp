@@ -1,6 +1,8 @@
 #include "codegen/lowered.h"
 
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace codegen::lir {
 
@@ -24,85 +26,143 @@ const char* loop_name(Loop l) {
   return "?";
 }
 
-// An expression as nested text over var names (shared nodes repeat; this is for reading).
-std::string expr(const Kernel& k, ir::NodeRef n) {
-  if (!n) return "-";
-  switch (n->op) {
-    case ir::Op::Const:
-      return ir::is_float(n->dtype) ? std::to_string(ir::arg_float(n))
-                                    : std::to_string(ir::arg_int(n));
-    case ir::Op::Var:
-      return k.vars[static_cast<size_t>(ir::arg_int(n))].name;
-    case ir::Op::LoadAt:
-      return "p" + std::to_string(ir::arg_int(n)) + "[" + expr(k, n->src[0]) + "]";
-    case ir::Op::RegAt:
-      return k.vars[static_cast<size_t>(ir::arg_int(n))].name + "[" + expr(k, n->src[0]) + "]";
-    default:
-      break;
-  }
-  std::string s = std::string(ir::op_name(n->op)) + "." + std::string(ir::name(n->dtype)) + "(";
-  for (size_t i = 0; i < n->src.size(); ++i) s += (i ? ", " : "") + expr(k, n->src[i]);
-  return s + ")";
-}
+// Prints statements. An expression is nested text over var names; a node that one statement
+// reads more than once (a decomposed tanh reads its argument and its parts many times) is
+// printed once, as `$N = ...` on a line before the statement, and named where it is used: the
+// text grows with the expression's nodes, not with its paths (which grow exponentially).
+class Printer {
+ public:
+  Printer(std::ostringstream& s, const Kernel& k) : s_(s), k_(k) {}
 
-void block(std::ostringstream& s, const Kernel& k, const Block& b, int depth) {
-  std::string pad(static_cast<size_t>(depth) * 2, ' ');
-  for (const Stmt& st : b) {
-    std::string v = st.var >= 0 ? k.vars[static_cast<size_t>(st.var)].name : "";
+  void block(const Block& b, int depth) {
+    for (const Stmt& st : b) statement(st, depth);
+  }
+
+ private:
+  static bool leaf(ir::NodeRef n) { return n->op == ir::Op::Const || n->op == ir::Op::Var; }
+
+  void count_uses(ir::NodeRef n) {
+    if (!n || leaf(n)) return;
+    if (uses_[n]++ > 0) return;
+    for (ir::NodeRef c : n->src) count_uses(c);
+  }
+
+  // Names the shared nodes under n, children first, printing each definition.
+  void name_shared(ir::NodeRef n, const std::string& pad) {
+    if (!n || leaf(n) || names_.count(n) || !visited_.insert(n).second) return;
+    for (ir::NodeRef c : n->src) name_shared(c, pad);
+    if (uses_[n] > 1) {
+      std::string name(1, '$');
+      name += std::to_string(next_++);
+      s_ << pad << name << " = " << expr(n) << "\n";
+      names_.emplace(n, std::move(name));
+    }
+  }
+
+  std::string expr(ir::NodeRef n) {
+    if (!n) return "-";
+    if (auto it = names_.find(n); it != names_.end()) return it->second;
+    switch (n->op) {
+      case ir::Op::Const:
+        return ir::is_float(n->dtype) ? std::to_string(ir::arg_float(n))
+                                      : std::to_string(ir::arg_int(n));
+      case ir::Op::Var:
+        return var(ir::arg_int(n));
+      case ir::Op::LoadAt:
+        return param(ir::arg_int(n)) + "[" + expr(n->src[0]) + "]";
+      case ir::Op::RegAt:
+        return var(ir::arg_int(n)) + "[" + expr(n->src[0]) + "]";
+      default:
+        break;
+    }
+    std::string s = std::string(ir::op_name(n->op)) + "." + std::string(ir::name(n->dtype)) + "(";
+    for (size_t i = 0; i < n->src.size(); ++i) s += (i ? ", " : "") + expr(n->src[i]);
+    return s + ")";
+  }
+
+  static std::string param(int64_t p) {
+    std::string s(1, 'p');  // (not "p" + ...: g++ 12 warns falsely on that)
+    return s += std::to_string(p);
+  }
+  std::string var(int64_t v) const { return k_.vars[static_cast<size_t>(v)].name; }
+
+  // The statement's expressions, in the order the statement prints them.
+  static std::vector<ir::NodeRef> roots(const Stmt& st) {
+    std::vector<ir::NodeRef> r{st.a, st.b};
+    r.insert(r.end(), st.values.begin(), st.values.end());
+    return r;
+  }
+
+  void statement(const Stmt& st, int depth) {
+    std::string pad(static_cast<size_t>(depth) * 2, ' ');
+    uses_.clear(), names_.clear(), visited_.clear();
+    const std::vector<ir::NodeRef> rs = roots(st);
+    for (ir::NodeRef n : rs) count_uses(n);
+    for (ir::NodeRef n : rs) name_shared(n, pad);
+    std::string v = st.var >= 0 ? var(st.var) : "";
     switch (st.kind) {
       case Stmt::Kind::For:
-        s << pad << "for " << v << " in [" << expr(k, st.a) << ", " << expr(k, st.b) << ") step "
-          << st.step << " " << loop_name(st.loop) << (st.unroll ? " unroll" : "") << ":\n";
-        block(s, k, st.body, depth + 1);
+        s_ << pad << "for " << v << " in [" << expr(st.a) << ", " << expr(st.b) << ") step "
+           << st.step << " " << loop_name(st.loop) << (st.unroll ? " unroll" : "") << ":\n";
+        block(st.body, depth + 1);
         break;
       case Stmt::Kind::If:
-        s << pad << "if " << expr(k, st.a) << ":\n";
-        block(s, k, st.body, depth + 1);
+        s_ << pad << "if " << expr(st.a) << ":\n";
+        block(st.body, depth + 1);
         break;
       case Stmt::Kind::Let:
-        s << pad << v << " = " << expr(k, st.a) << "\n";
+        s_ << pad << v << " = " << expr(st.a) << "\n";
         break;
       case Stmt::Kind::Reg:
-        s << pad << "reg " << ir::name(st.dtype) << " " << v << "[" << st.count
-          << "] = " << expr(k, st.a) << "\n";
+        s_ << pad << "reg " << ir::name(st.dtype) << " " << v << "[" << st.count
+           << "] = " << expr(st.a) << "\n";
         break;
       case Stmt::Kind::Set:
-        s << pad << v << "[" << expr(k, st.b) << "] = " << expr(k, st.a) << "\n";
+        s_ << pad << v << "[" << expr(st.b) << "] = " << expr(st.a) << "\n";
         break;
       case Stmt::Kind::Store:
-        s << pad << "p" << st.param << "[" << expr(k, st.b) << "] = " << expr(k, st.a) << "\n";
+        s_ << pad << "p" << st.param << "[" << expr(st.b) << "] = " << expr(st.a) << "\n";
         break;
       case Stmt::Kind::VLoad:
-        s << pad << v << " = p" << st.param << "[" << expr(k, st.b) << " ..+" << st.count << "]\n";
+        s_ << pad << v << " = p" << st.param << "[" << expr(st.b) << " ..+" << st.count << "]\n";
         break;
       case Stmt::Kind::VStore:
-        s << pad << "p" << st.param << "[" << expr(k, st.b) << " ..+" << st.count << "] = {";
-        for (size_t i = 0; i < st.values.size(); ++i) s << (i ? ", " : "") << expr(k, st.values[i]);
-        s << "}\n";
+        s_ << pad << "p" << st.param << "[" << expr(st.b) << " ..+" << st.count << "] = {"
+           << list(st.values) << "}\n";
         break;
       case Stmt::Kind::Shared:
-        s << pad << "shared " << ir::name(st.dtype) << " " << v << "[" << st.count << "]\n";
+        s_ << pad << "shared " << ir::name(st.dtype) << " " << v << "[" << st.count << "]\n";
         break;
       case Stmt::Kind::Barrier:
-        s << pad << "barrier\n";
+        s_ << pad << "barrier\n";
         break;
       case Stmt::Kind::AsyncCopy:
-        s << pad << v << "[" << expr(k, st.a) << " ..+" << st.count << "] = async p" << st.param
-          << "[" << expr(k, st.b) << " ..+" << st.count << "] if " << expr(k, st.values.at(0))
-          << "\n";
+        s_ << pad << v << "[" << expr(st.a) << " ..+" << st.count << "] = async p" << st.param
+           << "[" << expr(st.b) << " ..+" << st.count << "] if " << expr(st.values.at(0)) << "\n";
         break;
       case Stmt::Kind::AsyncWait:
-        s << pad << "async wait\n";
+        s_ << pad << "async wait\n";
         break;
       case Stmt::Kind::Mma:
-        s << pad << "mma m16n8k" << st.count << " " << ir::name(st.dtype) << " " << v << "["
-          << expr(k, st.b) << " ..+4] += {";
-        for (size_t i = 0; i < st.values.size(); ++i) s << (i ? ", " : "") << expr(k, st.values[i]);
-        s << "}\n";
+        s_ << pad << "mma m16n8k" << st.count << " " << ir::name(st.dtype) << " " << v << "["
+           << expr(st.b) << " ..+4] += {" << list(st.values) << "}\n";
         break;
     }
   }
-}
+
+  std::string list(const std::vector<ir::NodeRef>& values) {
+    std::string s;
+    for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + expr(values[i]);
+    return s;
+  }
+
+  std::ostringstream& s_;
+  const Kernel& k_;
+  std::unordered_map<ir::NodeRef, int> uses_;
+  std::unordered_map<ir::NodeRef, std::string> names_;
+  std::unordered_set<ir::NodeRef> visited_;
+  int next_ = 0;
+};
 
 }  // namespace
 
@@ -139,13 +199,14 @@ std::string to_string(const Kernel& k) {
     s << "entry" << e.suffix << " items " << e.items << " threads " << e.threads;
     if (e.block) s << " block " << e.block;
     s << ":\n";
-    block(s, k, e.head, 1);
+    Printer p(s, k);
+    p.block(e.head, 1);
     if (!e.aligned_body.empty()) {
       s << "  when aligned to 16 bytes:\n";
-      block(s, k, e.aligned_body, 2);
+      p.block(e.aligned_body, 2);
       s << "  otherwise:\n";
     }
-    block(s, k, e.body, 1);
+    p.block(e.body, 1);
   }
   return s.str();
 }

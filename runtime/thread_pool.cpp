@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -41,22 +42,30 @@ class Pool {
   void run(int64_t chunks, const std::function<void(int64_t)>& task) {
     std::lock_guard job_lock(job_mu_);  // one parallel job at a time; callers queue up
     Job job;
+    bool sleepers;
     {
       std::lock_guard l(mu_);
       job = Job{++generation_ & kIndexMask, chunks, &task};
       job_ = job;
       done_.store(0);
       next_.store(job.generation << 32);
+      posted_.store(job.generation, std::memory_order_release);
+      sleepers = sleepers_ > 0;
     }
-    cv_.notify_all();
+    if (sleepers) cv_.notify_all();
     work(job);
-    std::unique_lock l(mu_);
-    done_cv_.wait(l, [&] { return done_.load() == chunks; });
+    // The workers still running chunks finish within a kernel's time: spin for them first.
+    if (!spin_until([&] { return done_.load() == chunks; })) {
+      std::unique_lock l(mu_);
+      done_cv_.wait(l, [&] { return done_.load() == chunks; });
+    }
+    std::lock_guard l(mu_);
     job_.task = nullptr;
   }
 
  private:
   static constexpr uint64_t kIndexMask = 0xffffffffu;
+  static constexpr std::chrono::microseconds kSpin{200};
   struct Job {
     uint64_t generation = 0;  // low 32 bits of the job's number
     int64_t chunks = 0;       // fewer than 2^32 (a few per thread)
@@ -80,13 +89,19 @@ class Pool {
       }
     }
   }
+  // Waits for a job after `seen`: spinning for kSpin first (a training step launches its next
+  // parallel kernel within microseconds, and waking a sleeping thread cost 20-70 us on the bench
+  // VM), then asleep on cv_ (a poster notifies only when a worker sleeps).
   void loop() {
     uint64_t seen = 0;
     for (;;) {
+      spin_until([&] { return posted_.load(std::memory_order_acquire) != seen; });
       Job job;
       {
         std::unique_lock l(mu_);
+        ++sleepers_;
         cv_.wait(l, [&] { return stop_ || (job_.generation != seen && job_.task); });
+        --sleepers_;
         if (stop_) return;
         job = job_;
         seen = job.generation;
@@ -94,13 +109,39 @@ class Pool {
       work(job);
     }
   }
+
+  // Spins until ready() or kSpin has passed; whether ready() held. It never calls
+  // sched_yield: on the 2-vCPU bench VM a yielding spin made a 784-256-10 training step slower
+  // than no spin at all (docs/performance.md "The host thread pool's threshold").
+  template <typename Ready>
+  static bool spin_until(Ready ready) {
+    auto until = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 1;; ++i) {
+      if (ready()) return true;
+      if (i % 64 == 0) {
+        if (std::chrono::steady_clock::now() > until) return false;
+      } else {
+        pause();
+      }
+    }
+  }
+  static void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
   std::vector<std::thread> workers_;
   std::mutex mu_, job_mu_;
   std::condition_variable cv_, done_cv_;
-  Job job_;                        // the current job (task null between jobs); under mu_
-  std::atomic<uint64_t> next_{0};  // (generation << 32) | next chunk to claim
-  std::atomic<int64_t> done_{0};   // chunks of the current job finished
+  Job job_;                          // the current job (task null between jobs); under mu_
+  std::atomic<uint64_t> next_{0};    // (generation << 32) | next chunk to claim
+  std::atomic<int64_t> done_{0};     // chunks of the current job finished
+  std::atomic<uint64_t> posted_{0};  // the latest job's generation (spinning workers watch it)
   uint64_t generation_ = 0;
+  int sleepers_ = 0;  // workers waiting on cv_; under mu_
   bool stop_ = false;
 };
 

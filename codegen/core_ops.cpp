@@ -51,6 +51,17 @@ NodeRef minmax(bool is_max, NodeRef a, NodeRef c) {
   DType t = a->dtype;
   if (t == DType::Bool) return is_max ? b::bor(a, c) : b::band(a, c);
   if (!is_float(t)) return is_max ? b::where(b::lt(c, a), a, c) : b::where(b::lt(a, c), a, c);
+  // Against a constant k that is neither NaN nor zero (a clamp: min(|x|, 9.5) in tanh, exp's
+  // +-110) one compare decides: x NaN fails it and gives x, as the first NaN operand wins;
+  // x == k means the same bits (only zeros have two encodings), so which is returned is moot.
+  // Same bits as the general form below, in 2 operations instead of 9.
+  for (int side = 0; side < 2; ++side) {
+    NodeRef k = side ? a : c, x = side ? c : a;
+    if (k->op != Op::Const || x->op == Op::Const) continue;
+    const double kv = arg_float(k);
+    if (std::isnan(kv) || kv == 0) continue;
+    return is_max ? b::where(b::lt(x, k), k, x) : b::where(b::lt(k, x), k, x);
+  }
   // NaN propagates (the first NaN operand wins); equal values order -0 below +0.
   NodeRef sa = signbit(a);
   NodeRef tie = is_max ? b::where(sa, c, a) : b::where(sa, a, c);

@@ -166,6 +166,36 @@ TEST(CoreOps, LegalisedOpsMeanWhatApplyMeans) {
   }
 }
 
+// max / min against a constant (a clamp) take a shorter form when the constant is neither NaN
+// nor zero (codegen/core_ops.cpp); every constant of the samples, on either side, must still
+// give apply's bits for every sample of the other operand, and the short form must be taken.
+TEST(CoreOps, MaxAndMinAgainstAConstantMeanWhatApplyMeans) {
+  for (DType t : {DType::Float32, DType::Float64}) {
+    for (Op op : {Op::Max, Op::Min}) {
+      for (const Value& kv : samples(t)) {
+        NodeRef k = b::cf(t, kv.f);
+        for (int side = 0; side < 2; ++side) {
+          NodeRef x = var(0, t);
+          NodeRef legal =
+              codegen::legalize(make(op, t, {}, side ? std::vector{k, x} : std::vector{x, k}));
+          size_t nodes = toposort({legal}).size();
+          if (!std::isnan(kv.f) && kv.f != 0) EXPECT_LE(nodes, 4u) << op_name(op) << " " << kv.f;
+          for (const Value& xv : samples(t)) {
+            std::map<int64_t, Value> vars{{0, xv}};
+            std::map<NodeRef, Value> memo;
+            std::vector<Value> args = side ? std::vector{kv, xv} : std::vector{xv, kv};
+            Value want = apply(op, t, args), got = eval(legal, vars, memo);
+            ASSERT_TRUE(same(want, got))
+                << op_name(op) << " " << name(t) << " at " << args[0].as_double() << ", "
+                << args[1].as_double() << ": apply " << want.as_double() << ", legalised "
+                << got.as_double();
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CoreOps, OnlyCoreOpsRemain) {
   NodeRef x = var(0, DType::Float32), y = var(1, DType::Int32);
   NodeRef r = codegen::legalize(b::add(b::max(x, b::cast(b::div(y, y), DType::Float32)),

@@ -363,8 +363,22 @@ class Lowerer {
   // A last axis this short or shorter (2 classes, 3 coordinates) is unrolled on the host.
   static constexpr int64_t kShortLastAxis = 8;
 
+  // Trailing axes of length 1 ([400, 1]: a value per row) add nothing to the host's loops: rows
+  // are taken over the axes before them, so the long loop is the one LLVM vectorises (a [400, 1]
+  // log ran as 400 one-iteration inner loops, scalar). Returns that shape (at least one axis
+  // when the kernel has any); full_index pads an index of it with the dropped axes' zeros.
+  Shape loop_shape() const {
+    Shape s = k_.shape;
+    while (s.size() > 1 && s.back() == 1) s.pop_back();
+    return s;
+  }
+  std::vector<NodeRef> full_index(std::vector<NodeRef> idx) const {
+    while (idx.size() < k_.shape.size()) idx.push_back(I(0));
+    return idx;
+  }
+
   void elementwise_host() {
-    const Shape& s = k_.shape;
+    const Shape s = loop_shape();
     const int64_t last = s.empty() ? 1 : s.back();
     if (s.size() >= 2 && last >= 2 && last <= kShortLastAxis) return short_rows_host();
     entry("", numel(s), numel(s), [&] {
@@ -380,7 +394,8 @@ class Lowerer {
             s.empty() ? std::vector<NodeRef>{} : unflatten(V(row), Shape(s.begin(), s.end() - 1));
         VarId i = var("i");
         if (!s.empty()) idx.push_back(V(i));
-        loop(i, ilo, ihi, Loop::Serial, [&] { store(0, add(base, V(i)), at_index(k_.body, idx)); });
+        loop(i, ilo, ihi, Loop::Serial,
+             [&] { store(0, add(base, V(i)), at_index(k_.body, full_index(idx))); });
       });
     });
   }
@@ -391,7 +406,7 @@ class Lowerer {
   // at the range's ends are partial). Without this the inner loop ran 2 iterations, scalar: a
   // softmax cross-entropy gradient over [400, 2] took 21 us for 800 outputs.
   void short_rows_host() {
-    const Shape& s = k_.shape;
+    const Shape s = loop_shape();
     const int64_t last = s.back();
     entry("", numel(s), numel(s), [&] {
       VarId row = var("row");
@@ -403,7 +418,7 @@ class Lowerer {
         idx.push_back(V(i));
         loop(i, I(0), I(last), Loop::Unrolled, [&] {
           NodeRef at = add(base, V(i));
-          NodeRef value = let("out", at_index(k_.body, idx));
+          NodeRef value = let("out", at_index(k_.body, full_index(idx)));
           when(b::band(b::le(lo, at), b::lt(at, hi)), [&] { store(0, at, value); });
         });
       });

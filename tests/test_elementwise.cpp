@@ -618,6 +618,28 @@ TEST(Large, ThreadedNonContiguous) {
   }
 }
 
+// Trailing axes of length 1 are dropped from the host's loops (codegen/lower.cpp loop_shape):
+// an op over [n, 1] (a value per row, as keepdims gives) must give the bits of the same op over
+// [n], with a broadcast operand, on ranges the pool splits (301,001 tanh) and on partial rows.
+TEST(TrailingUnitAxes, GiveTheBitsOfTheFlatShape) {
+  for (Shape shape : std::vector<Shape>{
+           {400, 1}, {37, 1, 1}, {1, 1}, {5, 3, 1}, {2, 1, 3, 1}, {301001, 1}, {7, 2, 1}}) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    SCOPED_TRACE(testing::PrintToString(shape));
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>((i % 1001) - 500) / 37.0f;
+    Tensor flat = nx::create(nx::float32, {n}, std::vector<double>(v.begin(), v.end()));
+    Tensor shaped = nx::reshape(flat, shape);
+    Tensor c = nx::create(nx::float32, {1}, {0.75});
+    auto f = [&](const Tensor& x) { return nx::tanh(x) * c + nx::log(nx::abs(x) + 1.0); };
+    std::vector<float> want = nx::to_vector<float>(f(flat));
+    EXPECT_EQ(nx::to_vector<float>(f(shaped)), want);
+    auto jf = rune::jit([&](const Tensor& x) { return f(x); });
+    EXPECT_EQ(nx::to_vector<float>(jf(shaped)), want);
+  }
+}
+
 // ---- hand-computed values: guard the reference itself ----
 
 std::vector<double> f64(const Tensor& x) { return nx::to_vector<double>(x); }

@@ -130,6 +130,11 @@ void shapes(nx::DType t) {
                                           {50, 300, 1},
                                           {5, 600, 7},
                                           {9, 40, 1000},
+                                          // one tile of rows: b's full panels read in place
+                                          // (k past the k block, a partial last panel)
+                                          {6, 520, 96},
+                                          {12, 300, 64},
+                                          {4, 260, 81},
                                           // transposed with a k-contiguous operand: its pack
                                           // transposes 8 x 8 (4 x 4) blocks; k and the
                                           // packed columns not multiples of the block, k

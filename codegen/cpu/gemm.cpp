@@ -28,10 +28,12 @@ constexpr int64_t kMC = 144;  // a multiple of every MR
 constexpr int64_t kNC = 4096;
 
 // One micro-tile: c[i][j] (row stride ldc) continues its chain with kc steps of packed a
-// (kc x kMR, row index fastest) and packed b (kc x kNR, column index fastest); `fresh` starts
-// the chain from +0 instead of reading c.
+// (kc x kMR, row index fastest) and b (kc rows of kNR contiguous columns, row stride ldb: kNR
+// when packed, b's own row stride when read in place); `fresh` starts the chain from +0 instead
+// of reading c.
 template <class T>
-using MicroFn = void (*)(int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc, bool fresh);
+using MicroFn = void (*)(int64_t kc, const T* ap, const T* bp, int64_t ldb, T* c, int64_t ldc,
+                         bool fresh);
 
 // Each micro-kernel is a template over its tile's rows MR: the default (12 on AVX-512, 6
 // elsewhere) fills the registers; a product with fewer rows (or, transposed, fewer columns: see
@@ -39,11 +41,12 @@ using MicroFn = void (*)(int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc
 template <class T, int NR>
 struct MicroPortable {
   template <int MR>
-  static void run(int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc, bool fresh) {
+  static void run(int64_t kc, const T* ap, const T* bp, int64_t ldb, T* c, int64_t ldc,
+                  bool fresh) {
     T acc[MR][NR];
     for (int i = 0; i < MR; ++i)
       for (int j = 0; j < NR; ++j) acc[i][j] = fresh ? T(0) : c[i * ldc + j];
-    for (int64_t p = 0; p < kc; ++p, ap += MR, bp += NR)
+    for (int64_t p = 0; p < kc; ++p, ap += MR, bp += ldb)
       for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NR; ++j) acc[i][j] = std::fma(ap[i], bp[j], acc[i][j]);
     for (int i = 0; i < MR; ++i)
@@ -88,14 +91,15 @@ constexpr int kMR2 = 6;  // AVX2 tile rows
 template <class T>
 struct MicroAvx2 {
   template <int kMR>
-  __attribute__((target("avx2,fma"))) static void run(int64_t kc, const T* ap, const T* bp, T* c,
-                                                      int64_t ldc, bool fresh);
+  __attribute__((target("avx2,fma"))) static void run(int64_t kc, const T* ap, const T* bp,
+                                                      int64_t ldb, T* c, int64_t ldc, bool fresh);
 };
 
 template <class T>
 template <int kMR>
 __attribute__((target("avx2,fma"))) void MicroAvx2<T>::run(int64_t kc, const T* ap, const T* bp,
-                                                           T* c, int64_t ldc, bool fresh) {
+                                                           int64_t ldb, T* c, int64_t ldc,
+                                                           bool fresh) {
   using A = Avx2<T>;
   typename A::V c0[kMR], c1[kMR];
 #pragma GCC unroll 6
@@ -104,7 +108,7 @@ __attribute__((target("avx2,fma"))) void MicroAvx2<T>::run(int64_t kc, const T* 
     c1[i] = fresh ? A::zero() : A::load(c + i * ldc + A::L);
   }
 #pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += 2 * A::L) {
+  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += ldb) {
     typename A::V b0 = A::load(bp), b1 = A::load(bp + A::L);
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {
@@ -131,9 +135,6 @@ struct Avx512<float> {
   static constexpr int L = 16;
   __attribute__((target("avx512f"))) static V zero() { return _mm512_setzero_ps(); }
   __attribute__((target("avx512f"))) static V load(const float* p) { return _mm512_loadu_ps(p); }
-  __attribute__((target("avx512f"))) static V load_aligned(const float* p) {
-    return _mm512_load_ps(p);
-  }
   __attribute__((target("avx512f"))) static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   __attribute__((target("avx512f"))) static V bcast(const float* p) { return _mm512_set1_ps(*p); }
   __attribute__((target("avx512f"))) static V fma(V a, V b, V c) {
@@ -146,9 +147,6 @@ struct Avx512<double> {
   static constexpr int L = 8;
   __attribute__((target("avx512f"))) static V zero() { return _mm512_setzero_pd(); }
   __attribute__((target("avx512f"))) static V load(const double* p) { return _mm512_loadu_pd(p); }
-  __attribute__((target("avx512f"))) static V load_aligned(const double* p) {
-    return _mm512_load_pd(p);
-  }
   __attribute__((target("avx512f"))) static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
   __attribute__((target("avx512f"))) static V bcast(const double* p) { return _mm512_set1_pd(*p); }
   __attribute__((target("avx512f"))) static V fma(V a, V b, V c) {
@@ -159,15 +157,16 @@ struct Avx512<double> {
 template <class T>
 struct MicroAvx512 {
   template <int kMR>
-  __attribute__((target("avx512f"))) static void run(int64_t kc, const T* ap, const T* bp, T* c,
-                                                     int64_t ldc, bool fresh);
+  __attribute__((target("avx512f"))) static void run(int64_t kc, const T* ap, const T* bp,
+                                                     int64_t ldb, T* c, int64_t ldc, bool fresh);
 };
 
-// Packed b panels are 64-byte aligned (scratch(), panels of two vectors).
+// (b is loaded unaligned: packed panels are 64-byte aligned, b read in place need not be.)
 template <class T>
 template <int kMR>
 __attribute__((target("avx512f"))) void MicroAvx512<T>::run(int64_t kc, const T* ap, const T* bp,
-                                                            T* c, int64_t ldc, bool fresh) {
+                                                            int64_t ldb, T* c, int64_t ldc,
+                                                            bool fresh) {
   using A = Avx512<T>;
   typename A::V c0[kMR], c1[kMR];
 #pragma GCC unroll 12
@@ -176,8 +175,8 @@ __attribute__((target("avx512f"))) void MicroAvx512<T>::run(int64_t kc, const T*
     c1[i] = fresh ? A::zero() : A::load(c + i * ldc + A::L);
   }
 #pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += 2 * A::L) {
-    typename A::V b0 = A::load_aligned(bp), b1 = A::load_aligned(bp + A::L);
+  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += ldb) {
+    typename A::V b0 = A::load(bp), b1 = A::load(bp + A::L);
 #pragma GCC unroll 12
     for (int i = 0; i < kMR; ++i) {
       typename A::V a = A::bcast(ap + i);
@@ -389,6 +388,11 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
     finish(n_lo, n_hi);
     return;
   }
+  // With one tile of rows, each element of b is read once: packing it would only copy it. Its
+  // full panels are then read in place when its columns are contiguous (a weight gradient's
+  // x^T dh: 100 KiB of dh copied per step for 2 rows); a partial panel is still packed (its
+  // zero columns). The same values meet in the same chains: the same bits.
+  const bool b_in_place = g.b_cs == 1 && m_hi - m_lo <= kMR;
   const int64_t kc_max = std::min(kKC, g.k);
   T* ap = scratch<T>(0, kMC * kc_max);
   T* bp = scratch<T>(1, (std::min(kNC, n_hi - n_lo) + NR - 1) / NR * NR * kc_max);
@@ -398,7 +402,11 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
     for (int64_t pc = 0; pc < g.k; pc += kKC) {
       int64_t kc = std::min(kKC, g.k - pc);
       bool fresh = pc == 0;
-      pack_b<T, NR>(b + pc * g.b_rs + jc * g.b_cs, g.b_rs, g.b_cs, kc, nc, bp);
+      const T* b_block = b + pc * g.b_rs + jc * g.b_cs;
+      const int64_t packed_from = b_in_place ? nc / NR * NR : 0;
+      if (packed_from < nc)
+        pack_b<T, NR>(b_block + packed_from * g.b_cs, g.b_rs, g.b_cs, kc, nc - packed_from,
+                      bp + packed_from * kc);
       for (int64_t ic = m_lo; ic < m_hi; ic += kMC) {
         int64_t mc = std::min(kMC, m_hi - ic);
         pack_a<T, kMR>(a + ic * g.a_rs + pc * g.a_cs, g.a_rs, g.a_cs, mc, kc, ap);
@@ -408,9 +416,11 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
             int64_t rows = std::min<int64_t>(kMR, mc - ir);
             T* ct = c + (ic + ir) * c_rs + (jc + jr) * c_cs;
             const T* at = ap + ir * kc;
-            const T* bt = bp + jr * kc;
+            const bool direct = jr < packed_from;
+            const T* bt = direct ? b_block + jr : bp + jr * kc;
+            const int64_t ldb = direct ? g.b_rs : NR;
             if (rows == kMR && cols == NR && c_cs == 1) {
-              micro(kc, at, bt, ct, c_rs, fresh);
+              micro(kc, at, bt, ldb, ct, c_rs, fresh);
               continue;
             }
             // An edge tile, or a transposed product's: work on a full tile in `tile`, keep
@@ -418,7 +428,7 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
             if (!fresh)
               for (int64_t i = 0; i < rows; ++i)
                 for (int64_t j = 0; j < cols; ++j) tile[i * NR + j] = ct[i * c_rs + j * c_cs];
-            micro(kc, at, bt, tile, NR, fresh);
+            micro(kc, at, bt, ldb, tile, NR, fresh);
             for (int64_t i = 0; i < rows; ++i)
               for (int64_t j = 0; j < cols; ++j) ct[i * c_rs + j * c_cs] = tile[i * NR + j];
           }

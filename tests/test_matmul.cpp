@@ -246,8 +246,14 @@ TEST(Matmul, FusedEpiloguesGiveEagerBits) {
     EXPECT_TRUE(same_bits(nx::to_vector<float>(x), nx::to_vector<float>(y), &where))
         << what << ": " << where;
   };
-  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
-           {5, 7, 3}, {130, 300, 70}, {64, 64, 64}, {400, 64, 2}, {2, 400, 64}, {300, 270, 4}}) {
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{5, 7, 3},
+                                                            {130, 300, 70},
+                                                            {64, 64, 64},
+                                                            {400, 64, 2},
+                                                            {2, 400, 64},
+                                                            {300, 270, 4},
+                                                            {400, 2, 64},
+                                                            {290, 300, 48}}) {
     Tensor x = values(40 + m, nx::float32, {m, k}), w = values(41 + n, nx::float32, {k, n});
     Tensor b = values(42, nx::float32, {n});
     auto layer = [](const Tensor& x, const Tensor& w, const Tensor& b) {

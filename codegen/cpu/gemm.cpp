@@ -393,6 +393,9 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
   // x^T dh: 100 KiB of dh copied per step for 2 rows); a partial panel is still packed (its
   // zero columns). The same values meet in the same chains: the same bits.
   const bool b_in_place = g.b_cs == 1 && m_hi - m_lo <= kMR;
+  // The epilogue is elementwise, so where it is cut changes no bit: by blocks of whole rows
+  // as they complete (below) where this task's columns are the output's whole rows.
+  const bool rows_early = g.epilogue && !g.transposed && n_lo == 0 && n_hi == g.n && g.n <= kNC;
   const int64_t kc_max = std::min(kKC, g.k);
   T* ap = scratch<T>(0, kMC * kc_max);
   T* bp = scratch<T>(1, (std::min(kNC, n_hi - n_lo) + NR - 1) / NR * NR * kc_max);
@@ -433,9 +436,14 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
               for (int64_t j = 0; j < cols; ++j) ct[i * c_rs + j * c_cs] = tile[i * NR + j];
           }
         }
+        // Whole rows of the output, their chains complete: the epilogue runs on this block of
+        // rows now, while it is in cache (after the whole product, a 400 x 64 output with its
+        // 3-operation epilogue took 10 us against 2.4 us for the product alone).
+        if (rows_early && pc + kc == g.k)
+          g.epilogue(bufs, (bi * g.m + ic) * g.n, (bi * g.m + ic + mc) * g.n);
       }
     }
-    finish(jc, jc + nc);
+    if (!rows_early) finish(jc, jc + nc);
   }
 }
 

@@ -49,7 +49,7 @@ class Printer {
 
   // Names the shared nodes under n, children first, printing each definition.
   void name_shared(ir::NodeRef n, const std::string& pad) {
-    if (!n || leaf(n) || names_.count(n) || !visited_.insert(n).second) return;
+    if (!n || leaf(n) || !visited_.insert(n).second) return;
     for (ir::NodeRef c : n->src) name_shared(c, pad);
     if (uses_[n] > 1) {
       std::string name(1, '$');

@@ -49,7 +49,6 @@ class Pool {
       job_ = job;
       done_.store(0);
       next_.store(job.generation << 32);
-      posted_.store(job.generation, std::memory_order_release);
       sleepers = sleepers_ > 0;
     }
     if (sleepers) cv_.notify_all();
@@ -95,7 +94,7 @@ class Pool {
   void loop() {
     uint64_t seen = 0;
     for (;;) {
-      spin_until([&] { return posted_.load(std::memory_order_acquire) != seen; });
+      spin_until([&] { return next_.load() >> 32 != seen; });  // the posted job's generation
       Job job;
       {
         std::unique_lock l(mu_);
@@ -136,10 +135,9 @@ class Pool {
   std::vector<std::thread> workers_;
   std::mutex mu_, job_mu_;
   std::condition_variable cv_, done_cv_;
-  Job job_;                          // the current job (task null between jobs); under mu_
-  std::atomic<uint64_t> next_{0};    // (generation << 32) | next chunk to claim
-  std::atomic<int64_t> done_{0};     // chunks of the current job finished
-  std::atomic<uint64_t> posted_{0};  // the latest job's generation (spinning workers watch it)
+  Job job_;                        // the current job (task null between jobs); under mu_
+  std::atomic<uint64_t> next_{0};  // (generation << 32) | next chunk to claim
+  std::atomic<int64_t> done_{0};   // chunks of the current job finished
   uint64_t generation_ = 0;
   int sleepers_ = 0;  // workers waiting on cv_; under mu_
   bool stop_ = false;

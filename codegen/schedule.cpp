@@ -221,6 +221,7 @@ class Scheduler {
       k_.slots = {slot};
       memo_.clear();
       stages_.clear();
+      lowering_stage_ = nullptr;
       stage_of_.clear();
       row_ = rows;
       row_out_ = rows.has_value();
@@ -703,7 +704,10 @@ class Scheduler {
   // Adds reduction n as the next stage (after the stages its body reads, found while lowering
   // it); its value is the Acc leaf naming it.
   OrRealize<NodeRef> add_stage(NodeRef n) {
+    NodeRef outer_stage = lowering_stage_;
+    lowering_stage_ = n;
     OrRealize<NodeRef> rbody = lower(n->src[0], {}, 1);
+    lowering_stage_ = outer_stage;
     if (!rbody.ok()) return rbody;
     const int index = static_cast<int>(stages_.size());
     stages_.push_back({n->op, rbody.value()});
@@ -771,7 +775,18 @@ class Scheduler {
       Shape full = k_.shape;
       full.insert(full.end(), k_.rshape.begin(), k_.rshape.end());
       auto r = v.reshape(full);
-      if (!r) throw std::logic_error("schedule: reduction view reshape failed");
+      if (!r) {
+        // The kernel's outer shape is not the reduction's own (a reduction fused through a
+        // reshape of its result, and the stages sharing its rows): a leaf whose view cannot be
+        // split that way (a strided input, a permuted source) cannot be read in this space.
+        // The reduction whose body is being lowered then gets a kernel of its own (its outer
+        // shape is its own: every view splits into it) and this kernel reads its buffer.
+        // With the kernel's own outer shape the split always exists, so no stage, or a stage
+        // that is the target itself, is a broken invariant.
+        if (!lowering_stage_ || lowering_stage_ == target_)
+          throw std::logic_error("schedule: reduction view reshape failed");
+        return Realize{lowering_stage_};
+      }
       v = *r;
     }
     return v;
@@ -973,6 +988,7 @@ class Scheduler {
   std::optional<RowContext> row_request_;
   std::vector<RowStage> stages_;
   std::unordered_map<NodeRef, int> stage_of_;
+  NodeRef lowering_stage_ = nullptr;  // the reduction whose body add_stage is lowering
   // RUNE_ROW_KERNELS=0: no row kernels (each reduction a kernel of its own, as before them).
   const bool row_kernels_ = ir::env::integer(ir::env::Var::RowKernels) != 0;
 };

@@ -538,3 +538,53 @@ TEST(ScheduleFusion, GptAttentionBlock) {
   // masked - shift) stored, the sum and division, and the heads' permute copied and that copy
   // copied again for the reshape.
 }
+
+// Issue 37 (fuzz seed 80648): a reduction fused through a reshape of its result runs over the
+// reshape's outer shape ([10], not [2, 5]), so each leaf of its body must split into that shape
+// ++ the reduced shape. A strided input (a slice with steps) or a permuted one does not: the
+// scheduler raised "schedule: reduction view reshape failed". The reduction now gets a kernel
+// of its own there, at its own shape (nx reduces with the axes kept), and the output is a copy
+// of its buffer through the reshape (an output has a buffer of its own); a contiguous input
+// still fuses into one kernel.
+TEST(ScheduleFusion, AReductionThroughAReshapeOfAStridedInputIsAKernelOfItsOwn) {
+  auto sum_flat = [](const Tensor& x) { return nx::reshape(nx::sum(x, {2}, false), {10}); };
+  // The fuzzer's input: a [2, 5, 1] slice with steps {2, 2, 2} of a [5, 11, 3] buffer.
+  ir::NodeUse use;
+  rune::Tracer tracer(nx::Device::cpu(), 1);
+  std::vector<ir::NodeRef> roots;
+  {
+    nx::InterpreterScope scope(&tracer);
+    ir::View strided{{2, 5, 1}, {66, 6, 2}, 37, {}};
+    roots.push_back(tracer.node_of(sum_flat(tracer.stand_in(0, nx::int64, strided))));
+  }
+  std::vector<std::string> k;
+  ASSERT_NO_THROW({
+    for (const auto& kernel : codegen::schedule(roots, 1, true).kernels)
+      k.push_back(codegen::describe(kernel));
+  });
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   "reduce int64 [2, 5, 1] over [1] by ReduceSum, 1 param, 0+0 ops",
+                   "elementwise int64 [10], 1 param, 0 ops",
+               }));
+  // A permuted input: contiguous, but its outer axes do not merge either.
+  auto permuted = kernels_of({{nx::float32, {5, 2, 3}}}, [&](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{sum_flat(nx::permute(x[0], {1, 0, 2}))};
+  });
+  EXPECT_EQ(permuted, (std::vector<std::string>{
+                          "reduce float32 [2, 5, 1] over [3] by ReduceSum, 1 param, 0+0 ops",
+                          "elementwise float32 [10], 1 param, 0 ops",
+                      }));
+  // Contiguous: fused through the reshape, one kernel over [10] as before.
+  auto fused = kernels_of({{nx::float32, {2, 5, 3}}}, [&](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{sum_flat(x[0])};
+  });
+  EXPECT_EQ(fused, (std::vector<std::string>{
+                       "reduce float32 [10] over [3] by ReduceSum, 1 param, 0+0 ops",
+                   }));
+  // And the values: the same bits eagerly and compiled.
+  auto x = nx::slice(nx::reshape(nx::arange(165), {5, 11, 3}), {{1, 5, 2}, {1, 11, 2}, {1, 3, 2}});
+  auto y = nx::permute(nx::reshape(nx::arange(nx::float32, 0, 30), {5, 2, 3}), {1, 0, 2});
+  auto f = rune::jit(sum_flat);
+  EXPECT_EQ(nx::to_vector<int64_t>(f(x)), nx::to_vector<int64_t>(sum_flat(x)));
+  EXPECT_EQ(nx::to_vector<float>(f(y)), nx::to_vector<float>(sum_flat(y)));
+}

@@ -274,3 +274,30 @@ TEST(FuzzRegression, TheGeneratorEndsOnEverySeed) {
 }
 
 }  // namespace
+
+namespace {
+
+// Seed 80648 (issue 37): the sum over axis 2 of a strided [2, 5, 1] view (steps {2, 2, 2} of a
+// [5, 11, 3] buffer), reshaped to [10]: eagerly its values, under rune::jit "std::logic_error:
+// schedule: reduction view reshape failed" (the reduction fused through the reshape reads its
+// input over [10] ++ [1], which no strided view of that input expresses). Now the reduction is a
+// kernel of its own there
+// (ScheduleFusion.AReductionThroughAReshapeOfAStridedInputIsAKernelOfItsOwn).
+TEST(FuzzRegression, AReductionThroughAReshapeOfAStridedViewCompiles) {
+  std::vector<uint64_t> bits(5 * 11 * 3);
+  for (size_t i = 0; i < bits.size(); ++i)
+    bits[i] = i % 7 == 0 ? 0x8000000000000000ull : i * 0x9e3779b97f4a7c15ull;
+  auto program = [](const Tensor& x) { return nx::reshape(nx::sum(x, {2}, false), {10}); };
+  auto f = rune::jit(program);
+  for (const char* dev : {"CPU", "CPU:1", "CUDA:0"}) {
+    SCOPED_TRACE(dev);
+    Tensor x =
+        nx::slice(from(nx::int64, {5, 11, 3}, bits, dev), {{1, 5, 2}, {1, 11, 2}, {1, 3, 2}});
+    Bits want = read_bits(program(x));
+    Bits got;
+    ASSERT_NO_THROW(got = read_bits(f(x)));
+    EXPECT_EQ(got, want);
+  }
+}
+
+}  // namespace

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/interpreter.h"
+#include "core/ops.h"
 #include "ir/scalar.h"
 
 namespace rune {
@@ -23,7 +24,10 @@ std::vector<nx::Tensor> GraphEvaluator::operator()(const std::vector<ir::NodeRef
                                            : ir::Value::of_int(n->dtype, ir::arg_int(n));
       t = nx::current_interpreter().constant(v);
     } else if (n->op == ir::Op::StopGradient) {
-      t = val_.at(n->src[0]);  // the identity; autodiff already saw it
+      // The identity on a concrete value (no kernel); on a value of an enclosing trace a stop
+      // again, so a gradient replayed into a trace that is differentiated in turn (grad of grad,
+      // jvp of grad) keeps the stop there too.
+      t = nx::stop_gradient(val_.at(n->src[0]));
     } else {
       std::vector<nx::Tensor> src;
       for (auto s : n->src) src.push_back(val_.at(s));

@@ -52,6 +52,26 @@ TEST_P(Transforms, StopGradientIsAConstantToGrad) {
   EXPECT_EQ(nx::to_vector<int32_t>(sj), (std::vector<int32_t>{8, -7}));
 }
 
+// The inner gradient keeps its stop when it is differentiated again: d/dx sum(x^2 sg(x)) =
+// 2 x sg(x), whose derivative is 2 sg(x) (JAX: jax.grad of that gives [2, 6] at [1, 3]; the
+// stop lost in the replay of the inner gradient gave 4x = [4, 12]).
+TEST_P(Transforms, SecondDerivativeThroughStopGradient) {
+  Tensor x = vec({1, 3});
+  auto f = [](const Tensor& t) { return nx::sum(t * t * nx::stop_gradient(t)); };
+  auto df = [&](const Tensor& t) { return nx::sum(rune::grad(f, t)); };
+  EXPECT_EQ(values(rune::grad(f, x)), (std::vector<double>{2, 18}));  // jax.grad: [2, 18]
+  const std::vector<double> jax_second{2, 6};
+  EXPECT_EQ(values(rune::grad(df, x)), jax_second);
+  EXPECT_EQ(values(rune::jit([&](const Tensor& t) { return rune::grad(df, t); })(x)), jax_second);
+  // Forward over reverse (jvp of the gradient) and the stop in the other factor's place.
+  auto g = [](const Tensor& t) { return nx::sum(t * nx::stop_gradient(t) * t); };
+  EXPECT_EQ(values(rune::grad([&](const Tensor& t) { return nx::sum(rune::grad(g, t)); }, x)),
+            jax_second);
+  auto [gx, tangent] = rune::jvp<Tensor>([&](const Tensor& t) { return rune::grad(f, t); }, x,
+                                         vec({1, 1}));
+  EXPECT_EQ(values(tangent), jax_second);
+}
+
 TEST_P(Transforms, ValueAndGradWithAux) {
   Tensor w = vec({1, 2}), x = vec({3, -1});
   using Aux = std::pair<Tensor, Tensor>;

@@ -1,8 +1,13 @@
 // nx::from_blob and the DLPack exchange (core/interop.h): borrowed buffers in, views out.
 #include "core/interop.h"
 
+#include <cstdio>
+#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 
+#include "core/dlpack_exports.h"
 #include "core/donation.h"
 #include "core/interpreter.h"
 #include "core/ops.h"
@@ -24,6 +29,25 @@ void check_device(Device d, const char* api) {
   runtime::gpu::context(d, api);  // throws "<api>: device CUDA:n is unavailable: ..."
 }
 
+// One past the largest element offset the view (shape, strides) reaches from its first element;
+// 0 for an empty shape. Raises naming `api`, the strides and the shape where that does not fit
+// in ir::kMaxElements: the bound every rune view keeps (ir/shape.h), so that byte counts and
+// the offsets kernels compute from these strides fit in int64 whatever the dtype.
+int64_t checked_extent(const Shape& shape, const std::vector<int64_t>& strides, const char* api) {
+  for (int64_t n : shape)
+    if (n == 0) return 0;
+  std::optional<int64_t> last = 0;
+  for (size_t d = 0; d < shape.size() && last; ++d) {
+    auto step = ir::checked_mul(shape[d] - 1, strides[d]);
+    last = step ? ir::checked_add(*last, *step) : std::nullopt;
+  }
+  if (!last || *last >= ir::kMaxElements)
+    throw std::invalid_argument(std::string(api) + ": strides " + join(strides) + " of shape " +
+                                join(shape) + " reach past element " +
+                                std::to_string(ir::kMaxElements) + ", the most an array may span");
+  return *last + 1;
+}
+
 // The borrowed tensor: checks shape and strides, then wraps the memory. Nothing is owned until
 // the Buffer exists, so a throw before that leaves `release` uncalled.
 Tensor wrap_borrowed(void* data, DType dtype, const Shape& shape, std::vector<int64_t> strides,
@@ -32,6 +56,8 @@ Tensor wrap_borrowed(void* data, DType dtype, const Shape& shape, std::vector<in
     if (n < 0)
       throw std::invalid_argument(std::string(api) + ": negative dimension in shape " +
                                   join(shape));
+  // The creation ops' bound on the element count (a count that wraps, e.g. 2^64, is caught).
+  const int64_t count = ir::checked_numel(api, shape);
   if (strides.empty()) {
     strides = ir::View::contiguous(shape).strides;
   } else if (strides.size() != shape.size()) {
@@ -43,15 +69,12 @@ Tensor wrap_borrowed(void* data, DType dtype, const Shape& shape, std::vector<in
     if (s < 0)
       throw std::invalid_argument(std::string(api) + ": negative stride in " + join(strides) +
                                   " (rune views borrowed memory with non-negative strides only)");
-  int64_t count = ir::numel(shape);
+  const int64_t extent = checked_extent(shape, strides, api);
   if (count > 0 && data == nullptr)
     throw std::invalid_argument(std::string(api) + ": null data for shape " + join(shape));
   check_device(device, api);
   // The bytes the view reaches: one past the largest element offset.
-  int64_t last = 0;
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] > 0) last += (shape[d] - 1) * strides[d];
-  size_t nbytes = count == 0 ? 0 : static_cast<size_t>((last + 1) * ir::itemsize(dtype));
+  size_t nbytes = static_cast<size_t>(extent * ir::itemsize(dtype));
   auto buffer = std::make_shared<runtime::Buffer>(device, data, nbytes, std::move(release));
   ir::View view;
   view.shape = shape;
@@ -102,11 +125,81 @@ Tensor import_tensor(const DLTensor& t, std::function<void()> release, const cha
   return wrap_borrowed(data, dtype, shape, std::move(strides), device, std::move(release), api);
 }
 
-// What a capsule owns: the tensor (so its buffer stays alive) and the arrays DLTensor points at.
-struct ExportContext {
-  Tensor tensor;
-  std::vector<int64_t> shape, strides;
+// rune's records of the capsules it handed out and took in, under one lock. Never destroyed: a
+// capsule's deleter may run during static destruction.
+struct CapsuleRecords {
+  std::mutex mu;
+  // Exported capsules not deleted yet, per buffer (live_dlpack_exports). A counted buffer is
+  // alive: the capsule's observer holds it, and is released only after the count drops.
+  std::unordered_map<const runtime::Buffer*, int> exports;
+  // Capsules imported whose deleter has not run: consumed, so another import raises. Erased
+  // just before the deleter runs (the producer may then reuse the address for a new capsule).
+  std::unordered_set<const void*> imported;
 };
+CapsuleRecords& records() {
+  static auto* r = new CapsuleRecords;
+  return *r;
+}
+
+// What a capsule owns: a live value of the exported tensor (so its buffer stays alive, and
+// counts as an observer of it: no donation writes into memory the consumer may be reading) and
+// the arrays DLTensor points at.
+struct ExportContext {
+  Tensor observer;
+  std::vector<int64_t> shape, strides;
+  const runtime::Buffer* counted = nullptr;  // in records().exports while set
+  ExportContext() = default;
+  ExportContext(const ExportContext&) = delete;
+  ExportContext& operator=(const ExportContext&) = delete;
+  void count(const runtime::Buffer* b) {
+    if (!b) return;
+    std::lock_guard lock(records().mu);
+    ++records().exports[b];
+    counted = b;
+  }
+  ~ExportContext() {  // before `observer` goes, so a counted buffer is always alive
+    if (!counted) return;
+    std::lock_guard lock(records().mu);
+    auto it = records().exports.find(counted);
+    if (--it->second == 0) records().exports.erase(it);
+  }
+};
+
+// Records `capsule` as imported (consumed), or raises if it already is: its deleter belongs to
+// the first import, and a second would run it twice.
+void claim_import(const void* capsule, const char* api) {
+  std::lock_guard lock(records().mu);
+  if (!records().imported.insert(capsule).second) {
+    char addr[32];
+    std::snprintf(addr, sizeof addr, "%p", capsule);
+    throw std::invalid_argument(
+        std::string(api) + ": capsule " + addr +
+        " was already imported (a capsule is consumed by its first import, which calls its "
+        "deleter when its last view goes; import it once and share the tensor)");
+  }
+}
+void unclaim_import(const void* capsule) {
+  std::lock_guard lock(records().mu);
+  records().imported.erase(capsule);
+}
+
+// Imports a legacy or versioned capsule once: claimed before anything is read, unclaimed if the
+// import raises (the capsule is then the caller's again, as it was) or just before its deleter
+// runs when the last view goes.
+template <class Capsule>
+Tensor import_capsule(Capsule* capsule, const char* api) {
+  claim_import(capsule, api);
+  std::function<void()> release = [capsule]() {
+    unclaim_import(capsule);
+    if (capsule->deleter) capsule->deleter(capsule);
+  };
+  try {
+    return import_tensor(capsule->dl_tensor, std::move(release), api);
+  } catch (...) {
+    unclaim_import(capsule);
+    throw;
+  }
+}
 
 // The tensor a capsule views: concrete, computed, and a view DLPack can describe.
 Tensor exportable(const Tensor& x, const char* api, DLTensor& out, ExportContext& ctx) {
@@ -124,7 +217,8 @@ Tensor exportable(const Tensor& x, const char* api, DLTensor& out, ExportContext
     eager_interpreter().check_readable(t, api);
   }
   const auto& im = t.impl();
-  ctx.tensor = t;
+  ctx.observer = observer_of(t);  // a value of its own: x's donation does not end it
+  ctx.count(im.buffer.get());
   ctx.shape = im.shape;
   ctx.strides = im.view.strides;
   int64_t isz = ir::itemsize(im.dtype);
@@ -139,6 +233,12 @@ Tensor exportable(const Tensor& x, const char* api, DLTensor& out, ExportContext
 }
 
 }  // namespace
+
+int live_dlpack_exports(const runtime::Buffer* b) {
+  std::lock_guard lock(records().mu);
+  auto it = records().exports.find(b);
+  return it == records().exports.end() ? 0 : it->second;
+}
 
 DLDataType to_dlpack_dtype(DType t) {
   uint8_t bits = static_cast<uint8_t>(ir::itemsize(t) * 8);
@@ -226,9 +326,7 @@ DLManagedTensorVersioned* to_dlpack_versioned(const Tensor& x) {
 Tensor from_dlpack(DLManagedTensor* capsule) {
   const char* api = "nx::from_dlpack";
   if (!capsule) throw std::invalid_argument(std::string(api) + ": null capsule");
-  std::function<void()> release;
-  if (capsule->deleter) release = [capsule]() { capsule->deleter(capsule); };
-  return import_tensor(capsule->dl_tensor, std::move(release), api);
+  return import_capsule(capsule, api);
 }
 
 Tensor from_dlpack(DLManagedTensorVersioned* capsule) {
@@ -239,9 +337,7 @@ Tensor from_dlpack(DLManagedTensorVersioned* capsule) {
         std::string(api) + ": DLPack version " + std::to_string(capsule->version.major) + "." +
         std::to_string(capsule->version.minor) + " (rune reads major version " +
         std::to_string(DLPACK_MAJOR_VERSION) + ")");
-  std::function<void()> release;
-  if (capsule->deleter) release = [capsule]() { capsule->deleter(capsule); };
-  return import_tensor(capsule->dl_tensor, std::move(release), api);
+  return import_capsule(capsule, api);
 }
 
 }  // namespace nx

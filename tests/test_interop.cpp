@@ -1,7 +1,9 @@
 // nx::from_blob and the DLPack exchange (core/interop.h, docs/interop.md): round trips, the
 // deleters' counts and timing, and that borrowed memory is never written in place.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -64,6 +66,50 @@ TEST(FromBlob, StridesAndMessages) {
             "nx::from_blob: null data for shape [2]");
   EXPECT_EQ(deleted, 0);  // a call that raises leaves the memory to the caller
   EXPECT_EQ(nx::from_blob(nullptr, nx::float32, {0, 3}).size(), 0);
+}
+
+// The creation ops' size bound (ir/shape.h): a shape whose element count wraps (2^64 elements
+// read as 0) or exceeds ir::kMaxElements, and strides whose reach does, raise naming the API and
+// the values; the deleter is not called.
+TEST(FromBlob, ShapesAndStridesBeyondTheSizeBoundRaise) {
+  std::vector<int32_t> v(4);
+  int deleted = 0;
+  auto count = [&](void*) { ++deleted; };
+  const int64_t k32 = int64_t{1} << 32;
+  EXPECT_EQ(message_of([&] {
+              nx::from_blob(v.data(), nx::int32, {k32, k32}, nx::Device::cpu(), count);
+            }),
+            "nx::from_blob: shape [4294967296, 4294967296] is too large: over "
+            "1152921504606846975 elements, the most an array may hold");
+  EXPECT_EQ(message_of([&] {
+              nx::from_blob(v.data(), nx::int8, {int64_t{1} << 61}, nx::Device::cpu(), count);
+            }),
+            "nx::from_blob: shape [2305843009213693952] is too large: over "
+            "1152921504606846975 elements, the most an array may hold");
+  // Strides whose products overflow int64, whose sum does, and one past the bound.
+  EXPECT_EQ(
+      message_of([&] {
+        nx::from_blob(v.data(), nx::int32, {3, 2}, {int64_t{1} << 62, 1}, nx::Device::cpu(), count);
+      }),
+      "nx::from_blob: strides [4611686018427387904, 1] of shape [3, 2] reach past element "
+      "1152921504606846975, the most an array may span");
+  EXPECT_EQ(message_of([&] {
+              nx::from_blob(v.data(), nx::int32, {2, 2}, {INT64_MAX / 2 + 1, INT64_MAX / 2 + 1},
+                            nx::Device::cpu(), count);
+            }),
+            "nx::from_blob: strides [4611686018427387904, 4611686018427387904] of shape [2, 2] "
+            "reach past element 1152921504606846975, the most an array may span");
+  EXPECT_EQ(message_of([&] {
+              nx::from_blob(v.data(), nx::int32, {2}, {ir::kMaxElements}, nx::Device::cpu(), count);
+            }),
+            "nx::from_blob: strides [1152921504606846975] of shape [2] reach past element "
+            "1152921504606846975, the most an array may span");
+  EXPECT_EQ(deleted, 0);
+  // At the bound: the last element reached is kMaxElements - 1 (nothing is read).
+  Tensor edge = nx::from_blob(v.data(), nx::int8, {2}, {ir::kMaxElements - 1});
+  EXPECT_EQ(edge.impl().buffer->nbytes, static_cast<size_t>(ir::kMaxElements));
+  // An empty shape reaches nothing, whatever its strides.
+  EXPECT_EQ(nx::from_blob(v.data(), nx::int32, {0, 3}, {INT64_MAX, INT64_MAX}).size(), 0);
 }
 
 // The rule of docs/interop.md: a donated borrowed tensor dies, its consumer takes fresh memory,
@@ -218,6 +264,110 @@ TEST(DLPack, ImportErrorsLeaveTheCapsuleToTheCaller) {
   EXPECT_EQ(message_of([&] { nx::from_dlpack(&p.versioned); }),
             "nx::from_dlpack: DLPack version 2.1 (rune reads major version 1)");
   EXPECT_EQ(p.deleted, 0);
+}
+
+// The message a second import of `capsule` raises.
+std::string already_imported(const void* capsule) {
+  char addr[32];
+  std::snprintf(addr, sizeof addr, "%p", capsule);
+  return std::string("nx::from_dlpack: capsule ") + addr +
+         " was already imported (a capsule is consumed by its first import, which calls its "
+         "deleter when its last view goes; import it once and share the tensor)";
+}
+
+// A capsule is consumed by its import (docs/interop.md): a second import would run the
+// producer's deleter twice. It raises and leaves the capsule as it was; the first import's
+// deleter still runs once.
+TEST(DLPack, ASecondImportOfOneCapsuleRaises) {
+  Producer p;
+  const DLManagedTensor before = p.capsule;
+  const DLManagedTensorVersioned before_v = p.versioned;
+  {
+    Tensor a = nx::from_dlpack(&p.capsule);
+    Tensor v = nx::from_dlpack(&p.versioned);
+    EXPECT_EQ(message_of([&] { nx::from_dlpack(&p.capsule); }), already_imported(&p.capsule));
+    EXPECT_EQ(message_of([&] { nx::from_dlpack(&p.versioned); }), already_imported(&p.versioned));
+    EXPECT_EQ(std::memcmp(&p.capsule, &before, sizeof before), 0);  // untouched
+    EXPECT_EQ(std::memcmp(&p.versioned, &before_v, sizeof before_v), 0);
+    EXPECT_EQ(p.deleted, 0);
+    Tensor view = nx::reshape(a, {1, 3});
+    a = Tensor();  // a view of the import still holds the capsule
+    EXPECT_EQ(message_of([&] { nx::from_dlpack(&p.capsule); }), already_imported(&p.capsule));
+    EXPECT_EQ(nx::to_vector<float>(view), (std::vector<float>{1.5f, -2.0f, 8.0f}));
+    EXPECT_EQ(nx::to_vector<float>(v), (std::vector<float>{1.5f, -2.0f, 8.0f}));
+  }
+  EXPECT_EQ(p.deleted, 2);  // once per capsule
+  // The deleter ran: the capsule is the producer's again, who may hand it out anew.
+  { Tensor again = nx::from_dlpack(&p.capsule); }
+  EXPECT_EQ(p.deleted, 3);
+}
+
+// A failed import consumes nothing: the capsule imports once afterwards.
+TEST(DLPack, AFailedImportLeavesTheCapsuleImportable) {
+  Producer p;
+  p.capsule.dl_tensor.dtype = {kDLComplex, 64, 1};
+  EXPECT_NE(message_of([&] { nx::from_dlpack(&p.capsule); }), "no error");
+  p.capsule.dl_tensor.dtype = {kDLFloat, 32, 1};
+  {
+    Tensor a = nx::from_dlpack(&p.capsule);
+    EXPECT_EQ(nx::to_vector<float>(a), (std::vector<float>{1.5f, -2.0f, 8.0f}));
+  }
+  EXPECT_EQ(p.deleted, 1);
+}
+
+TEST(DLPack, ImportedShapesAndStridesBeyondTheSizeBoundRaise) {
+  Producer p;
+  int64_t huge[2] = {int64_t{1} << 32, int64_t{1} << 32};
+  p.capsule.dl_tensor.ndim = 2;
+  p.capsule.dl_tensor.shape = huge;
+  EXPECT_EQ(message_of([&] { nx::from_dlpack(&p.capsule); }),
+            "nx::from_dlpack: shape [4294967296, 4294967296] is too large: over "
+            "1152921504606846975 elements, the most an array may hold");
+  int64_t shape[2] = {3, 2}, strides[2] = {int64_t{1} << 62, 1};
+  p.versioned.dl_tensor.ndim = 2;
+  p.versioned.dl_tensor.shape = shape;
+  p.versioned.dl_tensor.strides = strides;
+  EXPECT_EQ(message_of([&] { nx::from_dlpack(&p.versioned); }),
+            "nx::from_dlpack: strides [4611686018427387904, 1] of shape [3, 2] reach past "
+            "element 1152921504606846975, the most an array may span");
+  EXPECT_EQ(p.deleted, 0);
+  // Neither was consumed: fixed, each imports.
+  p.capsule.dl_tensor.ndim = 1;
+  p.capsule.dl_tensor.shape = p.shape;
+  p.versioned.dl_tensor.ndim = 1;
+  p.versioned.dl_tensor.shape = p.shape;
+  p.versioned.dl_tensor.strides = nullptr;
+  EXPECT_EQ(nx::to_vector<float>(nx::from_dlpack(&p.capsule)),
+            (std::vector<float>{1.5f, -2.0f, 8.0f}));
+  EXPECT_EQ(nx::to_vector<float>(nx::from_dlpack(&p.versioned)),
+            (std::vector<float>{1.5f, -2.0f, 8.0f}));
+  EXPECT_EQ(p.deleted, 2);
+}
+
+// rune's own capsule imported twice: its deleter frees it, so a second import would free it
+// twice. Run in a child process (a double free kills it, not the suite; alarm: a hang fails).
+TEST(DLPackDeathTest, ASecondImportOfARuneCapsuleRaisesInsteadOfFreeingTwice) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto twice = [](bool versioned) {
+    alarm(60);
+    Tensor x = nx::create(nx::int32, {3}, {4, 5, 6});
+    void* c = versioned ? static_cast<void*>(nx::to_dlpack_versioned(x))
+                        : static_cast<void*>(nx::to_dlpack(x));
+    auto import = [&] {
+      return versioned ? nx::from_dlpack(static_cast<DLManagedTensorVersioned*>(c))
+                       : nx::from_dlpack(static_cast<DLManagedTensor*>(c));
+    };
+    bool ok;
+    {
+      Tensor a = import();
+      ok = message_of(import) == already_imported(c) &&
+           nx::to_vector<int32_t>(a) == std::vector<int32_t>{4, 5, 6};
+    }
+    std::fflush(stdout);
+    _exit(ok ? 0 : 1);
+  };
+  EXPECT_EXIT(twice(false), testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(twice(true), testing::ExitedWithCode(0), "");
 }
 
 TEST(DLPack, EveryDtypeRoundTrips) {

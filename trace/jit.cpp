@@ -12,6 +12,7 @@
 
 #include "codegen/compile.h"
 #include "codegen/plan.h"
+#include "core/dlpack_exports.h"
 #include "core/donation.h"
 #include "core/ops.h"
 #include "ir/debug.h"
@@ -391,7 +392,7 @@ void compile_program(Compiled& c, const Traced& t) {
 // Donated leaves lend their memory to results that may take it (Program::inplace_inputs).
 // Every leaf's read is registered in `reads` (held by the caller for the whole run) before the
 // donors are killed (nx::StorageReads); a donor's storage is lent only when, after its death,
-// no other value or read can observe it (SEMANTICS.md §3: views, bases, captured constants,
+// no other value or read can observe it (docs/semantics.md §3: views, bases, captured constants,
 // other arguments, other threads' reads). Otherwise the results take fresh memory; the donor
 // dies either way. Returns one buffer per output (null: fresh memory), or none without donors;
 // with RUNE_JIT_DEBUG, prints each donor's fate.
@@ -421,6 +422,12 @@ std::vector<runtime::BufferRef> lend_donations(const Compiled& c,
         fate = "copied: a view that does not cover its storage";
       } else if (im.buffer->borrowed()) {
         fate = "copied: borrowed memory (nx::from_blob, nx::from_dlpack) is never written in place";
+      } else if (int caps = nx::live_dlpack_exports(im.buffer.get()); caps > 0) {
+        // A consumer outside rune may still read it: counted among `others` (docs/interop.md).
+        fate = "copied: exported as " +
+               (caps == 1 ? std::string("a DLPack capsule whose deleter has")
+                          : std::to_string(caps) + " DLPack capsules whose deleters have") +
+               " not run (nx::to_dlpack)";
       } else if (own_reads != 1 || others != 0) {
         int n = others + own_reads - 1;
         fate = "copied: storage shared with " + std::to_string(n) + " live value" +

@@ -1,4 +1,4 @@
-// Donation never overwrites a live value (SEMANTICS.md §3): a consumer writes into donated
+// Donation never overwrites a live value (docs/semantics.md §3): a consumer writes into donated
 // storage only when nothing else alive can observe it. Each case runs eagerly and compiled, on
 // the synchronous host (CPU), the asynchronous host device (CPU:1) and CUDA:0 where one is
 // installed (the fake driver in the fake_cuda.* reruns).
@@ -249,6 +249,77 @@ TEST_P(Sharing, AReadRacingADonationSeesTheValueOrTheError) {
     consumer.join();
   }
   EXPECT_EQ(raised + read, 200);
+}
+
+// A capsule of either kind (nx::to_dlpack / nx::to_dlpack_versioned), seen from its consumer.
+struct Capsule {
+  DLManagedTensor* legacy = nullptr;
+  DLManagedTensorVersioned* versioned = nullptr;
+  static Capsule of(const Tensor& x, bool versioned) {
+    return versioned ? Capsule{nullptr, nx::to_dlpack_versioned(x)}
+                     : Capsule{nx::to_dlpack(x), nullptr};
+  }
+  const DLTensor& dl() const { return legacy ? legacy->dl_tensor : versioned->dl_tensor; }
+  Tensor import() const { return legacy ? nx::from_dlpack(legacy) : nx::from_dlpack(versioned); }
+  void remove() const { legacy ? legacy->deleter(legacy) : versioned->deleter(versioned); }
+};
+
+// An exported DLPack capsule is a live observer of its storage (docs/interop.md): its consumer
+// may read the memory until it calls the deleter, so no donation writes into it (the result
+// takes fresh memory, the donor still dies). Each way to donate: compiled, eager, compiled with
+// a consumed argument (rune::Signature().consume), both capsule kinds. Once the deleter ran,
+// the same donation writes in place again.
+TEST_P(Sharing, AnExportedCapsuleIsALiveObserver) {
+  auto step = rune::jit([](const Tensor& w) { return nx::neg(w); });
+  auto consuming = rune::jit(rune::Signature().consume(0), [](const Tensor& w) { return -w; });
+  const std::string exported =
+      "rune.jit: donation: 0: copied: exported as a DLPack capsule whose deleter has not run "
+      "(nx::to_dlpack)\n";
+  struct Path {
+    const char* name;
+    bool versioned;
+    std::function<Tensor(const Tensor&)> run;  // consumes its argument's donation
+    std::string fate, fate_after;              // the RUNE_JIT_DEBUG report (none eagerly)
+  };
+  const std::vector<Path> paths = {
+      {"jit", false, [&](const Tensor& x) { return step(nx::donate(x)); }, exported,
+       "rune.jit: donation: 0: reused by result 0\n"},
+      {"eager", false, [](const Tensor& x) { return nx::neg(nx::donate(x)); }, "", ""},
+      {"versioned", true, [&](const Tensor& x) { return step(nx::donate(x)); }, exported,
+       "rune.jit: donation: 0: reused by result 0\n"},
+      {"consume", true, [&](const Tensor& x) { return consuming(x); }, exported,
+       "rune.jit: donation: 0: reused by result 0\n"},
+  };
+  const bool host = dev().kind == runtime::DeviceKind::CPU;
+  for (const auto& p : paths) {
+    SCOPED_TRACE(p.name);
+    Tensor x = make({4}, {1, 2, 3, 4});
+    void* storage = x.impl().buffer->data;
+    Capsule c = Capsule::of(x, p.versioned);
+    ASSERT_EQ(c.dl().data, storage);
+    Tensor back = c.import();  // the consumer: a rune view of the capsule, holding it
+    Tensor r;
+    std::string log = stderr_of([&] { r = p.run(x); });
+    EXPECT_EQ(log, p.fate);
+    EXPECT_EQ(values(r), (std::vector<double>{-1, -2, -3, -4}));
+    EXPECT_NE(r.impl().buffer->data, storage);
+    EXPECT_EQ(values(back), (std::vector<double>{1, 2, 3, 4}));
+    if (host) {  // what another library reading the capsule sees
+      const double* d = static_cast<const double*>(c.dl().data);
+      EXPECT_EQ(std::vector<double>(d, d + 4), (std::vector<double>{1, 2, 3, 4}));
+    }
+    EXPECT_NE(message_of([&] { values(x); }).find("was donated to"), std::string::npos);
+    back = Tensor();  // runs the capsule's deleter
+
+    // The deleter ran: nothing observes the storage, the donation writes in place.
+    Tensor y = make({4}, {1, 2, 3, 4});
+    void* storage_y = y.impl().buffer->data;
+    Capsule::of(y, p.versioned).remove();
+    log = stderr_of([&] { r = p.run(y); });
+    EXPECT_EQ(log, p.fate_after);
+    EXPECT_EQ(values(r), (std::vector<double>{-1, -2, -3, -4}));
+    EXPECT_EQ(r.impl().buffer->data, storage_y);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Sharing, testing::Values("CPU", "CPU:1", "CUDA:0"),

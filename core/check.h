@@ -1,5 +1,5 @@
-// nx::check (SEMANTICS.md §4): `ok` is a bool tensor; if an element is false, the exception that
-// fail(index, data_at_index) builds is raised for the first false element in C order. An empty
+// nx::check (docs/semantics.md §4): `ok` is a bool tensor; if an element is false, the exception
+// that fail(index, data_at_index) builds is raised for the first false element in C order. An empty
 // `ok` never raises. `data` is a tree of tensors (each broadcastable to ok's shape) taken at
 // that index. Eagerly on the host the check raises at once; inside rune::jit it is an output of
 // the compiled program, raised after the program ran (and the call returns no results).

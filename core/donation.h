@@ -1,4 +1,4 @@
-// Donation (SEMANTICS.md §3): nx::donate(x) gives x up to the next operation that reads it.
+// Donation (docs/semantics.md §3): nx::donate(x) gives x up to the next operation that reads it.
 #pragma once
 #include <initializer_list>
 #include <string>

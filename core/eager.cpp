@@ -355,10 +355,10 @@ class Eager final : public Interpreter {
   // The buffer of a donated operand this one-op program may write its result into: an
   // elementwise op applied by the public op itself (OpScope::depth() == 1), whose operand has
   // the result's dtype and shape, is contiguous and covers its whole buffer (so it is read at
-  // each element's own index only), and whose storage nothing else can observe (SEMANTICS.md
-  // §3): the donor is killed first, then no other value or read may reach its buffer (views,
-  // bases, captured constants, another operand, another thread's read). Otherwise the result
-  // takes fresh memory and the donor still dies with the op.
+  // each element's own index only), and whose storage nothing else can observe
+  // (docs/semantics.md §3): the donor is killed first, then no other value or read may reach its
+  // buffer (views, bases, captured constants, another operand, another thread's read). Otherwise
+  // the result takes fresh memory and the donor still dies with the op.
   static runtime::BufferRef donated_buffer(ir::Op op, DType out, const Shape& shape,
                                            const std::vector<Tensor>& srcs) {
     if (!ir::is_elementwise(op) || OpScope::depth() != 1) return nullptr;

@@ -1,4 +1,4 @@
-// Errors in program order on an asynchronous device (SEMANTICS.md §4, §6). A queued check that
+// Errors in program order on an asynchronous device (docs/semantics.md §4, §6). A queued check that
 // failed happened, in program order, before any error an op raises later at dispatch (a dead
 // operand, a bad shape): the host raises at the check itself and never reaches the later op.
 // So just before an op throws, the failure its device's stream recorded since the last wait is

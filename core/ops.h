@@ -209,7 +209,7 @@ Tensor dot(const Tensor& a, const Tensor& b);
 void set_matmul_precision(const std::string& precision);
 std::string matmul_precision();
 
-// ---- placement and waiting (SEMANTICS.md §6) ----
+// ---- placement and waiting (docs/semantics.md §6) ----
 // The device creation ops put their results on: RUNE_DEFAULT_DEVICE (CPU, CPU:n, CUDA:n or
 // HIP:n), read once, as torch.set_default_device or JAX's default device; the host when unset.
 // Every other op runs where its operands are. A bad value raises std::invalid_argument naming
@@ -238,10 +238,11 @@ Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
 Tensor operator/(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a);
-// Scalar operands are weakly typed (SEMANTICS.md §1, as JAX): a floating-point scalar (`x * 2.5`,
-// `x < 0.1`) takes a float tensor's dtype and turns an integer or bool tensor's result into float32
-// (comparisons compare at float64); an integral scalar (`x + 1`) takes the tensor's dtype, bool
-// tensors become int32, and a value outside an integer dtype's range raises naming the op.
+// Scalar operands are weakly typed (docs/semantics.md §1.3, as JAX): a floating-point scalar
+// (`x * 2.5`, `x < 0.1`) takes a float tensor's dtype and turns an integer or bool tensor's result
+// into float32 (comparisons compare at float64); an integral scalar (`x + 1`) takes the tensor's
+// dtype, bool tensors become int32, and a value outside an integer dtype's range raises naming
+// the op.
 Tensor operator+(const Tensor& a, double b);
 Tensor operator-(const Tensor& a, double b);
 Tensor operator*(const Tensor& a, double b);

@@ -1,4 +1,4 @@
-// Moving data between devices, and waiting for asynchronous work (SEMANTICS.md §6).
+// Moving data between devices, and waiting for asynchronous work (docs/semantics.md §6).
 // Every CPU device (CPU, CPU:n) uses host memory; a GPU (CUDA:n, HIP:n) has its own, reached
 // through runtime/gpu/transfer.h. A transfer waits for the source's work (and raises its
 // failures) and makes strided data contiguous on the source's side first.

@@ -59,7 +59,7 @@ struct TensorImpl {
   // On an asynchronous device: set when the work producing this value failed (shared by views).
   std::shared_ptr<runtime::Poison> poison;
   Interpreter* tracer = nullptr;
-  // Donation (SEMANTICS.md §3): marked by nx::donate, dead once its consumer ran.
+  // Donation (docs/semantics.md §3): marked by nx::donate, dead once its consumer ran.
   std::atomic<int> donation{0};  // 0 live, 1 donated (not yet consumed), 2 dead
   std::string consumer;          // who consumed it, once dead
   std::mutex mu;                 // guards consumer

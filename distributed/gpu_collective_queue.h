@@ -10,7 +10,7 @@
 // host path's arithmetic (distributed/collective_kernels.cpp): the dtype's own + (integers wrap),
 // float16 / bfloat16 widened to float32 and rounded once, Mean that sum divided by the size,
 // Max with NaN winning and -0 below +0 (nx::maximum). Elementwise ops round as IEEE says on
-// every device (SEMANTICS.md §5), so the result has the host path's bits, on every rank. Cost:
+// every device (docs/semantics.md §5), so the result has the host path's bits, on every rank. Cost:
 // each rank receives (size - 1) x the operand (reduce_scatter: the whole operand of every rank),
 // where NCCL's ring receives 2 (size - 1) / size x; scratch of size x the operand.
 // With native reductions (GpuCommunicator::native_reductions, RUNE_NCCL_NATIVE=1) sum and max

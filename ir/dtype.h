@@ -1,4 +1,4 @@
-// Element types. The closed set of user dtypes (SEMANTICS.md §1); float16 and bfloat16 are
+// Element types. The closed set of user dtypes (docs/semantics.md §1.2); float16 and bfloat16 are
 // stored as 16-bit patterns and computed at float32 (rounded once per primitive).
 #pragma once
 #include <cstdint>

@@ -49,7 +49,7 @@ Allocator& host_allocator();
 
 // A block of device memory, returned to its allocator when the last reference goes.
 //
-// Who can observe it (donation, SEMANTICS.md §3): `live_values` counts the live (not donated
+// Who can observe it (donation, docs/semantics.md §3): `live_values` counts the live (not donated
 // away) tensor values whose view reaches this storage, `reads` the reads in progress (an op or
 // a compiled call between its argument checks and its launch, a read back to the host). A
 // consumer may write into a donated value's storage only when, after it killed the donor, no

@@ -478,7 +478,7 @@ long double ref_erfc(long double x) { return erfcl(x); }
 long double ref_rsqrt(long double x) { return 1 / sqrtl(x); }
 
 // Every function is held to the bound docs/numerics.md and the README document: under 1 ulp,
-// float32 and float64 alike (the contract's, SEMANTICS.md section 5, is looser: 1 to 4 ulps).
+// float32 and float64 alike (the contract's, docs/semantics.md §5.3, is looser: 1 to 4 ulps).
 constexpr double kDocumentedUlps = 1;
 
 template <class T>

@@ -140,7 +140,7 @@ struct OpCase {
   // ... or, for transcendentals, long double std:: math rounded to the dtype (within 0.5 ulp and a
   // hair of the exact value), within `ulps` for float32, `ulps64` for float64 and `ulps16` for the
   // 16-bit floats: 1, since rune is within 1 ulp of the exact value (docs/numerics.md; the bounds
-  // of SEMANTICS.md section 5 are looser), and exact where an operand is a special value (+-0,
+  // of docs/semantics.md §5.3 are looser), and exact where an operand is a special value (+-0,
   // +-inf, NaN: C99 Annex F).
   std::function<double(double, double)> std_fn;
   uint64_t ulps = 0;
@@ -487,7 +487,7 @@ INSTANTIATE_TEST_SUITE_P(Exact, Elementwise, ::testing::ValuesIn(exact_ops()), o
 INSTANTIATE_TEST_SUITE_P(Transcendental, Elementwise, ::testing::ValuesIn(transcendental_ops()),
                          op_name);
 
-// float64 sin/cos/tan of huge arguments: the contract (SEMANTICS.md section 5) bounds the error
+// float64 sin/cos/tan of huge arguments: the contract (docs/semantics.md §5) bounds the error
 // without a range; std:: reduces exactly. At least the results must be finite and in range.
 TEST(HugeArguments, Float64Trigonometry) {
   std::vector<double> xs = {4e9,  -1e10,  123456789012.5, 1e15,
@@ -795,7 +795,7 @@ TEST(HandValues, Operators) {
   EXPECT_EQ(nx::to_vector<bool>((x < 1.5) || (x <= 2.0)), (std::vector<bool>{true, true, false}));
 }
 
-// Scalars are weakly typed (SEMANTICS.md §1): a floating-point scalar never truncates, an
+// Scalars are weakly typed (docs/semantics.md §1.3): a floating-point scalar never truncates, an
 // integral one keeps the tensor's dtype and raises (naming the op and the value) outside its range.
 TEST(HandValues, WeakScalars) {
   Tensor i = tensor(nx::int32, {4}, {-1, 0, 1, 3});

@@ -264,7 +264,7 @@ TEST(Errors, DonatedArgumentSurvivesFailures) {
 }
 
 // Reading a dead value names the reader, the value and its consumer by their C++ entry points
-// (SEMANTICS.md section 3): "nx::to_array: float64 [3] was donated to nx::add".
+// (docs/semantics.md §3): "nx::to_array: float64 [3] was donated to nx::add".
 TEST(Errors, DonatedValueNamesItsConsumer) {
   Tensor x = nx::donate(tensor(nx::float64, {3}, {1, 2, 3}));
   Tensor y = nx::add(x, tensor(nx::float64, {3}, {1, 1, 1}));

@@ -305,7 +305,7 @@ TEST_P(MathOps, ModelMathMatchesNumpy) {
 }
 
 // A label outside [0, C) raises: at once eagerly on the host, after the program under rune::jit
-// (SEMANTICS.md §4), at the next wait on another device.
+// (docs/semantics.md §4), at the next wait on another device.
 TEST_P(MathOps, CrossEntropyLabelOutOfRange) {
   Tensor x = on(x34());
   Tensor labels = on(host(nx::create(nx::int64, {3}, {2, 4, 0})));

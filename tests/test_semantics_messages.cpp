@@ -1,4 +1,4 @@
-// Every message that SEMANTICS.md spells out, compared verbatim (other tests check the
+// Every message that docs/semantics.md spells out, compared verbatim (other tests check the
 // behaviour around them). A message begins with the entry point the user called.
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@ const char* kTracedTail =
     " while tracing; its elements are not known until the compiled program runs (use nx::where "
     "for data-dependent choices)";
 
-// §2: reading a traced value raises rune::jit_error naming the reader the user called.
+// §2.3: reading a traced value raises rune::jit_error naming the reader the user called.
 TEST(SemanticsMessages, ReadingATracedValueNamesTheReader) {
   struct Reader {
     const char* api;
@@ -73,7 +73,7 @@ TEST(SemanticsMessages, OneDonationReadTwice) {
   EXPECT_EQ(nx::to_vector<double>(a), (std::vector<double>{1, 2}));
 }
 
-// §1: operands on two devices raise std::invalid_argument naming both.
+// §6: operands on two devices raise std::invalid_argument naming both.
 TEST(SemanticsMessages, OperandsOnTwoDevices) {
   Tensor x = nx::place(nx::create(nx::float64, {2}, {1, 2}), "CPU:1");
   Tensor y = nx::place(nx::create(nx::float64, {2}, {1, 2}), "CPU");

@@ -1,6 +1,6 @@
 // rune::jit: compile a function of tensor trees. A call traces f over stand-ins of its
 // arguments into a program, keyed by the arguments' structure and each leaf's dtype, shape,
-// placement and layout (SEMANTICS.md §2), compiles it and runs it; later calls with the same
+// placement and layout (docs/semantics.md §2.3), compiles it and runs it; later calls with the same
 // key run the compiled program without calling f.
 #pragma once
 #include <functional>
@@ -26,7 +26,7 @@ struct JitOptions {
 
 // An explicit signature: the C++ form of Nx.Ptree's `params @-> returns ...`. The structure of
 // arguments and results comes from f's C++ types; the signature adds what types cannot say:
-// arguments consumed on every call (donated, SEMANTICS.md §3) and integers declared static
+// arguments consumed on every call (donated, docs/semantics.md §3) and integers declared static
 // (every integer argument is static, i.e. part of the key; declaring one checks that it is).
 struct Signature {
   std::vector<int> consumed;

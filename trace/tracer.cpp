@@ -37,7 +37,7 @@ ir::NodeRef Tracer::node_of(const nx::Tensor& t) {
   ir::NodeRef n = ir::make(ir::Op::Param, im.dtype, im.shape, {}, ir::LoadArg{index, layout});
   // A concrete capture is held as a value of its own over the same storage, so it counts as a
   // live observer of that storage: a later donation of t never lends it to a result
-  // (SEMANTICS.md §3), and t's death leaves the program's constant alive.
+  // (docs/semantics.md §3), and t's death leaves the program's constant alive.
   if (im.node)
     captured_.push_back(t);
   else

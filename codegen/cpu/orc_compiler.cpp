@@ -71,7 +71,7 @@ struct Host {
 
   std::unique_ptr<llvm::TargetMachine> machine() {
     llvm::TargetOptions opts;
-    // SEMANTICS.md §5: every + - * / rounds separately; never contract into FMA.
+    // docs/semantics.md §5: every + - * / rounds separately; never contract into FMA.
     opts.AllowFPOpFusion = llvm::FPOpFusion::Strict;
     return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
         triple, cpu, features, opts, llvm::Reloc::PIC_, llvm::None, RUNE_LLVM_OPT_AGGRESSIVE));

@@ -6,7 +6,7 @@
 namespace codegen::cuda {
 
 // Compiles CUDA C source to a cubin for `arch` ("sm_80", "sm_90", ...) with --fmad=false and
-// IEEE division, sqrt and denormals (no fast math: SEMANTICS.md §5).
+// IEEE division, sqrt and denormals (no fast math: docs/semantics.md §5).
 // Throws std::runtime_error with NVRTC's log and the numbered source when compilation fails,
 // and a message naming libnvrtc when the library cannot be loaded.
 std::string nvrtc_compile(const std::string& source, const std::string& arch);

@@ -15,7 +15,7 @@ const std::vector<std::string>& hiprtc_archs();
 
 // Compiles HIP C source to a code object (an AMDGPU ELF, loadable with hipModuleLoadData) for
 // `arch` ("gfx90a", "gfx1030", "gfx90a:xnack-", ...) with -O3 and -ffp-contract=off (no
-// contraction into FMA: SEMANTICS.md §5). Throws std::runtime_error starting with
+// contraction into FMA: docs/semantics.md §5). Throws std::runtime_error starting with
 // "hiprtc_compile:" with hiprtc's log and the numbered source when compilation fails, naming
 // the arch when it is not in hiprtc_archs(), and naming libamdhip64.so.5 when the library
 // cannot be loaded.

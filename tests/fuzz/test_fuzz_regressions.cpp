@@ -53,7 +53,7 @@ TEST(FuzzRegression, PadWithNegativeZeroKeepsItsSign) {
 
 // Seeds 7, 8, 9, 16 (and most donating programs): rune::jit raised "nx::donate: the donated
 // float64 [1] passed to rune::jit is a view that does not cover its storage" where an eager op
-// accepts the same donation. SEMANTICS.md §3: where the donor's memory cannot be reused, the
+// accepts the same donation. docs/semantics.md §3: where the donor's memory cannot be reused, the
 // consumer computes into fresh memory and the donor still dies.
 TEST(FuzzRegression, JitTakesADonatedStridedView) {
   std::vector<uint64_t> a = {0x401bc1ae9406a0e8};
@@ -190,8 +190,8 @@ namespace {
 
 // Seed 1263: with its bfloat16 argument donated, a compiled call whose results read that
 // argument through a flip (at other elements' indices) returned other bits than eager
-// (0 vs 1 at 12 of 28 elements of the broadcast result). SEMANTICS.md §3: the result may take the
-// donated memory only where it reads the donated value at each element's own index.
+// (0 vs 1 at 12 of 28 elements of the broadcast result). docs/semantics.md §3: the result may take
+// the donated memory only where it reads the donated value at each element's own index.
 TEST(FuzzRegression, JitDonationWithAFlippedReaderKeepsEagerBits) {
   std::vector<uint16_t> bits = {0xffc0, 0x3f7f, 0x0, 0x3fa6, 0x3f80, 0x3f80, 0x41f3};
   std::vector<uint8_t> yes = {1};
@@ -215,7 +215,7 @@ TEST(FuzzRegression, JitDonationWithAFlippedReaderKeepsEagerBits) {
 // Seed 1233: on CUDA:0 (an asynchronous device) a failed check reported the data at the failing
 // index after a later op had taken the data's memory by donation: "data int64 [] 16" (the
 // product written into it) instead of -4. The check still reads the data, so the later op must
-// not write into it (SEMANTICS.md §3, §4).
+// not write into it (docs/semantics.md §3, §4).
 TEST(FuzzRegression, ACheckSeesItsDataAsItWasWhenADonationFollows) {
   std::vector<uint64_t> bits = {0xfffffffffffffffcull};  // -4
   std::vector<uint8_t> no = {0};

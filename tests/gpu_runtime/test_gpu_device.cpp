@@ -1,5 +1,5 @@
 // On a real GPU (CUDA:0, else HIP:0): the same programs on the host and on the device give the
-// same bits (SEMANTICS.md §5: every transcendental is our own decomposition, no contraction),
+// same bits (docs/semantics.md §5: every transcendental is our own decomposition, no contraction),
 // eager and compiled, plus the device's asynchronous paths. Skips cleanly without a device;
 // tools/gpu-check runs it on a machine that has one.
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// A compile that fails inside rune::jit (SEMANTICS.md §2): it installs nothing, and every caller
-// waiting for that key gets the failure; the next call compiles again. The compiler is the fake
-// CUDA driver's (tests/gpu_runtime/fake_driver.h) behind a switch that makes it fail and a delay
-// that holds the compile while other callers arrive.
+// A compile that fails inside rune::jit (docs/semantics.md §2.4): it installs nothing, and every
+// caller waiting for that key gets the failure; the next call compiles again. The compiler is the
+// fake CUDA driver's (tests/gpu_runtime/fake_driver.h) behind a switch that makes it fail and a
+// delay that holds the compile while other callers arrive.
 #include <gtest/gtest.h>
 
 #include <atomic>

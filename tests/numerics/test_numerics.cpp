@@ -1,10 +1,10 @@
-// The accuracy contract of rune's transcendentals (SEMANTICS.md §5), measured as tools/ulp-report
-// does but smaller: for each function and dtype, 100,000 random inputs spread over the whole range
-// (float32/float64) or every bit pattern (float16/bfloat16; pow and atan2 on a 256 x 256 grid) plus
-// every special value, evaluated eagerly and compared with MPFR. Asserts the documented ulp bounds
-// (docs/numerics.md: under 1 ulp; they are tighter than the contract's) and the
-// exact C99 Annex F special values; then that rune::jit gives eager's bits on the same inputs, one
-// op at a time and fused into one program.
+// The accuracy contract of rune's transcendentals (docs/semantics.md §5), measured as
+// tools/ulp-report does but smaller: for each function and dtype, 100,000 random inputs spread over
+// the whole range (float32/float64) or every bit pattern (float16/bfloat16; pow and atan2 on a
+// 256 x 256 grid) plus every special value, evaluated eagerly and compared with MPFR. Asserts the
+// documented ulp bounds (docs/numerics.md: under 1 ulp; they are tighter than the contract's) and
+// the exact C99 Annex F special values; then that rune::jit gives eager's bits on the same inputs,
+// one op at a time and fused into one program.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -105,7 +105,7 @@ class Accuracy : public testing::TestWithParam<Case> {};
 TEST_P(Accuracy, WithinBoundAndSpecialsExact) {
   const Case& c = GetParam();
   // The documented bound (docs/numerics.md, the README: under 1 ulp; sigmoid 2.3 / 1.8), which is
-  // tighter than the contract's (SEMANTICS.md §5) for every function.
+  // tighter than the contract's (docs/semantics.md §5.3) for every function.
   const double bnd = ulp::documented_bound(*c.f, c.t->dtype);
   ASSERT_GE(bnd, 0);
   const double contract = ulp::bound(*c.f, c.t->dtype);

@@ -1,4 +1,4 @@
-// Donation (SEMANTICS.md §3), checks (§4) and asynchronous devices (§6), on the synchronous
+// Donation (docs/semantics.md §3), checks (§4) and asynchronous devices (§6), on the synchronous
 // host (CPU) and on the asynchronous host device (CPU:1).
 #include <gtest/gtest.h>
 

@@ -51,8 +51,8 @@ const std::vector<Function>& functions() {
       {Fn::Acos, "acos", 1, 2, 2, false, 1, 1, 1},
       {Fn::Atan, "atan", 1, 2, 2, false, 1, 1, 1},
       {Fn::Erf, "erf", 1, 2, 2, false, 1, 1, 1},
-      // Newer than SEMANTICS.md §5's table: erfc gets erf's contract; rsqrt, correctly rounded
-      // by design (docs/numerics.md), 1 ulp.
+      // Newer than the seed chapter's table (docs/semantics.md §5.3): erfc gets erf's contract;
+      // rsqrt, correctly rounded by design (docs/numerics.md), 1 ulp.
       {Fn::Erfc, "erfc", 1, 2, 2, false, 1, 1, 1},
       {Fn::Rsqrt, "rsqrt", 1, 1, 1, false, 1, 1, 1},
   };

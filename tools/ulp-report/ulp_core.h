@@ -63,7 +63,7 @@ struct Function {
   Fn id;
   const char* name;
   int arity;
-  double bound32, bound64;  // the contract (SEMANTICS.md §5); < 0: no bound (reported only)
+  double bound32, bound64;  // the contract (docs/semantics.md §5.3); < 0: no bound (reported only)
   bool composite;           // built from other eager ops (sigmoid): no float16/bfloat16 bound
   // What docs/numerics.md and the README promise, which tests/numerics and ulp-report hold
   // rune to: under 1 ulp for every transcendental at every dtype (tighter than the contract);

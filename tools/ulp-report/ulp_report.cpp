@@ -4,8 +4,8 @@
 // each function's hard regions, and every special value) and float16 / bfloat16 (every bit pattern;
 // pow and atan2 on a 2-D grid plus sweeps). Prints one row per function and dtype and exits 1 where
 // a documented bound (docs/numerics.md: under 1 ulp for every transcendental, tighter than
-// SEMANTICS.md §5's, which is shown beside it) is broken or a special value (C99 Annex F) is not
-// exact. See ulp_core.h for the error measure.
+// docs/semantics.md §5.3's, which is shown beside it) is broken or a special value (C99 Annex F) is
+// not exact. See ulp_core.h for the error measure.
 //
 //   ulp-report [--n N] [--grid G] [--threads T] [--seed S] [--func exp,log,...]
 //              [--dtype float32,float64,float16,bfloat16] [--regions] [--markdown]
@@ -64,7 +64,7 @@ struct Row {
   const ulp::Function* f;
   const ulp::Format* t;
   double bound;     // documented (docs/numerics.md): the one checked
-  double contract;  // SEMANTICS.md §5 (< 0: none), for reference
+  double contract;  // docs/semantics.md §5.3 (< 0: none), for reference
   ulp::Stats s;
   double seconds;
   bool broken() const { return s.over > 0 || s.special_fail > 0; }

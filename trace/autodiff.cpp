@@ -6,6 +6,7 @@
 
 #include "core/interpreter.h"
 #include "core/ops.h"
+#include "trace/check_replay.h"
 #include "trace/control_flow.h"
 #include "trace/graph_eval.h"
 #include "trace/scan_vjp.h"
@@ -69,6 +70,11 @@ std::vector<nx::Tensor> evaluate_with_scans(const Bound& t, const std::vector<ir
     if (!needed) wants[k].clear();
   }
   std::vector<nx::Tensor> outs = ev(t.outputs);
+  // f's checks keep their forward meaning: replayed (raised, or recorded in the enclosing
+  // trace) before the backward pass.
+  std::vector<ir::NodeRef> check_roots;
+  append_check_roots(t.checks, check_roots);
+  replay_checks(t.checks, ev(check_roots), 0, t.device);
   std::vector<ir::NodeRef> seed_roots = roots, seed_cots = cots;
   for (size_t k = t.scans.size(); k-- > 0;) {
     const Tracer::Scan& s = t.scans[k];
@@ -143,7 +149,13 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
     auto grads = vjp_nodes(differentiated, cots, t.params, t.checkpoints);
     std::vector<ir::NodeRef> roots = t.outputs;
     roots.insert(roots.end(), grads.begin(), grads.end());
+    const size_t n_roots = roots.size();
+    // f's checks keep their forward meaning (raised, or recorded in the enclosing trace), so a
+    // training step never sees a loss the forward pass alone would have refused.
+    append_check_roots(t.checks, roots);
     vals = evaluate(roots, t.bindings, t.device);
+    replay_checks(t.checks, vals, n_roots, t.device);
+    vals.resize(n_roots);
   } else {
     vals = evaluate_with_scans(t, differentiated, cots);
   }
@@ -191,7 +203,10 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(
   for (const auto& x : tangents) bindings.push_back(x);
   std::vector<ir::NodeRef> roots = t.outputs;
   roots.insert(roots.end(), jt.begin(), jt.end());
+  const size_t n_roots = roots.size();
+  append_check_roots(t.checks, roots);
   auto vals = evaluate(roots, bindings, t.device);
+  replay_checks(t.checks, vals, n_roots, t.device);
   return {std::vector<nx::Tensor>(vals.begin(), vals.begin() + static_cast<long>(m)),
           std::vector<nx::Tensor>(vals.begin() + static_cast<long>(m), vals.end())};
 }

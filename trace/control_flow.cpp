@@ -6,6 +6,7 @@
 #include "core/interpreter.h"
 #include "core/ops.h"
 #include "ir/node.h"
+#include "trace/check_replay.h"
 #include "trace/graph_eval.h"
 #include "trace/trace_flat.h"
 #include "trace/tracer.h"
@@ -75,9 +76,8 @@ Tracer::Loop loop_of(Tracer& outer, const Body& lb, const std::vector<nx::Tensor
   return loop;
 }
 
-// One iteration: the traced graph replayed on `args` through the current interpreter. The
-// body's checks are replayed too: a check whose first false index is k becomes a check of
-// (flat index != k), which fails at the same index with the same data.
+// One iteration: the traced graph replayed on `args` through the current interpreter, with the
+// body's checks (trace/check_replay.h).
 std::vector<nx::Tensor> run_body(Body& b, const std::vector<nx::Tensor>& args);
 
 // A recorded loop run per iteration through the current interpreter (eagerly, or replayed into a
@@ -114,10 +114,7 @@ std::vector<nx::Tensor> run_loop_record(const Tracer::Loop& loop, std::vector<nx
 std::vector<nx::Tensor> run_body(Body& b, const std::vector<nx::Tensor>& args) {
   for (size_t i = 0; i < b.n_args; ++i) b.bindings[i] = args[i];
   std::vector<ir::NodeRef> roots = b.outputs;
-  for (const auto& c : b.checks) {
-    roots.push_back(c.first_false);
-    roots.insert(roots.end(), c.data.begin(), c.data.end());
-  }
+  append_check_roots(b.checks, roots);
   GraphEvaluator ev(b.bindings, b.device);
   for (const Tracer::Loop& inner : b.loops) {
     std::vector<nx::Tensor> outs;
@@ -134,16 +131,7 @@ std::vector<nx::Tensor> run_body(Body& b, const std::vector<nx::Tensor>& args) {
     for (size_t k = 0; k < outs.size(); ++k) ev.bind(inner.outputs[k], outs[k]);
   }
   std::vector<nx::Tensor> vals = ev(roots);
-  size_t at = b.outputs.size();
-  for (const auto& c : b.checks) {
-    nx::Tensor first = vals[at++];
-    std::vector<nx::Tensor> data(vals.begin() + static_cast<long>(at),
-                                 vals.begin() + static_cast<long>(at + c.data.size()));
-    at += c.data.size();
-    nx::CreateOn on(b.device);
-    nx::Tensor ok = nx::reshape(nx::not_equal(nx::arange(c.size), first), c.shape);
-    nx::detail::check_flat(ok, data, c.fail);
-  }
+  replay_checks(b.checks, vals, b.outputs.size(), b.device);
   vals.resize(b.outputs.size());
   return vals;
 }

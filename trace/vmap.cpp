@@ -7,6 +7,7 @@
 #include "core/ops.h"
 #include "ir/shape.h"
 #include "trace/batching.h"
+#include "trace/check_replay.h"
 #include "trace/graph_eval.h"
 
 namespace rune::detail {
@@ -80,12 +81,6 @@ std::vector<nx::Tensor> vmap_flat(const char* api, const std::vector<nx::Tensor>
   nx::Device device = device_of(leaves);
   int n = static_cast<int>(leaves.size());
   Traced t = trace_flat(api, avals, device, f, n);
-  // A check's first failing index is a per-example scalar with no batched form yet: refuse
-  // rather than drop it.
-  if (!t.checks.empty())
-    throw std::invalid_argument(std::string(api) +
-                                ": f calls nx::check, which vmap does not batch yet; check the "
-                                "batched values outside vmap");
 
   // Batched inputs are bound with their batch axis moved to 0 (a view); shared ones as given.
   std::unordered_map<ir::NodeRef, ir::NodeRef> inputs;
@@ -101,9 +96,13 @@ std::vector<nx::Tensor> vmap_flat(const char* api, const std::vector<nx::Tensor>
   }
   for (const auto& c : t.captured) bindings.push_back(c);
 
-  auto batched = batch_nodes(t.outputs, inputs, batch);
+  // f's checks are batched with its outputs: each check's first failing index becomes one per
+  // example, and its data gain the batch axis (trace/check_replay.h).
+  std::vector<ir::NodeRef> per_example = t.outputs;
+  append_check_roots(t.checks, per_example);
+  auto batched = batch_nodes(per_example, inputs, batch);
   std::vector<ir::NodeRef> roots;
-  for (size_t o = 0; o < batched.size(); ++o) {
+  for (size_t o = 0; o < t.outputs.size(); ++o) {
     int64_t r = static_cast<int64_t>(t.outputs[o]->shape.size()) + 1, a = out_axes;
     if (a < -r || a >= r)
       throw std::invalid_argument(std::string(api) + ": out_axes " + std::to_string(a) +
@@ -114,7 +113,24 @@ std::vector<nx::Tensor> vmap_flat(const char* api, const std::vector<nx::Tensor>
     if (a < 0) a += r;
     roots.push_back(move_axis(with_batch_axis(batched[o], batch), 0, a));
   }
-  return evaluate(roots, bindings, device);
+  const size_t n_out = roots.size();
+  for (size_t k = n_out; k < batched.size(); ++k)
+    roots.push_back(with_batch_axis(batched[k], batch));
+  std::vector<nx::Tensor> vals = evaluate(roots, bindings, device);
+  if (!t.checks.empty()) {
+    std::vector<nx::Tensor> firsts;
+    std::vector<std::vector<nx::Tensor>> data;
+    size_t at = n_out;
+    for (const auto& c : t.checks) {
+      firsts.push_back(vals[at++]);
+      data.emplace_back(vals.begin() + static_cast<long>(at),
+                        vals.begin() + static_cast<long>(at + c.data.size()));
+      at += c.data.size();
+    }
+    replay_batched_checks(api, t.checks, firsts, data, batch, device);
+  }
+  vals.resize(n_out);
+  return vals;
 }
 
 namespace {

@@ -413,14 +413,6 @@ TEST(VmapErrors, NameTheApiAndTheValues) {
   EXPECT_EQ(message([&] { rune::vmap(id, 0, 2)(x); }),
             "rune::vmap: out_axes 2 is out of range for output 0 (float32 [3] per example, so "
             "axes -2..1)");
-  auto checked = [](const Tensor& a) {
-    nx::check(nx::less(a, nx::full_like(a, 1)), a,
-              [](const auto&, const auto&) { return std::runtime_error("big"); });
-    return a;
-  };
-  EXPECT_EQ(message([&] { rune::vmap(checked)(x); }),
-            "rune::vmap: f calls nx::check, which vmap does not batch yet; check the batched "
-            "values outside vmap");
   EXPECT_EQ(message([&] { rune::jacrev(id)(nx::zeros(nx::int32, {2})); }),
             "rune::jacrev: x is int32 [2]; only float tensors have derivatives");
 }

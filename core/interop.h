@@ -31,10 +31,10 @@ DLManagedTensor* to_dlpack(const Tensor& x);
 // The same as a DLPack 1.0 versioned capsule (version {1, 0}, flags 0).
 DLManagedTensorVersioned* to_dlpack_versioned(const Tensor& x);
 
-// Imports a capsule without copying: the tensor borrows the producer's memory (as from_blob)
-// and calls the capsule's deleter exactly once, when the last view of it is gone. Raises
-// "nx::from_dlpack: ..." for a dtype, device or layout rune does not have (lanes != 1, complex,
-// negative strides, a major version other than 1); then the capsule still belongs to the caller.
+// Imports a capsule without copying (as from_blob). The import consumes it: its deleter runs
+// once, when the last view is gone, and importing it again before then raises. Raises
+// "nx::from_dlpack: ..." for what rune cannot view (lanes != 1, complex, negative strides, shape
+// or strides past the size bound, major version != 1); then the capsule is still the caller's.
 Tensor from_dlpack(DLManagedTensor* capsule);
 Tensor from_dlpack(DLManagedTensorVersioned* capsule);
 

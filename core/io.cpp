@@ -48,7 +48,10 @@ void save(const std::string& path, const TensorMap& tensors) {
 }
 
 TensorMap load(const std::string& path, std::optional<Device> device) {
-  const char* api = "nx::load";
+  return detail::load_as("nx::load", path, device);
+}
+
+TensorMap detail::load_as(const char* api, const std::string& path, std::optional<Device> device) {
   switch (format_of(path)) {
     case Format::Safetensors:
       return io::load_safetensors(api, path, device);
@@ -75,7 +78,7 @@ void save_npy(const std::string& path, const Tensor& t) {
 
 Tensor load_npy(const std::string& path, std::optional<Device> device) {
   const char* api = "nx::load_npy";
-  io::MappedFile m(api, path);
+  io::FileBytes m(api, path);
   return io::npy_parse(api, path, "the tensor", m.data(), m.size(), device);
 }
 

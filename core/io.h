@@ -23,8 +23,8 @@ std::vector<uint8_t> to_bytes(const Tensor& x);
 
 // Saves named tensors; the format is the extension's: .safetensors or .npz. Values are read
 // (waited for, copied to the host) one at a time and written in C order. The file is written to
-// `path.tmp.<pid>`, synced and renamed over `path`: on any error the temporary is removed and an
-// existing `path` is left untouched.
+// a temporary of its own (`path.tmp.<pid>.<n>`), synced and renamed over `path`: on any error the
+// temporary is removed and an existing `path` is left untouched.
 void save(const std::string& path, const TensorMap& tensors);
 // Loads every tensor of a .safetensors or .npz file, on the host or on `device`.
 TensorMap load(const std::string& path, std::optional<Device> device = std::nullopt);
@@ -34,6 +34,9 @@ void save_npy(const std::string& path, const Tensor& t);
 Tensor load_npy(const std::string& path, std::optional<Device> device = std::nullopt);
 
 namespace detail {
+// nx::load under the name of the API the user called (errors begin with `api`: nx::load_into's
+// name its own call, not nx::load).
+TensorMap load_as(const char* api, const std::string& path, std::optional<Device> device);
 // The name a leaf is saved under: its tree path (core/tree.h), "0" for a tree that is one tensor.
 inline std::string leaf_name(const std::string& path) { return path.empty() ? "0" : path; }
 TensorMap tree_map(const char* api, const std::string& file, const std::vector<std::string>& paths,
@@ -68,8 +71,9 @@ void load_into(const std::string& path, T& tree, std::optional<Device> device = 
   std::vector<std::string> paths;
   f.paths = &paths;
   Tree<T>::flatten(tree, f, "");
-  std::vector<Tensor> leaves =
-      detail::match_leaves("nx::load_into", path, load(path), paths, f.leaves, device);
+  std::vector<Tensor> leaves = detail::match_leaves(
+      "nx::load_into", path, detail::load_as("nx::load_into", path, std::nullopt), paths, f.leaves,
+      device);
   Unflat u{leaves, f.tokens};
   tree = Tree<T>::build(u);
 }

@@ -1,12 +1,13 @@
-// The files of checkpoints: the atomic writer (temporary, fsync, rename), the read-only mapping
-// and the error helpers shared by the formats (core/io_internal.h).
+// The files of checkpoints: the atomic writer (temporary, fsync, rename), the reader of a whole
+// file and the error helpers shared by the formats (core/io_internal.h).
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 #include "core/io_internal.h"
@@ -39,10 +40,22 @@ std::optional<uint64_t> add(uint64_t a, uint64_t b) {
   return r;
 }
 
-AtomicFile::AtomicFile(const char* api, const std::string& path)
-    : api_(api), path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())) {
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) os_error(api_, path_, "cannot create the temporary file '" + tmp_ + "'");
+AtomicFile::AtomicFile(const char* api, const std::string& path) : api_(api), path_(path) {
+  // One temporary per write: threads of this process saving to one path at once each write and
+  // rename their own file, so a reader only ever sees one writer's complete file.
+  static std::atomic<uint64_t> counter{0};
+  const std::string stem = path + ".tmp." + std::to_string(::getpid()) + ".";
+  for (int attempt = 0;; ++attempt) {
+    tmp_ = stem + std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ >= 0) return;
+    // EEXIST: a stale temporary of an earlier process with this pid; take the next number.
+    if (errno != EEXIST || attempt == 100) {
+      const std::string tried = tmp_;
+      tmp_.clear();  // not ours: the destructor must not remove it
+      os_error(api_, path_, "cannot create the temporary file '" + tried + "'");
+    }
+  }
 }
 
 AtomicFile::~AtomicFile() {
@@ -82,32 +95,68 @@ void AtomicFile::commit() {
   }
 }
 
-MappedFile::MappedFile(const char* api, const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) os_error(api, path, "cannot open");
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    os_error(api, path, "cannot stat");
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    bad(api, path, "not a regular file");
-  }
-  size_ = static_cast<size_t>(st.st_size);
-  if (size_ > 0) {
-    void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      ::close(fd);
-      os_error(api, path, "cannot map " + std::to_string(size_) + " bytes");
-    }
-    data_ = static_cast<const uint8_t*>(m);
-  }
-  ::close(fd);
+namespace {
+
+// What a file that is not a regular one is, for the message.
+const char* kind_of(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
 }
 
-MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+// The same file, unchanged: size and modification time (a writer that truncates and rewrites
+// the file in place changes one or both).
+bool same_state(const struct stat& a, const struct stat& b) {
+  return a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
+         a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
+}
+
+}  // namespace
+
+FileBytes::FileBytes(const char* api, const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer forever; with it the open
+  // returns and fstat refuses the FIFO. Reads of a regular file ignore the flag.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) os_error(api, path, "cannot open");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat before;
+  if (::fstat(fd, &before) != 0) os_error(api, path, "cannot stat");
+  if (!S_ISREG(before.st_mode))
+    bad(api, path,
+        std::string("is ") + kind_of(before.st_mode) +
+            ", not a regular file (a checkpoint is read from a regular file)");
+  size_ = static_cast<size_t>(before.st_size);
+  data_ = std::make_unique_for_overwrite<uint8_t[]>(size_ ? size_ : 1);
+  auto changed = [&](const std::string& how) {
+    throw std::runtime_error(std::string(api) + ": '" + path +
+                             "': the file changed while it was read (" + how +
+                             "; another process is writing it? a save by nx::save is atomic)");
+  };
+  size_t done = 0;
+  while (done < size_) {
+    ssize_t n = ::pread(fd, data_.get() + done, size_ - done, static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      os_error(api, path,
+               "cannot read byte " + std::to_string(done) + " of " + std::to_string(size_));
+    }
+    if (n == 0)
+      changed("it had " + std::to_string(size_) + " bytes, then ended at byte " +
+              std::to_string(done));
+    done += static_cast<size_t>(n);
+  }
+  struct stat after;
+  if (::fstat(fd, &after) != 0) os_error(api, path, "cannot stat");
+  if (!same_state(before, after))
+    changed(after.st_size != before.st_size ? "it had " + std::to_string(size_) + " bytes, then " +
+                                                  std::to_string(after.st_size)
+                                            : "it was modified");
 }
 
 }  // namespace nx::io

@@ -1,8 +1,9 @@
 // Internal helpers of the checkpoint files (core/io*.cpp): errors, the atomic writer, the
-// read-only mapping of a file, and the per-format entry points. Not part of the public API.
+// reader of a whole file, and the per-format entry points. Not part of the public API.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,8 +27,10 @@ std::optional<uint64_t> add(uint64_t a, uint64_t b);
 uint64_t checked_bytes(const char* api, const std::string& file, const std::string& what, DType t,
                        const Shape& shape);
 
-// Writes `path` atomically: bytes go to `path.tmp.<pid>`; commit() fsyncs, closes and renames it
-// over `path`. Destroyed without commit() (an exception), it removes the temporary.
+// Writes `path` atomically: bytes go to a temporary `path.tmp.<pid>.<n>` (n: a counter of this
+// process, so every write has its own temporary, whichever thread makes it; created with O_EXCL,
+// so no two writers ever share one); commit() fsyncs, closes and renames it over `path`.
+// Destroyed without commit() (an exception), it removes the temporary.
 class AtomicFile {
  public:
   AtomicFile(const char* api, const std::string& path);
@@ -45,18 +48,20 @@ class AtomicFile {
   uint64_t written_ = 0;
 };
 
-// A whole file mapped read-only (nothing is allocated for it; an empty file maps to nothing).
-class MappedFile {
+// The whole of a regular file, read into memory (not mapped: a file truncated by another process
+// while a mapping of it is read kills the reader with SIGBUS; read(2) returns what is there).
+// Refuses what is not a regular file (a FIFO, a device, a directory) without blocking on it, and
+// raises std::runtime_error when the file changes size or is modified while it is read.
+class FileBytes {
  public:
-  MappedFile(const char* api, const std::string& path);
-  ~MappedFile();
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  const uint8_t* data() const { return data_; }
+  FileBytes(const char* api, const std::string& path);
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
+  const uint8_t* data() const { return data_.get(); }
   size_t size() const { return size_; }
 
  private:
-  const uint8_t* data_ = nullptr;
+  std::unique_ptr<uint8_t[]> data_;
   size_t size_ = 0;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/io_internal.h"
 
@@ -40,6 +41,229 @@ const char* name_of(DType t) {
 constexpr uint64_t kMaxHeader = 100'000'000;
 
 std::string quoted(const std::string& name) { return "tensor '" + name + "'"; }
+
+// Deeper than any safetensors header (which is 3 levels: the object of tensors, a tensor's
+// object, its shape), deep enough for any value a writer might add to a tensor's entry.
+constexpr int kMaxDepth = 64;
+// As .npy files (numpy's own limit).
+constexpr size_t kMaxDims = 64;
+
+// A tensor of the header.
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+// The header read as a stream of JSON events (nlohmann's SAX interface), keeping only the
+// entries: no document tree is built, so memory is bounded by the entries themselves (a name
+// and at most kMaxDims dimensions each), not by the header's size or nesting (a tree of a 20 MB
+// header nested 10^7 levels deep took 1.4 GB before it could be refused), and nesting beyond
+// kMaxDepth is refused as it is met. Every violation raises through bad() from the callback.
+class HeaderReader final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  HeaderReader(const char* api, const std::string& file, uint64_t data_size)
+      : api_(api), file_(file), data_size_(data_size) {}
+  const std::vector<Entry>& entries() const { return entries_; }
+
+  bool null() override { return scalar("null"); }
+  bool boolean(bool v) override { return scalar(v ? "true" : "false"); }
+  bool number_integer(number_integer_t v) override { return scalar(std::to_string(v)); }
+  bool number_unsigned(number_unsigned_t v) override {
+    if (in_ == In::Shape && depth_ == 3) {
+      if (v > static_cast<uint64_t>(INT64_MAX)) return scalar(std::to_string(v));
+      if (cur_.shape.size() == kMaxDims)
+        fail(what() + " has more than " + std::to_string(kMaxDims) + " dimensions");
+      cur_.shape.push_back(static_cast<int64_t>(v));
+      return true;
+    }
+    if (in_ == In::Offsets && depth_ == 3) {
+      if (++offsets_ > 2) fail(what() + " has data_offsets of more than two integers");
+      (offsets_ == 1 ? cur_.begin : cur_.end) = v;
+      return true;
+    }
+    return scalar(std::to_string(v));
+  }
+  bool number_float(number_float_t, const string_t& text) override { return scalar(text); }
+  bool string(string_t& v) override {
+    if (in_ == In::Tensor && depth_ == 2 && field_ == "dtype") {
+      const Name* found = nullptr;
+      for (const auto& n : kNames)
+        if (v == n.name) found = &n;
+      if (!found)
+        fail(what() + " has dtype " + v + ", which rune lacks (it has " + known_names() + ")");
+      cur_.dtype = found->dtype;
+      return true;
+    }
+    return scalar("\"" + v + "\"");
+  }
+  bool binary(binary_t&) override { return scalar("binary data"); }
+  bool key(string_t& k) override {
+    if (depth_ == 1) {
+      name_ = k;
+      if (!names_.insert(k).second)
+        fail("header names " + (k == "__metadata__" ? k : "tensor '" + k + "'") + " twice");
+    } else if (depth_ == 2 && in_ == In::Tensor) {
+      field_ = k;
+      if ((k == "dtype" || k == "shape" || k == "data_offsets") && !fields_.insert(k).second)
+        fail(what() + " has two '" + k + "' keys");
+    } else if (depth_ == 2 && in_ == In::Metadata) {
+      field_ = k;
+    }
+    return true;
+  }
+  bool start_object(std::size_t) override { return open(true); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) override {
+    fail(std::string("header is not valid JSON: ") + e.what());
+  }
+
+ private:
+  // Where the reader is: the value being read at depth_ (0: before the header's object).
+  enum class In { Top, Tensors, Tensor, Metadata, Shape, Offsets, Skip };
+
+  [[noreturn]] void fail(const std::string& msg) const { bad(api_, file_, msg); }
+  std::string what() const { return quoted(name_); }
+
+  // A value that is no object or array, shown as `shown` where it is wrong.
+  bool scalar(const std::string& shown) {
+    const std::string text = shown.size() > 40 ? shown.substr(0, 37) + "..." : shown;
+    switch (in_) {
+      case In::Top:
+        fail("header is not a JSON object (it is " + text + ")");
+      case In::Tensors:  // a tensor's value or __metadata__ that is no object
+        if (name_ == "__metadata__") fail("__metadata__ is not an object");
+        fail(what() + " is not a JSON object");
+      case In::Metadata:
+        if (text.empty() || text[0] != '"')
+          fail("__metadata__ entry '" + field_ + "' is not a string");
+        return true;
+      case In::Tensor:
+        if (field_ == "dtype") fail(what() + " has a dtype that is not a string");
+        if (field_ == "shape") fail(what() + " has a shape that is not an array");
+        if (field_ == "data_offsets")
+          fail(what() + " has data_offsets " + text + ", not two integers >= 0");
+        return true;  // a key rune does not read: ignored, as the reference reader does
+      case In::Shape:
+        fail(what() + " has shape dimension " + std::to_string(cur_.shape.size()) + " = " + text +
+             ": dimensions must be integers >= 0 (at most 2^63 - 1)");
+      case In::Offsets:
+        fail(what() + " has data_offsets holding " + text + ", not two integers >= 0");
+      case In::Skip:
+        return true;
+    }
+    return true;
+  }
+
+  bool open(bool object) {
+    if (depth_ >= kMaxDepth)
+      fail("header nests JSON more than " + std::to_string(kMaxDepth) +
+           " levels deep (a safetensors header has 3)");
+    const char* kind = object ? "an object" : "an array";
+    switch (in_) {
+      case In::Top:
+        if (!object) fail("header is not a JSON object (it is an array)");
+        in_ = In::Tensors;
+        break;
+      case In::Tensors:
+        if (!object) return scalar(kind);
+        if (name_ == "__metadata__") {
+          in_ = In::Metadata;
+        } else {
+          in_ = In::Tensor;
+          cur_ = Entry{name_, DType::Float32, {}, 0, 0};
+          fields_.clear();
+          field_.clear();
+        }
+        break;
+      case In::Metadata:
+        fail("__metadata__ entry '" + field_ + "' is not a string");
+      case In::Tensor:
+        if (field_ == "shape" && !object) {
+          in_ = In::Shape;
+        } else if (field_ == "data_offsets" && !object) {
+          in_ = In::Offsets;
+          offsets_ = 0;
+        } else if (field_ == "dtype" || field_ == "shape" || field_ == "data_offsets") {
+          return scalar(kind);
+        } else {
+          in_ = In::Skip;  // a key rune does not read: its value is skipped, nothing kept
+          skip_from_ = depth_;
+        }
+        break;
+      case In::Shape:
+      case In::Offsets:
+        return scalar(kind);
+      case In::Skip:
+        break;
+    }
+    ++depth_;
+    return true;
+  }
+
+  bool close() {
+    --depth_;
+    switch (in_) {
+      case In::Tensors:
+        in_ = In::Top;  // the end of the header's object
+        break;
+      case In::Metadata:
+        in_ = In::Tensors;
+        break;
+      case In::Tensor:
+        finish_tensor();
+        in_ = In::Tensors;
+        break;
+      case In::Shape:
+        in_ = In::Tensor;
+        break;
+      case In::Offsets:
+        if (offsets_ != 2) fail(what() + " has data_offsets that are not two integers >= 0");
+        in_ = In::Tensor;
+        break;
+      case In::Skip:
+        if (depth_ == skip_from_) in_ = In::Tensor;
+        break;
+      case In::Top:
+        break;
+    }
+    return true;
+  }
+
+  // The checks of one tensor's entry against itself and the data's size.
+  void finish_tensor() {
+    if (!fields_.count("dtype") || !fields_.count("shape") || !fields_.count("data_offsets"))
+      fail(what() + " lacks one of dtype, shape and data_offsets");
+    const uint64_t begin = cur_.begin, end = cur_.end;
+    if (begin > end)
+      fail(what() + " has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+           "]: the end is before the start");
+    if (end > data_size_)
+      fail(what() + " has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+           "] past the end of the data (" + std::to_string(data_size_) + " bytes)");
+    const uint64_t nbytes = checked_bytes(api_, file_, what(), cur_.dtype, cur_.shape);
+    if (nbytes != end - begin)
+      fail(what() + " is " + name_of(cur_.dtype) + " " + ir::to_string(cur_.shape) + " (" +
+           size_text(nbytes) + " bytes) but its data_offsets span " + std::to_string(end - begin) +
+           " bytes");
+    entries_.push_back(std::move(cur_));
+  }
+
+  const char* api_;
+  const std::string& file_;
+  const uint64_t data_size_;
+  In in_ = In::Top;
+  int depth_ = 0, skip_from_ = 0;
+  std::string name_, field_;      // the current tensor's name; the current key below it
+  std::set<std::string> names_;   // every name of the header (duplicates are refused)
+  std::set<std::string> fields_;  // the keys of the current tensor rune reads
+  Entry cur_{};
+  int offsets_ = 0;
+  std::vector<Entry> entries_;
+};
 
 }  // namespace
 
@@ -77,7 +301,7 @@ void save_safetensors(const char* api, const std::string& path, const TensorMap&
 }
 
 TensorMap load_safetensors(const char* api, const std::string& path, std::optional<Device> device) {
-  MappedFile m(api, path);
+  FileBytes m(api, path);
   const uint8_t* p = m.data();
   const uint64_t size = m.size();
   if (size < 8)
@@ -91,74 +315,11 @@ TensorMap load_safetensors(const char* api, const std::string& path, std::option
     bad(api, path,
         "header claims " + std::to_string(hlen) + " bytes, more than the limit of " +
             std::to_string(kMaxHeader));
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(p + 8, p + 8 + hlen);
-  } catch (const nlohmann::json::exception& e) {
-    bad(api, path, std::string("header is not valid JSON: ") + e.what());
-  }
-  if (!header.is_object()) bad(api, path, "header is JSON but not an object");
   const uint64_t data_size = size - 8 - hlen;
   const uint8_t* data = p + 8 + hlen;
-
-  struct Entry {
-    std::string name;
-    DType dtype;
-    Shape shape;
-    uint64_t begin, end;
-  };
-  std::vector<Entry> entries;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    const nlohmann::json& v = it.value();
-    if (name == "__metadata__") {
-      if (!v.is_object()) bad(api, path, "__metadata__ is not an object");
-      for (auto mt = v.begin(); mt != v.end(); ++mt)
-        if (!mt.value().is_string())
-          bad(api, path, "__metadata__ entry '" + mt.key() + "' is not a string");
-      continue;
-    }
-    std::string what = quoted(name);
-    if (!v.is_object()) bad(api, path, what + " is not a JSON object");
-    auto dt = v.find("dtype");
-    auto sh = v.find("shape");
-    auto off = v.find("data_offsets");
-    if (dt == v.end() || sh == v.end() || off == v.end())
-      bad(api, path, what + " lacks one of dtype, shape and data_offsets");
-    if (!dt->is_string()) bad(api, path, what + " has a dtype that is not a string");
-    const std::string dname = dt->get<std::string>();
-    const Name* found = nullptr;
-    for (const auto& n : kNames)
-      if (dname == n.name) found = &n;
-    if (!found)
-      bad(api, path,
-          what + " has dtype " + dname + ", which rune lacks (it has " + known_names() + ")");
-    if (!sh->is_array()) bad(api, path, what + " has a shape that is not an array");
-    Shape shape;
-    for (const auto& d : *sh) {
-      if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-        bad(api, path, what + " has shape " + sh->dump() + ": dimensions must be integers >= 0");
-      shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
-    }
-    if (!off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
-        !(*off)[1].is_number_unsigned())
-      bad(api, path, what + " has data_offsets " + off->dump() + ", not two integers >= 0");
-    uint64_t begin = (*off)[0].get<uint64_t>(), end = (*off)[1].get<uint64_t>();
-    if (begin > end)
-      bad(api, path,
-          what + " has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-              "]: the end is before the start");
-    if (end > data_size)
-      bad(api, path,
-          what + " has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-              "] past the end of the data (" + std::to_string(data_size) + " bytes)");
-    uint64_t nbytes = checked_bytes(api, path, what, found->dtype, shape);
-    if (nbytes != end - begin)
-      bad(api, path,
-          what + " is " + dname + " " + ir::to_string(shape) + " (" + size_text(nbytes) +
-              " bytes) but its data_offsets span " + std::to_string(end - begin) + " bytes");
-    entries.push_back({name, found->dtype, std::move(shape), begin, end});
-  }
+  HeaderReader reader(api, path, data_size);
+  nlohmann::json::sax_parse(p + 8, p + 8 + hlen, &reader);
+  const std::vector<Entry>& entries = reader.entries();
   // As the reference reader: the tensors tile the data exactly, without gaps or overlaps.
   std::vector<const Entry*> order;
   for (const auto& e : entries) order.push_back(&e);

@@ -473,10 +473,11 @@ TEST(Hostile, SafetensorsHeaders) {
       msg(safetensors_file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", "12345678"))
           .rfind("header is not valid JSON: ", 0),
       0u);
-  EXPECT_EQ(msg(safetensors_file(R"([1,2])", "")), "header is JSON but not an object");
+  EXPECT_EQ(msg(safetensors_file(R"([1,2])", "")), "header is not a JSON object (it is an array)");
   EXPECT_EQ(msg(safetensors_file(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})",
                                  "12345678")),
-            "tensor 'w' has shape [-2]: dimensions must be integers >= 0");
+            "tensor 'w' has shape dimension 0 = -2: dimensions must be integers >= 0 (at most "
+            "2^63 - 1)");
   EXPECT_EQ(msg(safetensors_file(R"({"w":{"dtype":"F8_E4M3","shape":[8],"data_offsets":[0,8]}})",
                                  "12345678")),
             "tensor 'w' has dtype F8_E4M3, which rune lacks (it has BOOL, U8, U16, U32, U64, I8, "
@@ -488,9 +489,27 @@ TEST(Hostile, SafetensorsHeaders) {
             "tensor 'w' lacks one of dtype, shape and data_offsets");
   EXPECT_EQ(msg(std::string(3, '\0')),
             "has 3 bytes, fewer than the 8 of a safetensors header length");
-  // Deep nesting is no stack overflow (nlohmann's parser is iterative).
+  // Deep nesting is refused as it is met (the header is read as a stream of events, no tree).
   EXPECT_EQ(msg(safetensors_file(std::string(100000, '[') + std::string(100000, ']'), "")),
-            "header is JSON but not an object");
+            "header is not a JSON object (it is an array)");
+  EXPECT_EQ(msg(safetensors_file(
+                R"({"w":{"x":)" + std::string(65, '[') + std::string(65, ']') + "}}", "")),
+            "header nests JSON more than 64 levels deep (a safetensors header has 3)");
+  // A key rune does not read is skipped, whatever its value (as the reference reader does).
+  write_file(p, safetensors_file(
+                    R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":{"y":[1,[2]]}}})",
+                    "12345678"));
+  EXPECT_EQ(try_load(p), "");
+  EXPECT_EQ(
+      msg(safetensors_file(
+          R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+          "12345678")),
+      "header names tensor 'w' twice");
+  EXPECT_EQ(msg(safetensors_file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8,8]}})",
+                                 "12345678")),
+            "tensor 'w' has data_offsets of more than two integers");
+  EXPECT_EQ(msg(safetensors_file(R"({"__metadata__":{"k":1}})", "")),
+            "__metadata__ entry 'k' is not a string");
 }
 
 TEST(Hostile, NpyHeaders) {

@@ -167,8 +167,14 @@ std::optional<View> View::reshape(const Shape& to) const {
   if (to == shape) return *this;
   if (numel(to) == 0 || numel(shape) == 0) return View::contiguous(to);
   // A view whose mask is empty on some axis reads nothing but padding: so does any reshape.
+  // A rank-0 view has no axis to carry that empty mask (an empty mask means every index is
+  // valid), so no view expresses it: nullopt, and the caller copies (a stacked pair indexed
+  // down to one element under rune::jit read the other element).
   for (auto [lo, hi] : mask)
-    if (hi <= lo) return View{to, Shape(to.size(), 0), 0, Pairs(to.size(), {0, 0})};
+    if (hi <= lo) {
+      if (to.empty()) return std::nullopt;
+      return View{to, Shape(to.size(), 0), 0, Pairs(to.size(), {0, 0})};
+    }
   // Masked dims may only pass through unchanged; drop masks that cover their whole dim.
   View base = *this;
   bool masked = false;

@@ -376,4 +376,18 @@ TEST(Chains, ConcatenateStackOfViews) {
             (std::vector<bool>{true, true, true}));
 }
 
+// One element of a concatenation (pad + where) indexed down to rank 0 under rune::jit: the
+// other part's mask is empty there, and a rank-0 view has no axis to carry it (ir::View::reshape
+// copies instead). Fused, both elements read the second part (issue 37's randint of shape {}).
+TEST(Chains, StackIndexedToAScalarUnderJit) {
+  Tensor x = nx::create(nx::float32, {2}, {1, 2});
+  for (int64_t j : {0, 1}) {
+    auto f = [j](const Tensor& v) {
+      return nx::index(nx::index(nx::stack({v + 1.0, v * 3.0}, 1), 0, 0), 0, j);
+    };
+    EXPECT_EQ(dv(f(x)), D{j == 0 ? 2.0 : 3.0}) << j;
+    EXPECT_EQ(dv(rune::jit(f)(x)), D{j == 0 ? 2.0 : 3.0}) << j;
+  }
+}
+
 }  // namespace

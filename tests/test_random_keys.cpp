@@ -138,6 +138,30 @@ TEST_P(RandomKeys, CompiledDrawsTakeTheKeyAsAValue) {
   EXPECT_NE(masks[1], masks[2]);
 }
 
+// randint of one element ({} and {1}) and of several, eagerly and compiled with the key as an
+// argument: JAX's values for [-5, 5) (issue 37: a one-element draw compiled gave other values).
+TEST_P(RandomKeys, RandintOfOneElementCompiledAsEagerAndJax) {
+  struct Case {
+    nx::Shape shape;
+    nx::DType dtype;
+    std::vector<int64_t> jax;
+  };
+  const std::vector<Case> cases = {
+      {{}, nx::int32, {-1}}, {{1}, nx::int32, {-1}}, {{7}, nx::int32, {-1, -1, -4, 4, 4, 4, 2}},
+      {{}, nx::int64, {0}},  {{1}, nx::int64, {0}},  {{7}, nx::int64, {0, 3, -2, -4, 0, 1, -1}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::to_string(c.shape.size()) + "-d " + std::string(ir::name(c.dtype)));
+    auto f = rune::jit([&c](const Tensor& k) { return rnd::randint(k, c.shape, -5, 5, c.dtype); });
+    Tensor eager = rnd::randint(key(42), c.shape, -5, 5, c.dtype);
+    Tensor compiled = f(key(42));
+    EXPECT_EQ(eager.shape(), c.shape);
+    EXPECT_EQ(compiled.shape(), c.shape);
+    EXPECT_EQ(nx::to_vector<int64_t>(nx::cast(eager, nx::int64)), c.jax) << "eager";
+    EXPECT_EQ(nx::to_vector<int64_t>(nx::cast(compiled, nx::int64)), c.jax) << "compiled";
+  }
+}
+
 TEST_P(RandomKeys, DropoutScalesTheKeptAndHasTheirGradient) {
   Tensor x = nx::full(nx::float32, {1 << 14}, 2.0);
   if (GetParam() != "CPU") x = nx::place(x, GetParam());

@@ -1,5 +1,7 @@
 #include "trace/control_flow.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 
 #include "core/check.h"
@@ -406,11 +408,16 @@ std::vector<nx::Tensor> switch_flat(const char* api, const nx::Tensor& index,
   }
   const int64_t n = static_cast<int64_t>(bs.size());
   if (!index.is_traced()) {
-    // A concrete index: only the chosen branch runs (eagerly, or into the enclosing trace).
-    int64_t k =
-        is_cond ? (nx::item<bool>(index) ? 0 : 1) : nx::item<int64_t>(nx::cast(index, nx::int64));
+    // A concrete index: only the chosen branch runs (eagerly, or into the enclosing trace). It
+    // is read as it is, with no op: inside a trace (rune::grad's) an op on it would be traced.
+    const bool wide = index.dtype() == nx::uint64;
+    const uint64_t u = wide ? nx::item<uint64_t>(index) : 0;
+    const int64_t k = is_cond ? (nx::item<bool>(index) ? 0 : 1)
+                      : wide  ? static_cast<int64_t>(std::min<uint64_t>(u, INT64_MAX))
+                              : nx::item<int64_t>(index);
     if (k < 0 || k >= n)
-      throw std::invalid_argument(std::string(api) + ": index " + std::to_string(k) +
+      throw std::invalid_argument(std::string(api) + ": index " +
+                                  (wide ? std::to_string(u) : std::to_string(k)) +
                                   " is out of range for " + std::to_string(n) + " branches");
     return run_body(bs[static_cast<size_t>(k)], operands);
   }

@@ -199,6 +199,49 @@ TEST_P(ControlFlow, CondAndSwitchPickTheBranch) {
   EXPECT_EQ(js.traces(), 1u);
 }
 
+// switch_ differentiates as cond does: with a concrete index only the chosen branch's gradient
+// (it raised "cannot read traced value"), with a traced one (rune::jit of rune::grad) through
+// the select; and its index range stays checked under both (jit of grad returned a value for
+// index 7 of 2 branches).
+TEST_P(ControlFlow, SwitchUnderGradPicksTheBranchAndChecksItsIndex) {
+  using Branches = std::vector<std::function<Tensor(const Tensor&)>>;
+  Branches fs{[](const Tensor& v) { return v * v; }, [](const Tensor& v) { return nx::exp(v); }};
+  Tensor x = on(nx::create(nx::float64, {2}, {0.5, -1}));
+  auto loss = [&](const Tensor& i, const Tensor& v) {
+    return nx::sum(rune::switch_<Tensor, Tensor>(i, fs, v));
+  };
+  auto grad_at = [&](const Tensor& i, const Tensor& v) {
+    return rune::grad([&](const Tensor& w) { return loss(i, w); }, v);
+  };
+  auto jitted = rune::jit(grad_at);
+  const std::vector<std::vector<double>> want{{1, -2}, {std::exp(0.5), std::exp(-1.0)}};
+  for (int k = 0; k < 2; ++k) {
+    Tensor i = on(nx::full(nx::int32, {}, k));
+    EXPECT_EQ(nx::to_vector<double>(grad_at(i, x)), want[k]) << k;
+    EXPECT_EQ(nx::to_vector<double>(jitted(i, x)), want[k]) << k;
+    // An index made inside the differentiated function is a constant of its trace.
+    auto inner = [&](const Tensor& v) { return loss(nx::full(nx::int32, {}, k), v); };
+    EXPECT_EQ(nx::to_vector<double>(rune::grad(inner, x)), want[k]) << k;
+  }
+  EXPECT_EQ(jitted.traces(), 1u);
+  for (int64_t bad : {7, -1}) {
+    const std::string msg =
+        "rune::switch_: index " + std::to_string(bad) + " is out of range for 2 branches";
+    Tensor i = on(nx::full(nx::int64, {}, static_cast<double>(bad)));
+    EXPECT_EQ(rt::error_of([&] { nx::to_vector<double>(grad_at(i, x)); }), msg);
+    EXPECT_EQ(rt::error_of([&] { nx::to_vector<double>(jitted(i, x)); }), msg);
+    EXPECT_EQ(rt::error_of([&] {
+                nx::to_vector<double>(rune::grad(
+                    [&](const Tensor& v) {
+                      return loss(nx::full(nx::int64, {}, static_cast<double>(bad)), v);
+                    },
+                    x));
+              }),
+              msg);
+  }
+  nx::wait(x);
+}
+
 // What retraces a body: each call of scan traces it once (never per step); a compiled call
 // that hits rune::jit's cache does not call it at all; a new key (here a new length) retraces.
 TEST_P(ControlFlow, BodyIsTracedOncePerCall) {

@@ -92,7 +92,9 @@ void wait(const Tensor& x) { current_interpreter().check_readable(x, "nx::wait")
 
 Tensor place(const Tensor& x, Device d) {
   OpScope scope_("nx::place", {&x});
-  if (x.is_traced())
+  // A traced value placed on its own device moves nothing: the identity below (rune::optim's
+  // init places its step count on the parameters' device, also inside rune::jit).
+  if (x.is_traced() && x.device() != d)
     throw rune::jit_error("nx::place: cannot move traced value " + x.describe() + " while tracing");
   runtime::stream_for(d, "nx::place");  // raises for a device that does not exist here
   if (x.device() == d) return identity_result(x);

@@ -301,3 +301,31 @@ TEST(FuzzRegression, AReductionThroughAReshapeOfAStridedViewCompiles) {
 }
 
 }  // namespace
+
+namespace {
+
+// Seeds 14, 24, 32 of the first run with the newer ops (issue 37): an optimizer's init inside
+// rune::jit raised "nx::place: cannot move traced value int64 [] while tracing" (its step
+// count, a traced constant, placed on the parameters' device: its own). Placing a traced value
+// on its own device is the identity.
+TEST(FuzzRegression, AnOptimizerStepFromItsInitCompiles) {
+  std::vector<uint32_t> p = {0x3f800000u, 0xc0000000u, 0x80000000u};
+  std::vector<uint32_t> g = {0x3e800000u, 0x7fc00000u, 0x00000001u};
+  auto step = [](const Tensor& params, const Tensor& grads) {
+    auto opt = rune::optim::adamw(rune::optim::constant(0.25));
+    auto state = opt.init(params);
+    auto [q, next] = opt.update(params, grads, state);
+    return opt.update(q, grads, next).first;
+  };
+  auto f = rune::jit(step);
+  for (const char* dev : {"CPU", "CPU:1", "CUDA:0"}) {
+    SCOPED_TRACE(dev);
+    Tensor x = from(nx::float32, {3}, p, dev), y = from(nx::float32, {3}, g, dev);
+    Bits want = read_bits(step(x, y));
+    Bits got;
+    ASSERT_NO_THROW(got = read_bits(f(x, y)));
+    EXPECT_EQ(got, want);
+  }
+}
+
+}  // namespace

@@ -3,6 +3,7 @@
 #include "distributed/communicator.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -15,15 +16,26 @@ namespace rune::distributed {
 namespace {
 constexpr double kDefaultTimeout = 300;
 
-// An environment variable as a non-negative integer or -1 where unset; raises naming it when bad.
-long env_int(const char* api, const char* name) {
+// The largest world RUNE_WORLD_SIZE may name: far beyond any TCP world (each rank holds a
+// connection to every other) and any MPI job, small enough that the per-rank tables (a socket
+// and an address per rank) stay a few MB and every rank fits an int.
+constexpr long kMaxWorldSize = 1L << 20;
+
+// An environment variable as an integer in [lo, hi], or -1 where unset; raises naming the
+// variable, its value and the range when it is not (strtol's overflow included: a huge value is
+// never clamped or wrapped into a small one).
+long env_int(const char* api, const char* name, long lo, long hi, const char* range_note) {
   const char* v = std::getenv(name);
   if (!v || !*v) return -1;
   char* end = nullptr;
+  errno = 0;
   long n = std::strtol(v, &end, 10);
-  if (*end || n < 0)
-    throw distributed_error(std::string(api) + ": " + name + "='" + v +
-                            "' is not a non-negative integer");
+  const bool number = end != v && !*end;
+  if (!number || errno == ERANGE || n < lo || n > hi)
+    throw distributed_error(std::string(api) + ": " + name + "='" + v + "' is " +
+                            (number ? "out of range" : "not an integer") +
+                            ": it must be an integer in [" + std::to_string(lo) + ", " +
+                            std::to_string(hi) + "]" + range_note);
   return n;
 }
 }  // namespace
@@ -120,7 +132,10 @@ Communicator init() {
       throw distributed_error(std::string(api) + ": RUNE_DISTRIBUTED_TIMEOUT='" + t +
                               "' is not a positive number of seconds");
   }
-  long want_size = env_int(api, "RUNE_WORLD_SIZE"), want_rank = env_int(api, "RUNE_RANK");
+  const long want_size =
+      env_int(api, "RUNE_WORLD_SIZE", 1, kMaxWorldSize, " (the number of ranks of the world)");
+  const long want_rank = env_int(api, "RUNE_RANK", 0, kMaxWorldSize - 1,
+                                 " (this process's rank, below RUNE_WORLD_SIZE)");
   auto w = std::make_shared<Communicator::Impl>();
   w->timeout = timeout;
   const char* master = std::getenv("RUNE_MASTER_ADDR");
@@ -134,7 +149,8 @@ Communicator init() {
     if (want_size < 1 || want_rank >= want_size)
       throw distributed_error(
           std::string(api) + ": RUNE_RANK=" + std::to_string(want_rank) +
-          " is not a rank of a world of RUNE_WORLD_SIZE=" + std::to_string(want_size));
+          " is not a rank of a world of RUNE_WORLD_SIZE=" + std::to_string(want_size) +
+          " (ranks are 0 to " + std::to_string(want_size - 1) + ")");
     w->rank = static_cast<int>(want_rank);
     w->size = static_cast<int>(want_size);
     w->transport = detail::tcp_world(api, w->rank, w->size, master, timeout);

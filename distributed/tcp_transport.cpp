@@ -8,7 +8,10 @@
 // misreads data).
 //
 // No wait is unbounded: every connect, accept, read and write polls against the deadline, and a
-// peer that died closes its connections (read 0 / ECONNRESET), which raises at once.
+// peer that died closes its connections (read 0 / ECONNRESET), which raises at once. A listening
+// rank reads the hellos of all the connections it accepted at once (HelloGate), so a stranger
+// that connects and sends nothing, or half a hello, delays no rank: it is dropped with a warning
+// after a few seconds, as is a hello without rune's magic.
 //
 // Rendezvous faults are named on every rank that joined: rank 0 answers each joining rank with a
 // verdict (accepted, or the reason the world cannot start: a world size that differs from its
@@ -23,12 +26,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -129,22 +134,138 @@ uint16_t port_of(int fd) {
   return ntohs(a.sin_port);
 }
 
-// Accepts one connection before the deadline (-1 on timeout).
-int accept_one(int listener, Clock::time_point deadline, uint32_t* ip = nullptr) {
-  for (;;) {
-    sockaddr_in a{};
-    socklen_t len = sizeof a;
-    int fd = ::accept(listener, reinterpret_cast<sockaddr*>(&a), &len);
-    if (fd >= 0) {
-      set_nonblocking(fd);
-      if (ip) *ip = a.sin_addr.s_addr;
-      return fd;
-    }
-    if (Clock::now() >= deadline) return -1;
-    pollfd pfd{listener, POLLIN, 0};
-    ::poll(&pfd, 1, ms_left(deadline));
-  }
+// How long an accepted connection has to send its whole hello: a rank sends it as soon as it has
+// connected, so only a stranger (a port scanner, a health check, a process of another program)
+// takes longer; it is then dropped and the rendezvous goes on.
+constexpr double kHelloSeconds = 5;
+
+std::string peer_text(uint32_t ip, uint16_t port) {
+  char buf[INET_ADDRSTRLEN] = "?";
+  in_addr a{ip};
+  ::inet_ntop(AF_INET, &a, buf, sizeof buf);
+  return std::string(buf) + ":" + std::to_string(port);
 }
+
+// The connections accepted on a listening socket, their hellos read concurrently: a connection
+// that sends nothing, half a hello or something else never holds up the ranks behind it. Each
+// has kHelloSeconds (at most the whole timeout) from its accept to send a hello with rune's magic;
+// one that does not, or that closes first, is dropped with a warning on stderr.
+class HelloGate {
+ public:
+  struct Arrival {
+    int fd;
+    uint32_t ip;  // network order
+    Hello hello;
+  };
+
+  // `me`: "rune::distributed::init: rank 0", for warnings.
+  HelloGate(std::string me, int listener, double timeout)
+      : me_(std::move(me)),
+        listener_(listener),
+        wait_(std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(std::min(kHelloSeconds, timeout)))) {}
+  ~HelloGate() {
+    for (auto& c : pending_) ::close(c.fd);
+  }
+  HelloGate(const HelloGate&) = delete;
+  HelloGate& operator=(const HelloGate&) = delete;
+
+  // The next connection that sent a whole hello with rune's magic, or nullopt at the deadline.
+  // The caller owns the returned socket.
+  std::optional<Arrival> next(Clock::time_point deadline) {
+    for (;;) {
+      accept_all();
+      for (size_t i = 0; i < pending_.size();) {
+        Pending& c = pending_[i];
+        if (auto done = read_hello(c)) {
+          if (*done) {
+            Arrival a{c.fd, c.ip, c.hello};
+            pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+            return a;
+          }
+          drop(i);
+          continue;
+        }
+        if (Clock::now() >= c.until) {
+          warn(c, "sent " + std::to_string(c.got) + " of the " + std::to_string(sizeof(Hello)) +
+                      " bytes of a rank's hello in " + format_seconds(seconds(wait_)) + " s");
+          drop(i);
+          continue;
+        }
+        ++i;
+      }
+      const auto now = Clock::now();
+      if (now >= deadline) return std::nullopt;
+      // Wait for a new connection or bytes on a pending one, no longer than the next expiry.
+      auto until = deadline;
+      std::vector<pollfd> pfds{{listener_, POLLIN, 0}};
+      for (const auto& c : pending_) {
+        pfds.push_back({c.fd, POLLIN, 0});
+        until = std::min(until, c.until);
+      }
+      ::poll(pfds.data(), pfds.size(), ms_left(until));
+    }
+  }
+
+ private:
+  struct Pending {
+    int fd;
+    uint32_t ip;
+    uint16_t port;
+    Clock::time_point until;
+    Hello hello{};
+    size_t got = 0;  // bytes of `hello` read
+  };
+
+  static double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+  void accept_all() {
+    for (;;) {
+      sockaddr_in a{};
+      socklen_t len = sizeof a;
+      int fd = ::accept(listener_, reinterpret_cast<sockaddr*>(&a), &len);
+      if (fd < 0) return;  // EAGAIN: none waiting (other errors: the next poll tries again)
+      set_nonblocking(fd);
+      pending_.push_back({fd, a.sin_addr.s_addr, ntohs(a.sin_port), Clock::now() + wait_});
+    }
+  }
+
+  // Reads what has arrived of c's hello: true when it is whole and rune's, false when the
+  // connection is to be dropped (closed, failed, not rune's; warned), nullopt while incomplete.
+  std::optional<bool> read_hello(Pending& c) {
+    while (c.got < sizeof(Hello)) {
+      ssize_t k = ::recv(c.fd, reinterpret_cast<char*>(&c.hello) + c.got, sizeof(Hello) - c.got, 0);
+      if (k > 0) {
+        c.got += static_cast<size_t>(k);
+        continue;
+      }
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return std::nullopt;
+      warn(c, k == 0 ? "closed after " + std::to_string(c.got) + " bytes, before a whole hello"
+                     : "failed before a whole hello: " + errno_text());
+      return false;
+    }
+    if (c.hello.magic != kMagic) {
+      warn(c, "sent a hello without rune's magic (not a rune rank)");
+      return false;
+    }
+    return true;
+  }
+
+  void drop(size_t i) {
+    ::close(pending_[i].fd);
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+
+  void warn(const Pending& c, const std::string& what) const {
+    std::fprintf(stderr, "%s: ignored a connection from %s that %s\n", me_.c_str(),
+                 peer_text(c.ip, c.port).c_str(), what.c_str());
+  }
+
+  std::string me_;
+  int listener_;
+  Clock::duration wait_;
+  std::vector<Pending> pending_;
+};
 
 // Connects to ip:port, retrying while nobody listens yet, until the deadline (-1 on timeout).
 int connect_to(uint32_t ip, uint16_t port, Clock::time_point deadline) {
@@ -322,10 +443,10 @@ std::unique_ptr<Transport> tcp_world(const char* api_c, int rank, int size,
         ::close(listener);
         fail(api + ": rank 0 " + (extra < 0 ? why : "refused the rendezvous: " + why));
       };
+      HelloGate gate(api + ": rank 0", listener, timeout);
       for (int joined = 1; joined < size;) {
-        uint32_t ip = 0;
-        int c = accept_one(listener, deadline, &ip);
-        if (c < 0) {
+        auto arrival = gate.next(deadline);
+        if (!arrival) {
           std::string missing;
           for (int q = 1; q < size; ++q)
             if (fd[q] < 0) missing += (missing.empty() ? " " : ", ") + std::to_string(q);
@@ -335,12 +456,9 @@ std::unique_ptr<Transport> tcp_world(const char* api_c, int rank, int size,
                      "RUNE_DISTRIBUTED_TIMEOUT sets the limit)",
                  -1);
         }
-        Hello h{};
-        if (!move_all(c, &h, sizeof h, false, deadline, api + ": rank 0: a joining rank") ||
-            h.magic != kMagic) {
-          ::close(c);  // not one of ours (or too slow): keep waiting for the ranks
-          continue;
-        }
+        const int c = arrival->fd;
+        const uint32_t ip = arrival->ip;
+        const Hello h = arrival->hello;
         if (h.size != size)
           refuse("rank " + std::to_string(h.rank) +
                      " has RUNE_WORLD_SIZE=" + std::to_string(h.size) +
@@ -407,17 +525,17 @@ std::unique_ptr<Transport> tcp_world(const char* api_c, int rank, int size,
                " connecting to rank " + std::to_string(q));
         }
       }
+      HelloGate gate(me, listener, timeout);
       for (int joined = rank + 1; joined < size; ++joined) {
-        int c = accept_one(listener, deadline);
-        Hello from{};
-        if (c < 0 || !move_all(c, &from, sizeof from, false, deadline, api) ||
-            from.magic != kMagic || from.rank <= rank || from.rank >= size || fd[from.rank] >= 0) {
-          if (c >= 0) ::close(c);
+        auto arrival = gate.next(deadline);
+        const Hello from = arrival ? arrival->hello : Hello{};
+        if (!arrival || from.rank <= rank || from.rank >= size || fd[from.rank] >= 0) {
+          if (arrival) ::close(arrival->fd);
           ::close(listener);
           fail(api + ": rank " + std::to_string(rank) + " timed out after " + waited +
                " waiting for the ranks above it to connect");
         }
-        fd[from.rank] = c;
+        fd[from.rank] = arrival->fd;
       }
       ::close(listener);
     }

@@ -16,6 +16,11 @@
 //                the address (named, with the hint), the other times out waiting for rank 1;
 //                each child's exit code says which message it saw, and the parent wants one of
 //                each.
+//   strangers:   a world of 3 (timeout 20 s) whose rank 0 has three strangers connected before
+//                any rank: one silent, one that sends half a hello, one a hello without rune's
+//                magic. Ranks 1 and 2 start 1 s later; the world still forms within 4 s of rank
+//                0's init (the hellos are read concurrently; a silent stranger held the whole
+//                world for the timeout) and sums across the ranks.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -235,6 +240,56 @@ int rank0_twice() {
   return 1;
 }
 
+// Connects to RUNE_MASTER_ADDR (retrying until rank 0 listens, at most 10 s); -1 if never.
+int connect_to_master() {
+  const std::string master = std::getenv("RUNE_MASTER_ADDR");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(std::atoi(master.c_str() + master.rfind(':') + 1)));
+  for (auto end = Clock::now() + std::chrono::seconds(10); Clock::now() < end;) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+    ::close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return -1;
+}
+
+int strangers() {
+  const bool rank0 = std::string(std::getenv("RUNE_RANK")) == "0";
+  std::vector<int> fds;
+  std::thread connector;
+  if (rank0) {
+    // The strangers connect as soon as rank 0 listens (inside init), long before the ranks.
+    connector = std::thread([&] {
+      for (int k = 0; k < 3; ++k) {
+        int fd = connect_to_master();
+        if (fd < 0) return;
+        int64_t hello[4] = {k == 2 ? 0x1234 : 0x52554e4554435031, 1, 3, 0};
+        const size_t n = k == 0 ? 0 : k == 1 ? 16 : sizeof hello;  // silent, half, bad magic
+        if (n && ::send(fd, hello, n, MSG_NOSIGNAL) != static_cast<ssize_t>(n)) return;
+        fds.push_back(fd);
+      }
+    });
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  auto t0 = Clock::now();
+  dist::Communicator comm = dist::init();
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (connector.joinable()) connector.join();
+  if (rank0) {
+    expect(fds.size() == 3, "three strangers connected (" + std::to_string(fds.size()) + ")");
+    expect(s < 4.0, "the world formed within 4 s of rank 0's init (" + std::to_string(s) + " s)");
+  }
+  Tensor sum = dist::all_reduce(comm, nx::full(nx::float32, {4}, comm.rank() + 1.0));
+  expect(nx::to_vector<float>(sum) == std::vector<float>(4, 6.0f), "all_reduce over 3 ranks");
+  for (int fd : fds) ::close(fd);
+  if (failures == 0) std::printf("rank %d: ok (init %.2f s)\n", comm.rank(), s);
+  return failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -246,6 +301,7 @@ int main(int argc, char** argv) {
     if (scenario == "world_mismatch") return world_mismatch();
     if (scenario == "rank_twice") return rank_twice();
     if (scenario == "rank0_twice") return rank0_twice();
+    if (scenario == "strangers") return strangers();
     return 2;
   }
   std::vector<int> codes, want;
@@ -264,6 +320,9 @@ int main(int argc, char** argv) {
   } else if (scenario == "rank_twice") {
     codes = rank_launcher::launch(argv[0], scenario, {{0, 3}, {1, 3}, {1, 3}}, "10");
     want = {0, 0, 0};
+  } else if (scenario == "strangers") {
+    codes = rank_launcher::launch(argv[0], scenario, {{0, 3}, {1, 3}, {2, 3}}, "20");
+    want = {0, 0, 0};
   } else if (scenario == "rank0_twice") {
     // Either process may win the address: one of each outcome. When neither could listen, a
     // third process held the free port picked for them (another test's connection took it as
@@ -279,7 +338,7 @@ int main(int argc, char** argv) {
   } else {
     std::fprintf(stderr,
                  "usage: tcp_rendezvous "
-                 "collectives|never_joins|dies|world_mismatch|rank_twice|rank0_twice\n");
+                 "collectives|never_joins|dies|world_mismatch|rank_twice|rank0_twice|strangers\n");
     return 2;
   }
   for (size_t r = 0; r < codes.size(); ++r)

@@ -3,6 +3,7 @@
 // the same integer arithmetic and gives the same bits.
 #include "core/random.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -251,27 +252,42 @@ Tensor randint(const Tensor& key, const Shape& shape, int64_t minval, int64_t ma
     fail(api, "dtype must be int32 or int64, got " + std::string(ir::name(t)));
   if (maxval <= minval)
     fail(api, "empty range [" + std::to_string(minval) + ", " + std::to_string(maxval) + ")");
-  if (t == DType::Int32 && (minval < INT32_MIN || maxval - 1 > INT32_MAX))
-    fail(api,
-         "range [" + std::to_string(minval) + ", " + std::to_string(maxval) + ") is outside int32");
+  // int32: bounds outside int32 clip to it, as JAX's (a maxval past INT32_MAX draws up to
+  // INT32_MAX itself); a range holding no int32 raises, where JAX would return a clipped bound.
+  const int64_t lo_v = t == DType::Int32 ? std::max<int64_t>(minval, INT32_MIN) : minval;
+  const int64_t hi_v = t == DType::Int32 ? std::min<int64_t>(maxval, int64_t{1} << 31) : maxval;
+  if (hi_v <= lo_v)
+    fail(api, "range [" + std::to_string(minval) + ", " + std::to_string(maxval) +
+                  ") holds no int32 value");
+  ir::checked_numel(api, shape);  // before any draw: a shape too large names this call
   // JAX's algorithm: two draws of bits (keys split(key)[0] and [1]), span = maxval - minval in
   // the unsigned type, offset = ((hi % span) * (2^(n/2) % span)^2 % span + lo % span) % span.
   Tensor ks = split(key, 2);
   Tensor key_hi = index(ks, 0, 0), key_lo = index(ks, 0, 1);
   Tensor off;
   if (t == DType::Int32) {
-    auto span_v = static_cast<uint32_t>(static_cast<uint64_t>(maxval - minval));
-    Tensor span = u32(span_v);
-    // The square wraps in uint32, as JAX's lax.mul does (it is 0 for span 2^32 - 1).
-    uint32_t m = static_cast<uint32_t>((uint64_t{1} << 16) % span_v);
-    Tensor mult = u32(static_cast<uint32_t>(m * m) % span_v);
-    Tensor hi = bits(key_hi, shape), lo = bits(key_lo, shape);
-    off = binary(api, Op::Mod,
-                 add(mul(binary(api, Op::Mod, hi, span), mult), binary(api, Op::Mod, lo, span)),
-                 span);
+    // span in [1, 2^32], computed in int64 (it does not fit int32's unsigned type at 2^32).
+    const uint64_t span64 = static_cast<uint64_t>(hi_v - lo_v);
+    Tensor lo = bits(key_lo, shape);
+    if (span64 == uint64_t{1} << 32) {
+      // The whole int32 range: JAX's span wraps to 0 in uint32, and XLA's remainder by 0 returns
+      // the dividend, so the offset is the second draw's bits (the modulus below would divide
+      // by zero).
+      off = lo;
+    } else {
+      const auto span_v = static_cast<uint32_t>(span64);
+      Tensor span = u32(span_v);
+      // The square wraps in uint32, as JAX's lax.mul does (it is 0 for span 2^32 - 1).
+      uint32_t m = static_cast<uint32_t>((uint64_t{1} << 16) % span_v);
+      Tensor mult = u32(static_cast<uint32_t>(m * m) % span_v);
+      Tensor hi = bits(key_hi, shape);
+      off = binary(api, Op::Mod,
+                   add(mul(binary(api, Op::Mod, hi, span), mult), binary(api, Op::Mod, lo, span)),
+                   span);
+    }
     // The offset's bits as int32 (it may pass INT32_MAX), added with wrap-around: JAX's
     // convert_element_type + add, exact for every range.
-    return add(bitcast(off, t), const_int(t, minval));
+    return add(bitcast(off, t), const_int(t, lo_v));
   }
   // int64: 64-bit draws (hi word << 32 | lo word) in uint64.
   const DType U64 = DType::UInt64;
@@ -295,6 +311,10 @@ Tensor permutation(const Tensor& key, int64_t n) {
   OpScope scope_(api, {&key});
   check_key(api, key);
   if (n < 0) fail(api, "n must be >= 0, got " + std::to_string(n));
+  // Checked here, so the error names this call and n rather than the arange it is built from.
+  if (n > ir::kMaxElements)
+    fail(api, "n " + std::to_string(n) + " is too large: over " + std::to_string(ir::kMaxElements) +
+                  " elements, the most an array may hold");
   int rounds = static_cast<int>(std::ceil(
       3 * std::log(static_cast<double>(std::max<int64_t>(1, n))) / std::log(4294967295.0)));
   Tensor x = arange(n);

@@ -3,6 +3,7 @@
 // jax_enable_x64 for the 64-bit draws), eager and compiled, on CPU, CPU:1 and the fake CUDA
 // device; a new key in a compiled step neither retraces nor becomes a constant.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -162,6 +163,43 @@ TEST_P(RandomKeys, RandintOfOneElementCompiledAsEagerAndJax) {
   }
 }
 
+// int32 bounds outside int32 clip as JAX's (issue 37: a minval below INT32_MIN raised); the
+// constants are jax.random.randint's for key(42). A range holding no int32 raises.
+TEST_P(RandomKeys, Int32BoundsClipAsJax) {
+  Tensor k = key(42);
+  const int64_t big = int64_t{1} << 40;
+  auto draw = [&](int64_t lo, int64_t hi) {
+    return nx::to_vector<int32_t>(rnd::randint(k, {5}, lo, hi));
+  };
+  EXPECT_EQ(draw(-big, 10),
+            (std::vector<int32_t>{-1169673030, -911101944, -1367112521, -1019495231, -1671904627}));
+  EXPECT_EQ(draw(-big, big),
+            (std::vector<int32_t>{977810628, 1236381714, -1367112521, -1019495231, -1671904627}));
+  auto f = rune::jit([&](const Tensor& kk) { return rnd::randint(kk, {5}, -big, 10); });
+  EXPECT_EQ(nx::to_vector<int32_t>(f(k)), draw(-big, 10));
+  EXPECT_EQ(rt::error_of([&] { rnd::randint(k, {5}, -big, -(int64_t{1} << 35)); }),
+            "nx::random::randint: range [-1099511627776, -34359738368) holds no int32 value");
+  EXPECT_EQ(rt::error_of([&] { rnd::randint(k, {5}, int64_t{1} << 35, big); }),
+            "nx::random::randint: range [34359738368, 1099511627776) holds no int32 value");
+}
+
+// [INT32_MIN, 2^31): the span 2^32 wrapped to 0 and the host's modulus died of SIGFPE (issue
+// 37). In a child process (alarm: a hang fails too), so a crash fails the test, not the binary.
+TEST_P(RandomKeys, TheWholeInt32RangeDrawsAsJax) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto run = [this] {
+    alarm(120);
+    const std::vector<int32_t> jax = {977810628, 1236381714, -1367112521, -1019495231, -1671904627};
+    const int64_t lo = INT32_MIN, hi = int64_t{1} << 31;
+    Tensor k = key(42);
+    auto f = rune::jit([&](const Tensor& kk) { return rnd::randint(kk, {5}, lo, hi); });
+    bool ok = nx::to_vector<int32_t>(rnd::randint(k, {5}, lo, hi)) == jax &&
+              nx::to_vector<int32_t>(f(k)) == jax;
+    std::exit(ok ? 0 : 1);
+  };
+  EXPECT_EXIT(run(), testing::ExitedWithCode(0), "");
+}
+
 TEST_P(RandomKeys, DropoutScalesTheKeptAndHasTheirGradient) {
   Tensor x = nx::full(nx::float32, {1 << 14}, 2.0);
   if (GetParam() != "CPU") x = nx::place(x, GetParam());
@@ -190,6 +228,10 @@ TEST(RandomKeyErrors, NameTheApiAndTheValues) {
             "nx::random::dropout: rate must be in [0, 1), got 1.000000");
   EXPECT_EQ(rt::error_of([&] { rnd::uniform(k, {2}, nx::int32); }),
             "nx::random::uniform: dtype must be float, got int32");
+  // Named by permutation with its n, not by the arange it is built from (issue 37).
+  EXPECT_EQ(rt::error_of([&] { rnd::permutation(k, int64_t{1} << 62); }),
+            "nx::random::permutation: n 4611686018427387904 is too large: over "
+            "1152921504606846975 elements, the most an array may hold");
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, RandomKeys, ::testing::Values("CPU", "CPU:1", "CUDA:0"),

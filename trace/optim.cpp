@@ -40,14 +40,19 @@ Schedule cosine_decay(double init, int64_t decay_steps, double alpha) {
 Schedule warmup_cosine_decay(double init, double peak, int64_t warmup_steps, int64_t decay_steps,
                              double end) {
   const char* api = "rune::optim::warmup_cosine_decay";
-  check_steps(api, "warmup_steps", warmup_steps);
+  if (warmup_steps < 0)
+    throw std::invalid_argument(std::string(api) + ": warmup_steps must be nonnegative, got " +
+                                std::to_string(warmup_steps));
   if (decay_steps <= warmup_steps)
     throw std::invalid_argument(std::string(api) + ": decay_steps (" + std::to_string(decay_steps) +
                                 ") must exceed warmup_steps (" + std::to_string(warmup_steps) +
                                 ")");
   if (peak == 0) throw std::invalid_argument(std::string(api) + ": peak must be nonzero");
-  Schedule warm = linear(init, peak, warmup_steps);
   Schedule decay = cosine_decay(peak, decay_steps - warmup_steps, end / peak);
+  // No warmup: the cosine from step 0 (optax joins the schedules at boundary 0, so its linear
+  // part over 0 steps is never used and init plays no part).
+  if (warmup_steps == 0) return decay;
+  Schedule warm = linear(init, peak, warmup_steps);
   double w = static_cast<double>(warmup_steps);
   return [=](const nx::Tensor& count) {
     nx::Tensor after = nx::maximum(count - warmup_steps, nx::scalar_like(count, 0));
@@ -56,13 +61,13 @@ Schedule warmup_cosine_decay(double init, double peak, int64_t warmup_steps, int
   };
 }
 
-nx::Tensor global_norm(const std::vector<nx::Tensor>& leaves) {
-  if (leaves.empty())
-    throw std::invalid_argument("rune::optim::global_norm: the tree has no leaves");
+namespace {
+// The global norm of a non-empty list of leaves; errors name `api`, the function the user called.
+nx::Tensor norm_of(const char* api, const std::vector<nx::Tensor>& leaves) {
   nx::DType t = nx::float32;
   for (const auto& l : leaves) {
     if (!ir::is_float(l.dtype()))
-      throw std::invalid_argument("rune::optim::global_norm: leaf " + l.describe() +
+      throw std::invalid_argument(std::string(api) + ": leaf " + l.describe() +
                                   " is not a float tensor");
     if (l.dtype() == nx::float64) t = nx::float64;
   }
@@ -74,19 +79,32 @@ nx::Tensor global_norm(const std::vector<nx::Tensor>& leaves) {
   }
   return nx::sqrt(total);
 }
+}  // namespace
+
+nx::Tensor global_norm(const std::vector<nx::Tensor>& leaves) {
+  // optax.global_norm of an empty tree: 0 (float32, on the default device).
+  if (leaves.empty()) return nx::scalar(nx::float32, 0);
+  return norm_of("rune::optim::global_norm", leaves);
+}
 
 std::vector<nx::Tensor> clip_by_global_norm(const std::vector<nx::Tensor>& leaves,
                                             double max_norm) {
+  const char* api = "rune::optim::clip_by_global_norm";
   if (!(max_norm > 0))
-    throw std::invalid_argument(
-        "rune::optim::clip_by_global_norm: max_norm must be positive, got " +
-        std::to_string(max_norm));
-  nx::Tensor norm = global_norm(leaves);
+    throw std::invalid_argument(std::string(api) + ": max_norm must be positive, got " +
+                                std::to_string(max_norm));
+  if (leaves.empty()) return {};  // optax: the empty tree
+  nx::Tensor norm = norm_of(api, leaves);
+  // Kept only strictly under max_norm (optax's `g_norm < max_norm`): a norm exactly at it is
+  // scaled too. The scale is optax's bits as JAX runs it: optax writes (g / norm) * max_norm, and
+  // XLA rewrites a division by a broadcast scalar into a multiply by its reciprocal, so what
+  // optax returns is (g * (1 / norm)) * max_norm (docs/training.md).
   nx::Tensor under = nx::less(norm, nx::scalar_like(norm, max_norm));
   std::vector<nx::Tensor> out;
   for (const auto& g : leaves) {
     nx::Tensor n = nx::cast(norm, g.dtype());
-    out.push_back(nx::where(under, g, (g / n) * max_norm));
+    nx::Tensor inv = nx::scalar_like(n, 1.0) / n;
+    out.push_back(nx::where(under, g, (g * inv) * max_norm));
   }
   return out;
 }

@@ -38,7 +38,7 @@ Schedule linear(double init, double end, int64_t steps);
 Schedule cosine_decay(double init, int64_t decay_steps, double alpha = 0);
 // optax.warmup_cosine_decay_schedule: linear from init to peak over warmup_steps, then a cosine
 // decay from peak to end over the remaining decay_steps - warmup_steps (decay_steps counts the
-// warmup too).
+// warmup too). warmup_steps 0 is the cosine alone from step 0.
 Schedule warmup_cosine_decay(double init, double peak, int64_t warmup_steps, int64_t decay_steps,
                              double end = 0);
 
@@ -48,14 +48,15 @@ Schedule warmup_cosine_decay(double init, double peak, int64_t warmup_steps, int
 using DecayMask = std::function<bool(const std::string& path, const nx::Tensor& leaf)>;
 
 // The square root of the sum of every leaf's squared elements, at the widest float dtype among
-// the leaves (at least float32), summed leaf by leaf in flatten order.
+// the leaves (at least float32), summed leaf by leaf in flatten order; 0 (float32) for no leaves.
 nx::Tensor global_norm(const std::vector<nx::Tensor>& leaves);
 template <class P>
 nx::Tensor global_norm(const P& tree) {
   return global_norm(tree_leaves(tree));
 }
-// optax.clip_by_global_norm: the tree unchanged when its global norm is under max_norm, else
-// scaled by max_norm / norm (each leaf as (g / norm) * max_norm).
+// optax.clip_by_global_norm: the tree unchanged when its global norm is strictly under
+// max_norm, else each leaf scaled as (g * (1 / norm)) * max_norm (optax's bits as XLA computes
+// its (g / norm) * max_norm, docs/training.md); an empty tree gives the empty tree.
 std::vector<nx::Tensor> clip_by_global_norm(const std::vector<nx::Tensor>& leaves, double max_norm);
 template <class P>
 P clip_by_global_norm(const P& grads, double max_norm) {

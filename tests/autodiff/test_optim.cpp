@@ -138,6 +138,14 @@ TEST_P(Optim, Schedules) {
     EXPECT_TRUE(near_ulps(want, at(cosine, t))) << "cosine step " << t;
   }
   // optax.warmup_cosine_decay_schedule(0, 1e-3, 100, 1000, 1e-5).
+  // optax.warmup_cosine_decay_schedule(0.0, 1.0, 0, 10, 0.1): no warmup, the cosine from step 0
+  // (optax 0.2.8's values at steps 0, 1, 5, 10 and 11); warmup_steps = 0 raised.
+  auto no_warmup = optim::warmup_cosine_decay(0, 1.0, 0, 10, 0.1);
+  EXPECT_EQ(at(no_warmup, 0), 1.0);
+  EXPECT_TRUE(near_ulps(0.9779754323328191, at(no_warmup, 1)));
+  EXPECT_TRUE(near_ulps(0.55, at(no_warmup, 5)));
+  EXPECT_TRUE(near_ulps(0.1, at(no_warmup, 10)));
+  EXPECT_TRUE(near_ulps(0.1, at(no_warmup, 11)));
   auto wc = optim::warmup_cosine_decay(0, 1e-3, 100, 1000, 1e-5);
   EXPECT_TRUE(near_ulps(0.5e-3, at(wc, 50)));
   EXPECT_EQ(at(wc, 100), 1e-3);
@@ -153,11 +161,42 @@ TEST_P(Optim, ClipByGlobalNorm) {
            on(nx::create(nx::float64, {2}, {0, 4}))};  // norm 5
   EXPECT_EQ(nx::item<double>(optim::global_norm(g)), 5.0);
   Params c = optim::clip_by_global_norm(g, 1.0);
-  EXPECT_EQ(values(c.first), (std::vector<double>{3.0 / 5, 0, 0, 0}));
-  EXPECT_EQ(values(c.second), (std::vector<double>{0, 4.0 / 5}));
+  // optax (float64): [0.6000000000000001, 0, 0, 0] and [0, 0.8], i.e. 3 * (1 / 5), 4 * (1 / 5).
+  EXPECT_EQ(values(c.first), (std::vector<double>{3 * (1.0 / 5), 0, 0, 0}));
+  EXPECT_EQ(values(c.second), (std::vector<double>{0, 4 * (1.0 / 5)}));
   Params same = optim::clip_by_global_norm(g, 10.0);
   EXPECT_EQ(values(same.first), values(g.first));
   EXPECT_EQ(values(same.second), values(g.second));
+}
+
+std::vector<uint32_t> f32_bits(const Tensor& t) {
+  std::vector<uint32_t> r;
+  for (float v : nx::to_vector<float>(t)) r.push_back(std::bit_cast<uint32_t>(v));
+  return r;
+}
+
+// A norm exactly at max_norm is clipped, as optax's (`g_norm < max_norm` keeps the tree):
+// optax.clip_by_global_norm(5.0) of float32 [0x403fffd9, 0x4080000e], whose global norm is
+// exactly 5, gives [0x403fffda, 0x4080000e] ((g / 5) * 5 is 1 ulp off g in its first element).
+TEST_P(Optim, ClipAtExactlyMaxNormScalesAsOptax) {
+  Tensor g = on(nx::create(nx::float32, {2},
+                           {std::bit_cast<float>(0x403fffd9u), std::bit_cast<float>(0x4080000eu)}));
+  ASSERT_EQ(nx::item<float>(optim::global_norm(std::vector<Tensor>{g})), 5.0f);
+  const std::vector<uint32_t> optax{0x403fffda, 0x4080000e};
+  EXPECT_EQ(f32_bits(optim::clip_by_global_norm(std::vector<Tensor>{g}, 5.0)[0]), optax);
+  auto clip = rune::jit(
+      [](const Tensor& t) { return optim::clip_by_global_norm(std::vector<Tensor>{t}, 5.0)[0]; });
+  EXPECT_EQ(f32_bits(clip(g)), optax);
+}
+
+// optax returns an empty tree for an empty tree (and optax.global_norm of it is 0).
+TEST_P(Optim, ClipOfAnEmptyTreeIsEmpty) {
+  EXPECT_TRUE(optim::clip_by_global_norm(std::vector<Tensor>{}, 1.0).empty());
+  using Tree = std::vector<std::pair<Tensor, Tensor>>;
+  EXPECT_TRUE(optim::clip_by_global_norm(Tree{}, 1.0).empty());
+  Tensor n = optim::global_norm(std::vector<Tensor>{});
+  EXPECT_EQ(n.dtype(), nx::float32);
+  EXPECT_EQ(nx::item<float>(n), 0.0f);
 }
 
 // One compiled step (gradient, clip, AdamW with a warmup-cosine schedule), params and state
@@ -233,6 +272,12 @@ TEST(OptimErrors, NameTheApiAndTheLeaves) {
             "rune::optim::warmup_cosine_decay: decay_steps (10) must exceed warmup_steps (10)");
   EXPECT_EQ(rt::error_of([&] { optim::clip_by_global_norm(p, 0.0); }),
             "rune::optim::clip_by_global_norm: max_norm must be positive, got 0.000000");
+  EXPECT_EQ(rt::error_of([&] { optim::clip_by_global_norm(ints, 1.0); }),
+            "rune::optim::clip_by_global_norm: leaf int32 [2, 2] is not a float tensor");
+  EXPECT_EQ(rt::error_of([&] { optim::global_norm(ints); }),
+            "rune::optim::global_norm: leaf int32 [2, 2] is not a float tensor");
+  EXPECT_EQ(rt::error_of([&] { optim::warmup_cosine_decay(0, 1, -1, 10); }),
+            "rune::optim::warmup_cosine_decay: warmup_steps must be nonnegative, got -1");
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Optim, ::testing::Values("CPU", "CPU:1", "CUDA:0"),

@@ -75,6 +75,14 @@ Tensor cumprod_last(Tensor y) {
   return y;
 }
 
+// |x| with jnp.abs's derivative, select(x >= 0, 1, -1): 1 at both zeros, so norm ord 1 has
+// jax.grad(jnp.linalg.norm(x, 1))'s gradient. nx::abs's own derivative is sign(x), 0 at the
+// zeros (docs/design-notes.md "Kinks"). The values are abs's bits: -x for x < 0, else x + 0,
+// which turns -0 into +0 and keeps every other x (NaN stays NaN).
+Tensor abs_jax_slope(const Tensor& x) {
+  return where(less(x, zeros_like(x)), neg(x), add(x, zeros_like(x)));
+}
+
 }  // namespace
 
 Tensor var(const Tensor& x, Axes axes, int ddof, bool keepdims) {
@@ -118,7 +126,7 @@ Tensor norm(const Tensor& x, double ord, Axes axes, bool keepdims) {
   Tensor xf = cast(x, compute_dtype(x.dtype()));
   Tensor r;
   if (ord == 1) {
-    r = sum(abs(xf), axes, keepdims);
+    r = sum(abs_jax_slope(xf), axes, keepdims);
   } else if (inf) {
     if (x.shape()[a[0]] == 0)
       fail(api, "ord inf over the empty axis " + std::to_string(a[0]) + " of " + x.describe());

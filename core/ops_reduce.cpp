@@ -240,6 +240,14 @@ std::string matmul_precision() { return codegen::precision_name(codegen::matmul_
 
 Tensor dot(const Tensor& a, const Tensor& b) {
   OpScope scope_("nx::dot", {&a, &b});
+  if (a.ndim() == 0 || b.ndim() == 0) {
+    // numpy's (and jnp.dot's) rule for a 0-d operand: the elementwise product, broadcast. The
+    // dtypes are those of the other contractions: floats keep theirs, integers multiply in
+    // int64, bool gives bool.
+    require_same_dtype("nx::dot", a, b);
+    if (ir::is_float(a.dtype())) return mul(a, b);
+    return bool_or_int64(a.dtype(), mul(cast(a, DType::Int64), cast(b, DType::Int64)));
+  }
   if (a.ndim() == 1 && b.ndim() == 1) {
     require_same_dtype("nx::dot", a, b);
     if (a.shape() != b.shape())
@@ -252,6 +260,14 @@ Tensor dot(const Tensor& a, const Tensor& b) {
     }
     return bool_or_int64(t, sum(mul(cast(a, DType::Int64), cast(b, DType::Int64))));
   }
+  // numpy's dot contracts a's last axis with b's second-to-last and keeps every other axis of
+  // both (a.shape[:-1] ++ b.shape[:-2] ++ b.shape[-1:]); that is matmul's result except where b
+  // has more than two axes and a at least two, where matmul broadcasts batches instead. Those
+  // raise rather than silently give matmul's different result.
+  if (a.ndim() >= 2 && b.ndim() > 2)
+    fail("nx::dot", a.describe() + " and " + b.describe() +
+                        ": numpy's dot of these is not a matrix product; use nx::matmul for "
+                        "batched products or nx::einsum for numpy's contraction");
   return matmul(a, b);
 }
 

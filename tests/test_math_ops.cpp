@@ -419,6 +419,63 @@ TEST_P(MathOps, SameBitsEagerCompiledAndOnEveryDevice) {
       x, labels);
 }
 
+// jax.grad(lambda x: jnp.linalg.norm(x, 1))(jnp.array([0., -0., 2., -3.])) is [1, 1, 1, -1]
+// (jnp.abs's derivative is select(x >= 0, 1, -1)); rune's norm ord 1 gave 0 at both zeros. The
+// value keeps sum(abs(x))'s bits (+0 for a row of -0).
+TEST_P(MathOps, NormOrd1HasJaxsGradientAtZero) {
+  Tensor x = on(f64({2, 4}, {0, -0.0, 2, -3, -0.0, -0.0, -0.0, -0.0}));
+  auto loss = [](const Tensor& t) { return nx::sum(nx::norm(t, 1, {1})); };
+  const std::vector<double> want{1, 1, 1, -1, 1, 1, 1, 1};
+  EXPECT_EQ(nx::to_vector<double>(rune::grad(loss, x)), want);
+  EXPECT_EQ(
+      nx::to_vector<double>(rune::jit([&](const Tensor& t) { return rune::grad(loss, t); })(x)),
+      want);
+  same_bits(
+      "norm 1 of zeros", [](const Tensor& t) { return nx::norm(t, 1, {1}); }, x);
+  EXPECT_EQ(bits(nx::norm(x, 1, {1})), bits(nx::sum(nx::abs(x), {1})));
+  // Its second derivative is 0, as JAX's (jax.hessian of the same is all zeros).
+  auto grad_sum = [&](const Tensor& t) { return nx::sum(rune::grad(loss, t)); };
+  EXPECT_EQ(nx::to_vector<double>(rune::grad(grad_sum, x)), std::vector<double>(8, 0.0));
+}
+
+// numpy's (and jnp.dot's) dot of a 0-d operand multiplies: np.dot(2., [1., 2.]) is [2., 4.];
+// it raised "scalar operand". jax.grad of sum(jnp.dot(a, b)) at a = 2., b = [1., 2.] is
+// (3., [2., 2.]).
+TEST_P(MathOps, DotOfAScalarMultiplies) {
+  Tensor a = on(f64({}, {2})), b = on(f64({2}, {1, 2}));
+  auto dot = [](const Tensor& p, const Tensor& q) { return nx::dot(p, q); };
+  EXPECT_EQ(nx::to_vector<double>(nx::dot(a, b)), (std::vector<double>{2, 4}));
+  EXPECT_EQ(nx::to_vector<double>(nx::dot(b, on(f64({}, {3})))), (std::vector<double>{3, 6}));
+  EXPECT_EQ(nx::item<double>(nx::dot(a, on(f64({}, {3})))), 6.0);
+  EXPECT_EQ(nx::dot(a, on(f64({2, 3}, {1, 2, 3, 4, 5, 6}))).shape(), (Shape{2, 3}));
+  same_bits("dot scalar", dot, host(a), host(b));
+  // The product's sign of zero is the multiply's (np.dot(-1., 0.) is -0.).
+  EXPECT_EQ(bits(nx::dot(on(f64({}, {-1})), on(f64({}, {0})))), bits(f64({}, {-0.0})));
+  auto loss = [](const Tensor& p, const Tensor& q) { return nx::sum(nx::dot(p, q)); };
+  auto [ga, gb] = rune::grad(loss, rune::argnums<0, 1>)(a, b);
+  EXPECT_EQ(nx::item<double>(ga), 3.0);
+  EXPECT_EQ(nx::to_vector<double>(gb), (std::vector<double>{2, 2}));
+  auto [ja, jb] = rune::jit([&](const Tensor& p, const Tensor& q) {
+    return rune::grad(loss, rune::argnums<0, 1>)(p, q);
+  })(a, b);
+  EXPECT_EQ(bits(ja), bits(ga));
+  EXPECT_EQ(bits(jb), bits(gb));
+  // Integers multiply in int64 and bool gives bool, as the other contractions.
+  Tensor i =
+      nx::dot(on(host(nx::full(nx::int32, {}, 3))), on(host(nx::create(nx::int32, {2}, {7, -2}))));
+  EXPECT_EQ(i.dtype(), nx::int64);
+  EXPECT_EQ(nx::to_vector<int64_t>(i), (std::vector<int64_t>{21, -6}));
+  Tensor t =
+      nx::dot(on(host(nx::full(nx::bool_, {}, 1))), on(host(nx::create(nx::bool_, {2}, {1, 0}))));
+  EXPECT_EQ(t.dtype(), nx::bool_);
+  EXPECT_EQ(nx::to_vector<uint8_t>(t), (std::vector<uint8_t>{1, 0}));
+  // Operands that fail leave nothing behind: a dtype mismatch still raises.
+  EXPECT_EQ(rt::error_of([&] {
+              nx::dot(a, on(host(nx::create(nx::float32, {2}, {1, 2}))));
+            }),
+            "nx::dot: dtype mismatch: float64 [] and float32 [2] (cast one with nx::cast)");
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, MathOps, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
                          rt::DeviceTestName());
 
@@ -636,6 +693,12 @@ TEST(MathErrors, NameTheApiAndTheValues) {
   EXPECT_EQ(error_of([&] { nx::cumprod(nx::scalar(nx::float64, 2)); }),
             "nx::cumprod: needs at least one axis; got the 0-d float64 []");
   EXPECT_NE(error_of([&] { nx::cumprod(x, 2); }).find("nx::cumprod"), std::string::npos);
+  // numpy's dot of [3, 4] and [2, 4, 5] is [3, 2, 5], matmul's [2, 3, 5]: raised, not matmul's.
+  EXPECT_EQ(error_of([&] {
+              nx::dot(x, host(nx::zeros(nx::float64, {2, 4, 5})));
+            }),
+            "nx::dot: float64 [3, 4] and float64 [2, 4, 5]: numpy's dot of these is not a matrix "
+            "product; use nx::matmul for batched products or nx::einsum for numpy's contraction");
 }
 
 TEST(MathErrors, EinsumNamesTheSubscripts) {

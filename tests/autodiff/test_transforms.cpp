@@ -67,8 +67,8 @@ TEST_P(Transforms, SecondDerivativeThroughStopGradient) {
   auto g = [](const Tensor& t) { return nx::sum(t * nx::stop_gradient(t) * t); };
   EXPECT_EQ(values(rune::grad([&](const Tensor& t) { return nx::sum(rune::grad(g, t)); }, x)),
             jax_second);
-  auto [gx, tangent] = rune::jvp<Tensor>([&](const Tensor& t) { return rune::grad(f, t); }, x,
-                                         vec({1, 1}));
+  auto [gx, tangent] =
+      rune::jvp<Tensor>([&](const Tensor& t) { return rune::grad(f, t); }, x, vec({1, 1}));
   EXPECT_EQ(values(tangent), jax_second);
 }
 

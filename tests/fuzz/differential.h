@@ -68,6 +68,12 @@ inline bool moves_only(const Program& p, int s) {
       return moves_only(p, st.args[0]);
     case Kind::Where:
       return moves_only(p, st.args[1]) && moves_only(p, st.args[2]);
+    case Kind::Take:  // an element of x at a clamped index
+    case Kind::TakeAlong:
+    case Kind::DynSlice:
+      return moves_only(p, st.args[0]);
+    case Kind::DynUpdate:
+      return moves_only(p, st.args[0]) && moves_only(p, st.args[1]);
     default:
       return false;
   }

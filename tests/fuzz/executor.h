@@ -65,6 +65,64 @@ inline std::string index_text(const std::vector<int64_t>& idx) {
   return s + "]";
 }
 
+inline Tensor apply_step(const Step& s, const std::vector<Tensor>& slots, bool donations);
+
+// A generated function (bodies.h) applied to its operands: its result, the last local.
+inline Tensor apply_body(const std::vector<Step>& body, std::vector<Tensor> locals) {
+  for (const Step& s : body) locals.push_back(apply_step(s, locals, false));
+  return locals.back();
+}
+
+inline Tensor apply_random(const Step& s, const Tensor& key, const Tensor& x) {
+  namespace r = nx::random;
+  switch (s.fn) {
+    case RBits:
+      return r::bits(key, s.shape);
+    case RUniform:
+      return r::uniform(key, s.shape, s.dtype, s.value, s.value2);
+    case RNormal:
+      return r::normal(key, s.shape, s.dtype);
+    case RBernoulli:
+      return r::bernoulli(key, s.value, s.shape);
+    case RRandint:
+      return r::randint(key, s.shape, static_cast<int64_t>(s.value), static_cast<int64_t>(s.value2),
+                        s.dtype);
+    case RSplit:
+      return r::split(key, s.count);
+    case RFoldIn:
+      return r::fold_in(key, static_cast<uint32_t>(s.count));
+    case RPermutation:
+      return r::permutation(key, s.count);
+    default:
+      return r::dropout(key, x, s.value);
+  }
+}
+
+// `count` updates of optimizer `fn` (program.h kOptim) from its initial state.
+inline Tensor apply_optim(const Step& s, const Tensor& params, const Tensor& grads) {
+  namespace o = rune::optim;
+  auto run = [&](const auto& opt) {
+    auto state = opt.init(params);
+    Tensor p = params;
+    for (int64_t k = 0; k < s.count; ++k) {
+      auto [np, ns] = opt.update(p, grads, state);
+      p = np;
+      state = ns;
+    }
+    return p;
+  };
+  switch (s.fn) {
+    case 0:
+      return run(o::Sgd{o::constant(0.25)});
+    case 1:
+      return run(o::Sgd{o::constant(0.125), 0.9, true});
+    case 2:
+      return run(o::Adam{o::constant(0.5)});
+    default:
+      return run(o::adamw(o::constant(0.25)));
+  }
+}
+
 // Applies one non-Input step to its arguments through the nx API (eagerly or while tracing).
 inline Tensor apply_step(const Step& s, const std::vector<Tensor>& slots, bool donations) {
   auto arg = [&](size_t i) {
@@ -115,6 +173,65 @@ inline Tensor apply_step(const Step& s, const std::vector<Tensor>& slots, bool d
       });
       return ok;
     }
+    case Kind::Take:
+      return nx::take(arg(0), arg(1), s.axes[0]);
+    case Kind::TakeAlong:
+      return nx::take_along_axis(arg(0), arg(1), s.axes[0]);
+    case Kind::ScatterAdd:
+      return s.fn == 0 ? nx::scatter_add(arg(0), arg(1), arg(2), s.axes[0])
+                       : nx::index_add(arg(0), s.axes[0], arg(1), arg(2));
+    case Kind::OneHot:
+      return nx::one_hot(arg(0), s.count, s.dtype);
+    case Kind::DynSlice:
+    case Kind::DynUpdate: {
+      const size_t first = s.kind == Kind::DynSlice ? 1 : 2;
+      std::vector<Tensor> starts;
+      for (size_t i = first; i < s.args.size(); ++i) starts.push_back(arg(i));
+      return s.kind == Kind::DynSlice ? nx::dynamic_slice(arg(0), starts, s.shape)
+                                      : nx::dynamic_update_slice(arg(0), arg(1), starts);
+    }
+    case Kind::Random:
+      return apply_random(s, arg(0), s.args.size() > 1 ? arg(1) : Tensor{});
+    case Kind::Fori: {
+      std::vector<Tensor> rest;
+      for (size_t i = 1; i < s.args.size(); ++i) rest.push_back(arg(i));
+      auto body = [&](const Tensor& i, const Tensor& c) {
+        std::vector<Tensor> l = {c, nx::cast(i, c.dtype())};
+        l.insert(l.end(), rest.begin(), rest.end());
+        return apply_body(s.bodies[0], l);
+      };
+      return rune::fori_loop(int64_t{0}, s.count, body, arg(0));
+    }
+    case Kind::Scan: {
+      auto body = [&](const Tensor& c, const Tensor& x) {
+        Tensor n = apply_body(s.bodies[0], {c, x});
+        return std::make_pair(n, n);
+      };
+      auto [carry, ys] = rune::scan(body, arg(0), arg(1), rune::ScanOptions{s.reverse});
+      return s.second ? ys : carry;
+    }
+    case Kind::Cond:
+      return rune::cond(
+          arg(0), [&](const Tensor& a) { return apply_body(s.bodies[0], {a}); },
+          [&](const Tensor& a) { return apply_body(s.bodies[1], {a}); }, arg(1));
+    case Kind::Switch: {
+      std::vector<std::function<Tensor(const Tensor&)>> branches;
+      for (const auto& b : s.bodies)
+        branches.push_back([&b](const Tensor& a) { return apply_body(b, {a}); });
+      Tensor index = nx::clip(arg(0), 0, static_cast<double>(s.bodies.size() - 1));
+      return rune::switch_<Tensor, Tensor>(index, branches, arg(1));
+    }
+    case Kind::Vmap:
+      if (s.args.size() == 1)
+        return rune::vmap([&](const Tensor& a) { return apply_body(s.bodies[0], {a}); },
+                          rune::InAxes{int64_t{s.axes[0]}})(arg(0));
+      return rune::vmap(
+          [&](const Tensor& a, const Tensor& b) {
+            return apply_body(s.bodies[0], {a, b});
+          },
+          rune::InAxes{rune::Axis{s.axes[0]}, rune::none})(arg(0), arg(1));
+    case Kind::Optim:
+      return apply_optim(s, arg(0), arg(1));
   }
   throw std::logic_error("fuzz::apply_step: an Input step");
 }

@@ -10,19 +10,18 @@
 #include <optional>
 #include <random>
 
-#include "fuzz/values.h"
+#include "fuzz/bodies.h"
 
 namespace fuzz {
-
-struct Type {
-  DType dtype;
-  Shape shape;
-};
 
 struct GenOptions {
   int max_steps = 12;
   double p_donate = 0.12;   // per eligible argument
   double p_invalid = 0.07;  // a program ending in an invalid step
+  // Each step is one of the newer ops (indexing, random numbers, control flow, vmap, optimizer
+  // updates: newer_step) with this probability. 0 (RUNE_FUZZ_NEWER=0) draws nothing for it:
+  // the programs of the seeds of earlier runs (docs/testing.md), which had only the classic ops.
+  double p_newer = 0.2;
 };
 
 class Generator {
@@ -32,7 +31,8 @@ class Generator {
   Program run() {
     main_ = kDTypes[r_.below(kDTypeCount)];
     int n_in = 1 + r_.below(3);
-    for (int i = 0; i < n_in; ++i) input(r_.chance(0.7) ? main_ : kDTypes[r_.below(kDTypeCount)], shape());
+    for (int i = 0; i < n_in; ++i)
+      input(r_.chance(0.7) ? main_ : kDTypes[r_.below(kDTypeCount)], shape());
     int n = 1 + r_.below(o_.max_steps);
     bool checks = false;
     for (int i = 0; i < n; ++i) {
@@ -191,6 +191,7 @@ class Generator {
 
   // ---- one valid step; false when the drawn op does not fit the live slots ----
   bool step(bool& checks) {
+    if (o_.p_newer > 0 && r_.chance(o_.p_newer)) return newer_step();
     int w = r_.below(100);
     Step st;
     if (w < 22) {  // unary
@@ -322,6 +323,8 @@ class Generator {
     finish(st, types_[ok], false);
     return true;
   }
+
+#include "fuzz/generator_newer.inc"
 
   // ---- views: never the identity (identities come from casts, see step()) ----
   bool view(int which) {

@@ -54,11 +54,32 @@ inline const char* uint_cpp(DType t) {
   return "uint64_t";
 }
 
-// The C++ expression of step s (slots named v<i>, donated arguments through dn()).
-inline std::string step_cpp(const Step& s) {
+inline std::string step_cpp(const Step& s, const std::string& slot = "v");
+
+// A generated function (bodies.h) as a lambda: its operands named l0, l1, ... (`params`
+// declares the first of them; `prelude` defines the rest), its steps one statement each.
+// A scan's body returns (carry, y), both its result (`pair`).
+inline std::string body_cpp(const std::vector<Step>& body, const std::string& params,
+                            const std::string& prelude, int n_operands, bool pair = false) {
+  std::string r = "[&](" + params + ") {" + prelude;
+  for (size_t k = 0; k < body.size(); ++k)
+    r += " nx::Tensor l" + std::to_string(n_operands + k) + " = " + step_cpp(body[k], "l") + ";";
+  std::string last = "l" + std::to_string(n_operands + body.size() - 1);
+  return r + " return " + (pair ? "std::make_pair(" + last + ", " + last + ")" : last) + "; }";
+}
+
+// The C++ expression of step s (slots named <slot><i>, donated arguments through dn()).
+inline std::string step_cpp(const Step& s, const std::string& slot) {
   auto a = [&](size_t i) {
-    std::string v = "v" + std::to_string(s.args[i]);
+    std::string v = slot + std::to_string(s.args[i]);
     return s.donate[i] ? "dn(" + v + ")" : v;
+  };
+  // Locals first, first + 1, ... defined as arguments from, from + 1, ... of the step.
+  auto rest = [&](size_t from, size_t first) {
+    std::string r;
+    for (size_t i = from; i < s.args.size(); ++i)
+      r += " nx::Tensor l" + std::to_string(first + i - from) + " = " + a(i) + ";";
+    return r;
   };
   switch (s.kind) {
     case Kind::Input:
@@ -101,6 +122,83 @@ inline std::string step_cpp(const Step& s) {
       return "nx::matmul(" + a(0) + ", " + a(1) + ")";
     case Kind::Check:
       return "";
+    case Kind::Take:
+      return "nx::take(" + a(0) + ", " + a(1) + ", " + std::to_string(s.axes[0]) + ")";
+    case Kind::TakeAlong:
+      return "nx::take_along_axis(" + a(0) + ", " + a(1) + ", " + std::to_string(s.axes[0]) + ")";
+    case Kind::ScatterAdd:
+      return s.fn == 0 ? "nx::scatter_add(" + a(0) + ", " + a(1) + ", " + a(2) + ", " +
+                             std::to_string(s.axes[0]) + ")"
+                       : "nx::index_add(" + a(0) + ", " + std::to_string(s.axes[0]) + ", " + a(1) +
+                             ", " + a(2) + ")";
+    case Kind::OneHot:
+      return "nx::one_hot(" + a(0) + ", " + std::to_string(s.count) + ", " + dtype_cpp(s.dtype) +
+             ")";
+    case Kind::DynSlice:
+    case Kind::DynUpdate: {
+      const size_t first = s.kind == Kind::DynSlice ? 1 : 2;
+      std::string starts = "{";
+      for (size_t i = first; i < s.args.size(); ++i) starts += (i > first ? ", " : "") + a(i);
+      starts += "}";
+      return s.kind == Kind::DynSlice
+                 ? "nx::dynamic_slice(" + a(0) + ", " + starts + ", " + shape_cpp(s.shape) + ")"
+                 : "nx::dynamic_update_slice(" + a(0) + ", " + a(1) + ", " + starts + ")";
+    }
+    case Kind::Random: {
+      std::string r = std::string(kRandom[s.fn]) + "(" + a(0);
+      switch (s.fn) {
+        case RBits:
+          return r + ", " + shape_cpp(s.shape) + ")";
+        case RUniform:
+          return r + ", " + shape_cpp(s.shape) + ", " + dtype_cpp(s.dtype) + ", " +
+                 double_cpp(s.value) + ", " + double_cpp(s.value2) + ")";
+        case RNormal:
+          return r + ", " + shape_cpp(s.shape) + ", " + dtype_cpp(s.dtype) + ")";
+        case RBernoulli:
+          return r + ", " + double_cpp(s.value) + ", " + shape_cpp(s.shape) + ")";
+        case RRandint:
+          return r + ", " + shape_cpp(s.shape) + ", " + std::to_string(int64_t(s.value)) + ", " +
+                 std::to_string(int64_t(s.value2)) + ", " + dtype_cpp(s.dtype) + ")";
+        case RFoldIn:
+          return r + ", uint32_t{" + std::to_string(s.count) + "u})";
+        case RDropout:
+          return r + ", " + a(1) + ", " + double_cpp(s.value) + ")";
+        default:  // split, permutation
+          return r + ", " + std::to_string(s.count) + ")";
+      }
+    }
+    case Kind::Fori:
+      return "rune::fori_loop(int64_t{0}, int64_t{" + std::to_string(s.count) + "}, " +
+             body_cpp(s.bodies[0], "const nx::Tensor& i, const nx::Tensor& l0",
+                      " nx::Tensor l1 = nx::cast(i, l0.dtype());" + rest(1, 2),
+                      static_cast<int>(s.args.size()) + 1) +
+             ", " + a(0) + ")";
+    case Kind::Scan:
+      return "rune::scan(" +
+             body_cpp(s.bodies[0], "const nx::Tensor& l0, const nx::Tensor& l1", "", 2, true) +
+             ", " + a(0) + ", " + a(1) + ", rune::ScanOptions{" + (s.reverse ? "true" : "false") +
+             "})." + (s.second ? "second" : "first");
+    case Kind::Cond:
+      return "rune::cond(" + a(0) + ", " + body_cpp(s.bodies[0], "const nx::Tensor& l0", "", 1) +
+             ", " + body_cpp(s.bodies[1], "const nx::Tensor& l0", "", 1) + ", " + a(1) + ")";
+    case Kind::Switch: {
+      std::string r = "rune::switch_<nx::Tensor, nx::Tensor>(nx::clip(" + a(0) + ", 0, " +
+                      std::to_string(s.bodies.size() - 1) + "), {";
+      for (size_t b = 0; b < s.bodies.size(); ++b)
+        r += (b ? ", " : "") + body_cpp(s.bodies[b], "const nx::Tensor& l0", "", 1);
+      return r + "}, " + a(1) + ")";
+    }
+    case Kind::Vmap:
+      return s.args.size() == 1
+                 ? "rune::vmap(" + body_cpp(s.bodies[0], "const nx::Tensor& l0", "", 1) + ", " +
+                       std::to_string(s.axes[0]) + ")(" + a(0) + ")"
+                 : "rune::vmap(" +
+                       body_cpp(s.bodies[0], "const nx::Tensor& l0, const nx::Tensor& l1", "", 2) +
+                       ", {" + std::to_string(s.axes[0]) + ", rune::none})(" + a(0) + ", " + a(1) +
+                       ")";
+    case Kind::Optim:
+      return "/* " + std::to_string(s.count) + " update(s) from init */ fuzz_optim(" +
+             kOptim[s.fn] + ", " + a(0) + ", " + a(1) + ", " + std::to_string(s.count) + ")";
   }
   return "";
 }
@@ -128,7 +226,12 @@ inline std::string reproducer(const Program& p, const Mode& mode, const std::str
   std::ostringstream o;
   o << "// rune fuzz reproducer: " << headline << "\n"
     << "#include <cmath>\n#include <cstdint>\n#include <cstdio>\n#include <vector>\n\n"
-    << "#include \"trace/rune.h\"\n\n";
+    << "#include \"trace/rune.h\"\n\n"
+    << "// `count` updates of an optimizer from its initial state (fuzz Optim steps).\n"
+    << "template <class O>\nnx::Tensor fuzz_optim(const O& opt, nx::Tensor p, const nx::Tensor& g, "
+       "int count) {\n  auto s = opt.init(p);\n"
+    << "  for (int k = 0; k < count; ++k) std::tie(p, s) = opt.update(p, g, s);\n  return "
+       "p;\n}\n\n";
   std::vector<int> inputs;
   for (size_t k = 0; k < p.steps.size(); ++k) {
     const Step& s = p.steps[k];

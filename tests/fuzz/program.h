@@ -32,6 +32,23 @@ enum class Kind {
   ArgReduce,    // nx::argmax / argmin (fn 0 / 1) over axes[0] (no axis when axes is empty)
   Matmul,       // nx::matmul(a, b)
   Check,        // nx::check(ok, data, fail); the slot holds ok (or ok || !ok when always_true)
+  // ---- the newer ops (from here on: test_fuzz counts them by this order) ----
+  // ---- indexing (args[1] an integer index slot; JAX's clamp rule for out-of-range values) ----
+  Take,        // nx::take(a, idx, axes[0])
+  TakeAlong,   // nx::take_along_axis(a, idx, axes[0])
+  ScatterAdd,  // nx::scatter_add(a, idx, updates, axes[0]) (fn 1: nx::index_add, the same)
+  OneHot,      // nx::one_hot(labels, count, dtype)
+  DynSlice,    // nx::dynamic_slice(a, {args[1..]}, shape): one 0-d integer start per axis
+  DynUpdate,   // nx::dynamic_update_slice(a, args[1], {args[2..]})
+  // ---- random numbers: args[0] a uint32 [2] key (random.h) ----
+  Random,  // kRandom[fn](key, ...): shape, dtype, value / value2 (bounds, p, rate), count
+  // ---- control flow, batching and optimizers: bodies[i] are generated functions (bodies.h) ----
+  Fori,    // rune::fori_loop(0, count, body 0 over {carry, i as its dtype, args[1..]}, args[0])
+  Scan,    // rune::scan(body 0 over {carry, row}, args[0], args[1], {reverse}): ys if `second`
+  Cond,    // rune::cond(args[0] (bool 0-d), body 0, body 1, args[1])
+  Switch,  // rune::switch_(nx::clip(args[0], 0, n - 1), bodies, args[1])
+  Vmap,    // rune::vmap(body 0, {axes[0], none...})(args...): args[0] batched, the rest shared
+  Optim,   // count updates of kOptim[fn] from its init state: params args[0], grads args[1]
 };
 
 // How an Input reaches the program: a view of a fresh buffer, so ops see non-contiguous
@@ -53,6 +70,13 @@ struct Step {
   double value = 0;                                 // Pad
   bool keepdims = false;                            // Reduce / ArgReduce
   bool always_true = false;                         // Check
+  double value2 = 0;                                // Random: the upper bound
+  int64_t count = 0;                                // Random: split's n; Fori / Optim: steps
+  bool reverse = false;                             // Scan
+  bool second = false;                              // Scan: the slot holds ys, not the carry
+  // Fori / Scan / Cond / Switch / Vmap: each a function of its operands (bodies.h): a list of
+  // steps over local slots (its operands first, then one per step); its result is the last.
+  std::vector<std::vector<struct Step>> bodies;
   bool expect_error = false;  // generated with invalid arguments on purpose (always the last step)
 };
 
@@ -128,9 +152,34 @@ inline const ReduceOp kReduce[] = {
 inline constexpr int kReduceCount = sizeof(kReduce) / sizeof(kReduce[0]);
 inline const char* const kArgReduce[] = {"nx::argmax", "nx::argmin"};
 
-inline const DType kDTypes[] = {nx::bool_,  nx::uint8,   nx::int32,  nx::int64,  nx::float16,
+// nx::random's draws (Random steps), by fn.
+enum RandomFn {
+  RBits,
+  RUniform,
+  RNormal,
+  RBernoulli,
+  RRandint,
+  RSplit,
+  RFoldIn,
+  RPermutation,
+  RDropout,
+  kRandomCount
+};
+inline const char* const kRandom[] = {
+    "nx::random::bits",      "nx::random::uniform",     "nx::random::normal",
+    "nx::random::bernoulli", "nx::random::randint",     "nx::random::split",
+    "nx::random::fold_in",   "nx::random::permutation", "nx::random::dropout"};
+// rune::optim's optimizers (Optim steps), by fn: plain SGD, SGD with Nesterov momentum, Adam,
+// AdamW.
+inline const char* const kOptim[] = {"rune::optim::Sgd{rune::optim::constant(0.25)}",
+                                     "rune::optim::Sgd{rune::optim::constant(0.125), 0.9, true}",
+                                     "rune::optim::Adam{rune::optim::constant(0.5)}",
+                                     "rune::optim::adamw(rune::optim::constant(0.25))"};
+inline constexpr int kOptimCount = 4;
+
+inline const DType kDTypes[] = {nx::bool_,    nx::uint8,   nx::int32,   nx::int64, nx::float16,
                                 nx::bfloat16, nx::float32, nx::float64, nx::int8,  nx::int16,
-                                nx::uint16,  nx::uint32,  nx::uint64};  // ints: issue 18
+                                nx::uint16,   nx::uint32,  nx::uint64};  // ints: issue 18
 inline constexpr int kDTypeCount = sizeof(kDTypes) / sizeof(kDTypes[0]);
 
 }  // namespace fuzz

@@ -9,6 +9,8 @@
 //   RUNE_FUZZ_MAX_FAILURES  stop after this many failures (default 10)
 //   RUNE_FUZZ_SHRINK      seconds to shrink a failure (default 60, a known one 20; 0: print the
 //                         program as generated, its runs on the devices left as they were)
+//   RUNE_FUZZ_NEWER       0: no newer ops (indexing, random, control flow, vmap, optimizers):
+//                         the seed -> program map of the runs before them (default 1)
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -60,6 +62,8 @@ TEST(Fuzz, ModesAgreeBitForBit) {
   const long n = env_long("RUNE_FUZZ_N", kDefaultN);
   const uint64_t seed0 = static_cast<uint64_t>(env_long("RUNE_FUZZ_SEED", 1));
   const long cuda_every = env_long("RUNE_FUZZ_CUDA_EVERY", 4);
+  GenOptions gen;
+  if (env_long("RUNE_FUZZ_NEWER", 1) == 0) gen.p_newer = 0;
   const std::vector<Mode> host = {{"CPU", true}, {"CPU:1", false}, {"CPU:1", true}};
   const std::vector<Mode> cuda = {{"CUDA:0", false}, {"CUDA:0", true}};
   auto t0 = std::chrono::steady_clock::now();
@@ -68,12 +72,13 @@ TEST(Fuzz, ModesAgreeBitForBit) {
   const bool strict = env_long("RUNE_FUZZ_STRICT", 0) != 0;
   std::map<std::string, long> known_seen;
   double shrink_secs = 0;
-  long steps = 0, errors = 0, donating = 0, on_cuda = 0, failures = 0;
+  long steps = 0, newer = 0, errors = 0, donating = 0, on_cuda = 0, failures = 0;
   for (long i = 0; i < n; ++i) {
     uint64_t seed = seed0 + static_cast<uint64_t>(i);
     ++ran;
-    Program p = generate(seed);
+    Program p = generate(seed, gen);
     steps += static_cast<long>(p.steps.size());
+    for (const Step& st : p.steps) newer += st.kind >= Kind::Take;
     Options opt;
     opt.modes = host;
     if (cuda_every > 0 && i % cuda_every == 0) {
@@ -122,9 +127,9 @@ TEST(Fuzz, ModesAgreeBitForBit) {
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "fuzz: " << ran << " programs from seed " << seed0 << " (" << steps << " steps, "
-            << on_cuda << " also on CUDA:0, " << donating << " donating, " << errors
-            << " ending in an invalid op) in " << secs << " s (" << shrink_secs
-            << " s of it shrinking): " << failures << " failures\n";
+            << newer << " of them newer ops, " << on_cuda << " also on CUDA:0, " << donating
+            << " donating, " << errors << " ending in an invalid op) in " << secs << " s ("
+            << shrink_secs << " s of it shrinking): " << failures << " failures\n";
   for (auto& [what, count] : known_seen)
     std::cout << "fuzz: known: " << what << ": " << count << " programs\n";
 }

@@ -9,6 +9,7 @@
 #include "trace/batching.h"
 #include "trace/check_replay.h"
 #include "trace/graph_eval.h"
+#include "trace/vmap_loops.h"
 
 namespace rune::detail {
 
@@ -80,7 +81,9 @@ std::vector<nx::Tensor> vmap_flat(const char* api, const std::vector<nx::Tensor>
   ir::NodeUse use;  // the traced graph and its batched form stay until they ran
   nx::Device device = device_of(leaves);
   int n = static_cast<int>(leaves.size());
-  Traced t = trace_flat(api, avals, device, f, n);
+  // Loops f runs are recorded (Tracer::Loop) and batched as loops (trace/vmap_loops.h).
+  Traced t = trace_flat(api, avals, device, f, n, "f", /*records_scans=*/false,
+                        /*records_loops=*/true);
 
   // Batched inputs are bound with their batch axis moved to 0 (a view); shared ones as given.
   std::unordered_map<ir::NodeRef, ir::NodeRef> inputs;
@@ -96,12 +99,8 @@ std::vector<nx::Tensor> vmap_flat(const char* api, const std::vector<nx::Tensor>
   }
   for (const auto& c : t.captured) bindings.push_back(c);
 
-  // f's checks are batched with its outputs: each check's first failing index becomes one per
-  // example, and its data gain the batch axis (trace/check_replay.h).
-  std::vector<ir::NodeRef> per_example = t.outputs;
-  append_check_roots(t.checks, per_example);
-  auto batched = batch_nodes(per_example, inputs, batch);
-  std::vector<ir::NodeRef> roots;
+  // out_axes are checked before anything runs.
+  std::vector<int64_t> out_at;
   for (size_t o = 0; o < t.outputs.size(); ++o) {
     int64_t r = static_cast<int64_t>(t.outputs[o]->shape.size()) + 1, a = out_axes;
     if (a < -r || a >= r)
@@ -110,13 +109,22 @@ std::vector<nx::Tensor> vmap_flat(const char* api, const std::vector<nx::Tensor>
                                   std::string(ir::name(t.outputs[o]->dtype)) + " " +
                                   ir::to_string(t.outputs[o]->shape) + " per example, so axes " +
                                   std::to_string(-r) + ".." + std::to_string(r - 1) + ")");
-    if (a < 0) a += r;
-    roots.push_back(move_axis(with_batch_axis(batched[o], batch), 0, a));
+    out_at.push_back(a < 0 ? a + r : a);
   }
+  GraphEvaluator ev(bindings, device);
+  run_loops_batched(t.loops, ev, inputs, batch, device);
+  // f's checks are batched with its outputs: each check's first failing index becomes one per
+  // example, and its data gain the batch axis (trace/check_replay.h).
+  std::vector<ir::NodeRef> per_example = t.outputs;
+  append_check_roots(t.checks, per_example);
+  auto batched = batch_nodes(per_example, inputs, batch);
+  std::vector<ir::NodeRef> roots;
+  for (size_t o = 0; o < t.outputs.size(); ++o)
+    roots.push_back(move_axis(with_batch_axis(batched[o], batch), 0, out_at[o]));
   const size_t n_out = roots.size();
   for (size_t k = n_out; k < batched.size(); ++k)
     roots.push_back(with_batch_axis(batched[k], batch));
-  std::vector<nx::Tensor> vals = evaluate(roots, bindings, device);
+  std::vector<nx::Tensor> vals = ev(roots);
   if (!t.checks.empty()) {
     std::vector<nx::Tensor> firsts;
     std::vector<std::vector<nx::Tensor>> data;

@@ -1,0 +1,52 @@
+// rune::vmap's rule for loops (scan, fori_loop, while_loop): a loop stays a loop. vmap traces f
+// with loop recording on, so each loop f runs is a Tracer::Loop (a body graph over the carry and
+// its captures, run `trips` times or while its predicate holds). Batching one is, as lax's
+// batching rules: find which carry leaves become batched (a fixed point: a leaf is batched when
+// its initial value is, or when the body makes it so from batched inputs), batch the body graph
+// once, and issue the loop again through rune's own scan_flat / while_flat with the batched body,
+// so it becomes whatever a loop becomes where vmap runs: a loop step of rune::jit's program, a
+// scan kept whole for rune::grad, or a loop run eagerly. A while loop whose predicate is batched
+// runs while any example's predicate holds; an example whose predicate is false keeps its carry
+// (a select), so each example's result is its own loop's, bit for bit.
+#pragma once
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+#include "trace/graph_eval.h"
+#include "trace/tracer.h"
+
+namespace rune::detail {
+
+// Which of a loop's body params are batched (after the carry fixed point), whether its
+// predicate is, which of its outputs (final carry, then stacked ys) are, and the same for the
+// loops inside its body, in order.
+struct LoopBatching {
+  std::vector<bool> params;
+  bool pred = false;
+  std::vector<bool> outputs;
+  std::vector<LoopBatching> inner;
+};
+
+// The batching of `loop` when its body params `batched` (indexed like loop.inputs; entries for
+// inner loops' results are ignored) are batched.
+LoopBatching batch_loop(const Tracer::Loop& loop, std::vector<bool> batched, int64_t batch);
+
+// Runs `loop` batched through the current interpreter. inputs[k] is body param k's value
+// (undefined where loop.inputs[k] is null), with a batch axis 0 of extent `batch` exactly where
+// `b.params[k]` is set. Returns the final carry, then the stacked ys, each with its batch axis
+// at 0 where b.outputs says it is batched.
+std::vector<nx::Tensor> run_batched_loop(const Tracer::Loop& loop, const LoopBatching& b,
+                                         const std::vector<nx::Tensor>& inputs, int64_t batch,
+                                         nx::Device device);
+
+// Runs a vmap trace's loops (in trace order) batched: each loop's inputs are evaluated by `ev`
+// from their batched forms over `inputs` (a per-example Param -> its batched Param, as
+// batch_nodes takes), and each result is bound in `ev`: a batched one as a new param that
+// `inputs` maps the loop's per-example result param to, a shared one to that param itself.
+void run_loops_batched(const std::vector<Tracer::Loop>& loops, GraphEvaluator& ev,
+                       std::unordered_map<ir::NodeRef, ir::NodeRef>& inputs, int64_t batch,
+                       nx::Device device);
+
+}  // namespace rune::detail

@@ -194,3 +194,42 @@ TEST(FuzzHarness, ShrinksToTheDisagreeingStepAndPrintsIt) {
 }
 
 }  // namespace
+
+namespace {
+
+// The generator reaches every newer op within a few hundred seeds, and the reproducer spells
+// each out through the public API (a reproducer of a failure in a loop body or a vmapped
+// function must show that body).
+TEST(FuzzHarness, GeneratesAndPrintsEveryNewerOp) {
+  const std::map<Kind, std::string> api = {{Kind::Take, "nx::take("},
+                                           {Kind::TakeAlong, "nx::take_along_axis("},
+                                           {Kind::ScatterAdd, "_add("},
+                                           {Kind::OneHot, "nx::one_hot("},
+                                           {Kind::DynSlice, "nx::dynamic_slice("},
+                                           {Kind::DynUpdate, "nx::dynamic_update_slice("},
+                                           {Kind::Random, "nx::random::"},
+                                           {Kind::Fori, "rune::fori_loop("},
+                                           {Kind::Scan, "rune::scan("},
+                                           {Kind::Cond, "rune::cond("},
+                                           {Kind::Switch, "rune::switch_<"},
+                                           {Kind::Vmap, "rune::vmap("},
+                                           {Kind::Optim, "fuzz_optim(rune::optim::"}};
+  std::map<Kind, int> seen;
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    Program p = generate(seed);
+    std::string text = reproducer(p, Mode{"CPU", true}, "test");
+    for (const Step& s : p.steps) {
+      if (s.kind < Kind::Take) continue;
+      ++seen[s.kind];
+      EXPECT_NE(text.find(api.at(s.kind)), std::string::npos) << "seed " << seed << "\n" << text;
+    }
+  }
+  for (const auto& [kind, name] : api) EXPECT_GT(seen[kind], 0) << name;
+  // RUNE_FUZZ_NEWER=0: none of them, the programs of the earlier runs.
+  GenOptions classic;
+  classic.p_newer = 0;
+  for (uint64_t seed = 1; seed <= 100; ++seed)
+    for (const Step& s : generate(seed, classic).steps) EXPECT_LT(s.kind, Kind::Take);
+}
+
+}  // namespace

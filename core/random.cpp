@@ -108,20 +108,71 @@ Tensor unit_floats(const char* api, const Tensor& key, const Shape& shape, DType
   return sub(f, scalar_like(f, 1));
 }
 
-// f * (hi - lo) + lo, then at least lo (JAX's). XLA contracts the multiply-add into one fused
-// rounding; below float64 the same value comes from computing it at float64 (the product of two
-// 24-bit values is exact there) and rounding once to t.
+// Exact float64 arithmetic for uniform_in: with round-to-nearest and no overflow or underflow,
+// s + e == a + b exactly (Knuth's two-sum), and hi + lo == a * b exactly (Dekker's product over
+// Veltkamp's 26-bit halves).
+std::pair<Tensor, Tensor> two_sum(const Tensor& a, const Tensor& b) {
+  Tensor s = add(a, b), bb = sub(s, a);
+  return {s, add(sub(a, sub(s, bb)), sub(b, bb))};
+}
+std::pair<Tensor, Tensor> halves_of(const Tensor& a) {
+  Tensor c = mul(scalar_like(a, 134217729.0), a);  // 2^27 + 1
+  Tensor h = sub(c, sub(c, a));
+  return {h, sub(a, h)};
+}
+// a + b rounded to odd: the exact sum, or else the one of its two neighbours whose last bit is
+// odd. Rounding that once more to nearest (to float64 or float32) gives the sum rounded once to
+// nearest (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms
+// using rounding to odd", IEEE TC 2008).
+Tensor add_odd(const Tensor& a, const Tensor& b) {
+  auto [s, e] = two_sum(a, b);
+  constexpr DType I64 = DType::Int64;
+  Tensor sb = bitcast(s, I64), eb = bitcast(e, I64);
+  Tensor even = equal(band(sb, const_int(I64, 1)), const_int(I64, 0));
+  Tensor inexact = not_equal(e, scalar_like(e, 0));
+  // Toward e: one ulp up in magnitude where e has s's sign, down where not (s is not 0 here:
+  // a sum that rounds to 0 is exact).
+  Tensor step = where(less(bxor(sb, eb), const_int(I64, 0)), const_int(I64, -1), const_int(I64, 1));
+  return bitcast(where(logical_and(even, inexact), add(sb, step), sb), DType::Float64);
+}
+// a * b + c rounded once, at float64 (XLA's fused multiply-add): Dekker's exact product, its
+// high part summed exactly with c, the two low parts added rounded to odd, the whole rounded
+// once (Boldo and Melquiond's emulated FMA). Exact while no partial product underflows and
+// nothing overflows: uniform_in checks that on its host constants.
+Tensor fma64(const Tensor& a, const Tensor& b, const Tensor& c) {
+  auto [ah, al] = halves_of(a);
+  auto [bh, bl] = halves_of(b);
+  Tensor ph = mul(a, b);
+  Tensor pl = add(add(add(sub(mul(ah, bh), ph), mul(ah, bl)), mul(al, bh)), mul(al, bl));
+  auto [sh, sl] = two_sum(c, ph);
+  return add(sh, add_odd(sl, pl));
+}
+
+// JAX's max(minval, f * (maxval - minval) + minval), the span computed in dtype t. XLA computes
+// float32 and float64 with one fused multiply-add (one rounding); float16 and bfloat16 with each
+// operation rounded to t. float32's fused result: the product is exact at float64 (24-bit
+// operands), the sum rounded to odd there, then rounded once to float32. float64's: fma64.
 Tensor uniform_in(const char* api, const Tensor& key, const Shape& shape, DType t, double lo,
                   double hi) {
   Tensor f = unit_floats(api, key, shape, t);
   Tensor lo_t = scalar_like(f, lo);
+  // [0, 1): f * 1 + 0 is f (+0 for f = +0) whatever the rounding.
+  if (lo == 0 && hi == 1) return f;
   Tensor span = sub(scalar_like(f, hi), lo_t);
   Tensor v;
   if (t == DType::Float64) {
-    v = add(mul(f, span), lo_t);
-  } else {
+    // fma64 is exact while its partial products neither overflow nor underflow: spans between
+    // 2^-900 and 2^990 and |lo| below 2^1000 (a wider span differs from XLA's fused result by
+    // at most one rounding: docs/random.md).
+    const double span_h = hi - lo;
+    const bool exact = std::isfinite(span_h) && std::abs(span_h) > 0x1p-900 &&
+                       std::abs(span_h) < 0x1p990 && std::abs(lo) < 0x1p1000;
+    v = exact ? fma64(f, span, lo_t) : add(mul(f, span), lo_t);
+  } else if (t == DType::Float32) {
     auto wide = [](const Tensor& x) { return cast(x, DType::Float64); };
-    v = cast(add(mul(wide(f), wide(span)), wide(lo_t)), t);
+    v = cast(add_odd(mul(wide(f), wide(span)), wide(lo_t)), t);
+  } else {
+    v = add(mul(f, span), lo_t);
   }
   return maximum(v, lo_t);
 }

@@ -67,6 +67,12 @@ class Generator {
   Program p_;
   std::vector<Type> types_;
   std::vector<bool> dead_;
+  // Whether a slot reads the result of a rune::fori_loop / scan. Under rune::jit a check after
+  // a loop may not read its results (docs/compilation.md "Control flow": a documented
+  // limitation, rune::jit raises naming it), so checks, and switch_ indices (bounds-checked
+  // under rune::jit), are drawn from other slots while no_loop_results_ is set.
+  std::vector<bool> after_loop_;
+  bool no_loop_results_ = false;
   DType main_ = nx::float32;
 
   // ---- shapes ----
@@ -100,6 +106,9 @@ class Generator {
   // ---- slots ----
   int push(Step st, Type t) {
     st.donate.resize(st.args.size(), false);
+    bool loop = st.kind == Kind::Fori || st.kind == Kind::Scan;
+    for (int a : st.args) loop |= after_loop_[a];
+    after_loop_.push_back(loop);
     p_.steps.push_back(std::move(st));
     types_.push_back(std::move(t));
     dead_.push_back(false);
@@ -129,7 +138,7 @@ class Generator {
   int live_where(const std::function<bool(const Type&)>& ok) {
     std::vector<int> l;
     for (int s = 0; s < static_cast<int>(dead_.size()); ++s)
-      if (!dead_[s] && ok(types_[s])) l.push_back(s);
+      if (!dead_[s] && ok(types_[s]) && !(no_loop_results_ && after_loop_[s])) l.push_back(s);
     if (l.empty()) return -1;
     return l[r_.below(static_cast<int>(l.size()))];
   }
@@ -309,12 +318,13 @@ class Generator {
       return true;
     }
     // a check on a bool slot (its data a slot broadcastable to it)
+    no_loop_results_ = true;
     int ok = live_where([](const Type& x) { return x.dtype == nx::bool_; });
-    if (ok < 0) return false;
-    int data = live_where([&](const Type& x) {
+    int data = ok < 0 ? -1 : live_where([&](const Type& x) {
       auto s = ir::broadcast_shapes(x.shape, types_[ok].shape);
       return s && *s == types_[ok].shape;
     });
+    no_loop_results_ = false;
     if (data < 0) return false;
     st.kind = Kind::Check;
     st.args = {ok, data};

@@ -1,7 +1,5 @@
 #include "runtime/gpu/driver.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 
 namespace runtime::gpu {
@@ -33,29 +31,6 @@ const DriverLoad& driver_for(DeviceKind kind) {
 
 void set_driver_for_testing(DeviceKind kind, const DriverTable* table) {
   slot(kind).forced = table;
-}
-
-Library Library::open_first(const std::vector<std::string>& names) {
-  Library lib;
-  for (const auto& n : names) {
-    lib.handle = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib.handle) {
-      lib.name = n;
-      return lib;
-    }
-    const char* e = dlerror();
-    lib.tried += "\n  " + n + ": " + (e ? e : "not found");
-  }
-  return lib;
-}
-
-void* Library::symbol(const char* sym, std::string* missing) const {
-  void* p = handle ? dlsym(handle, sym) : nullptr;
-  if (!p && missing) {
-    if (!missing->empty()) *missing += ", ";
-    *missing += std::string("symbol ") + sym + " not found in " + name;
-  }
-  return p;
 }
 
 std::string driver_error(const DriverTable& d, const char* what, int code) {

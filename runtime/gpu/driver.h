@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/gpu/symbols.h"  // Library: the dlopen helper the loaders share
 
 namespace runtime::gpu {
 
@@ -80,19 +81,10 @@ const DriverLoad& driver_for(DeviceKind kind);
 // Replaces the driver of `kind` before its first use (tests: a fake driver on the host).
 void set_driver_for_testing(DeviceKind kind, const DriverTable* table);
 
-// Loaders (runtime/cuda/cuda_driver.cpp, runtime/hip/hip_driver.cpp).
+// Loaders (runtime/cuda/cuda_driver.cpp, runtime/hip/hip_driver.cpp, over the shared
+// runtime/gpu/driver_loader.h).
 DriverLoad load_cuda_driver();
 DriverLoad load_hip_driver();
-
-// The dlopen logic shared by the loaders: opens the first library of `names` that loads.
-struct Library {
-  void* handle = nullptr;
-  std::string name;   // the name that loaded
-  std::string tried;  // "name: dlerror" per failed name, for messages
-  static Library open_first(const std::vector<std::string>& names);
-  // The symbol, or nullptr (appending "symbol <sym> not found in <name>" to *missing).
-  void* symbol(const char* sym, std::string* missing) const;
-};
 
 // "<api>: <what> failed: <error string> (<code>)", for exceptions.
 std::string driver_error(const DriverTable& d, const char* what, int code);

@@ -95,6 +95,29 @@ TEST(DriverLoading, ReportsEveryNameTriedAndMissingSymbols) {
   EXPECT_EQ(missing, "symbol cuInit not found in libm.so.6, symbol hipInit not found in libm.so.6");
 }
 
+// The loaders' table expansion (runtime/gpu/symbol_table.inc) over a small .def.
+struct LibmTable {
+#define RUNE_GPU_SYMBOLS "gpu_runtime/symbol_table_test.def"
+#include "runtime/gpu/symbol_table.inc"
+};
+
+TEST(DriverLoading, ATableNamesEveryMissingSymbol) {
+  auto libm = runtime::gpu::Library::open_first({"libm.so.6"});
+  ASSERT_NE(libm.handle, nullptr);
+  LibmTable t;
+  bool optional = true;
+  EXPECT_EQ(runtime::gpu::bind_table(libm, t, "CUDA driver", &optional),
+            "libm.so.6 is not a usable CUDA driver: symbol cuInit_v9 (or cuInit) not found in "
+            "libm.so.6");
+  EXPECT_FALSE(optional);  // cuGraphLaunch: the optional rows are absent together
+  ASSERT_NE(t.Cos, nullptr);
+  ASSERT_NE(t.Sqrt, nullptr);  // the alternative resolved
+  EXPECT_EQ(t.Cos(0.0), 1.0);
+  EXPECT_EQ(t.Sqrt(4.0), 2.0);
+  EXPECT_EQ(t.Init, nullptr);
+  EXPECT_EQ(t.GraphLaunch, nullptr);
+}
+
 TEST(DriverLoading, ATableOrAReasonNeverBoth) {
   for (auto k : {DeviceKind::CUDA, DeviceKind::HIP}) {
     const auto& d = runtime::gpu::driver_for(k);

@@ -1,0 +1,107 @@
+// What loading a GPU driver shares between CUDA and HIP, written once: open the vendor library,
+// resolve its table (the API's .def through runtime/gpu/symbol_table.inc), refuse it naming
+// every missing symbol, and fill a DriverTable whose entries that are the same call on both
+// APIs are defined here. Included only by the two loaders (runtime/cuda/cuda_driver.cpp,
+// runtime/hip/hip_driver.cpp), each inside its own anonymous namespace.
+//
+// An API is a struct `A : DriverEntries<A>` with
+//   kApi, kKind          "CUDA", "driver": errors say "<library> is not a usable CUDA driver: ..."
+//   libraries()          the names to dlopen, in order
+//   not_loaded()         the error when none loads
+//   fn                   its symbol table (roles named alike in both .def files: Init,
+//                        StreamCreate, EventRecord, LaunchKernel, ...)
+//   kStreamNonBlocking, kEventDefault, kHostAllocPortable, kCaptureThreadLocal: its flag values
+//   the entries whose calls differ: device_name, device_arch, multiprocessors, warp_size,
+//   set_current, mem_alloc, mem_free, memcpy_htod, memcpy_dtoh, memcpy_dtod,
+//   graph_instantiate, error_string.
+#pragma once
+#include "runtime/gpu/driver.h"
+#include "runtime/gpu/symbols.h"
+
+namespace runtime::gpu {
+
+// The entries whose CUDA and HIP calls are the same, over A's symbol table.
+template <class A>
+struct DriverEntries {
+  static int init() { return A::fn.Init(0); }
+  static int device_count(int* n) { return A::fn.DeviceGetCount(n); }
+  static int host_alloc(void** p, size_t n) { return A::fn.HostAlloc(p, n, A::kHostAllocPortable); }
+  static int host_free(void* p) { return A::fn.HostFree(p); }
+  static int stream_create(Handle* s) { return A::fn.StreamCreate(s, A::kStreamNonBlocking); }
+  static int stream_synchronize(Handle s) { return A::fn.StreamSynchronize(s); }
+  static int event_create(Handle* e) { return A::fn.EventCreate(e, A::kEventDefault); }
+  static int event_record(Handle e, Handle s) { return A::fn.EventRecord(e, s); }
+  static int event_synchronize(Handle e) { return A::fn.EventSynchronize(e); }
+  static int event_elapsed_ms(float* ms, Handle a, Handle b) {
+    return A::fn.EventElapsedTime(ms, a, b);
+  }
+  static int event_destroy(Handle e) { return A::fn.EventDestroy(e); }
+  static int module_load(Handle* m, const void* image) { return A::fn.ModuleLoadData(m, image); }
+  static int module_function(Handle* f, Handle m, const char* name) {
+    return A::fn.ModuleGetFunction(f, m, name);
+  }
+  static int launch(Handle f, unsigned grid, unsigned block, Handle s, void** params, unsigned) {
+    return A::fn.LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, params, nullptr);
+  }
+  // Thread-local capture: work other threads queue elsewhere meanwhile is unaffected.
+  static int begin_capture(Handle s) { return A::fn.StreamBeginCapture(s, A::kCaptureThreadLocal); }
+  static int end_capture(Handle s, Handle* graph) { return A::fn.StreamEndCapture(s, graph); }
+  static int graph_launch(Handle exec, Handle s) { return A::fn.GraphLaunch(exec, s); }
+  static int graph_exec_destroy(Handle exec) { return A::fn.GraphExecDestroy(exec); }
+  static int graph_destroy(Handle graph) { return A::fn.GraphDestroy(graph); }
+};
+
+// Loads A's library once per process (driver_for calls it under a once flag): a table, or the
+// reason there is none. The graph entries are set only where every optional row resolved.
+template <class A>
+DriverLoad load_driver() {
+  DriverLoad out;
+  Library lib = Library::open_first(A::libraries());
+  if (!lib.handle) {
+    out.error = A::not_loaded();
+    return out;
+  }
+  bool graphs = false;
+  out.error = bind_table(lib, A::fn, std::string(A::kApi) + " " + A::kKind, &graphs);
+  if (!out.error.empty()) return out;
+  static DriverTable t;
+  t.api = A::kApi;
+  t.library = lib.name;
+  t.init = A::init;
+  t.device_count = A::device_count;
+  t.device_name = A::device_name;
+  t.device_arch = A::device_arch;
+  t.multiprocessors = A::multiprocessors;
+  t.warp_size = A::warp_size;
+  t.set_current = A::set_current;
+  t.mem_alloc = A::mem_alloc;
+  t.mem_free = A::mem_free;
+  t.host_alloc = A::host_alloc;
+  t.host_free = A::host_free;
+  t.memcpy_htod = A::memcpy_htod;
+  t.memcpy_dtoh = A::memcpy_dtoh;
+  t.memcpy_dtod = A::memcpy_dtod;
+  t.stream_create = A::stream_create;
+  t.stream_synchronize = A::stream_synchronize;
+  t.event_create = A::event_create;
+  t.event_record = A::event_record;
+  t.event_synchronize = A::event_synchronize;
+  t.event_elapsed_ms = A::event_elapsed_ms;
+  t.event_destroy = A::event_destroy;
+  t.module_load = A::module_load;
+  t.module_function = A::module_function;
+  t.launch = A::launch;
+  t.error_string = A::error_string;
+  if (graphs) {  // else null: programs launch step by step
+    t.begin_capture = A::begin_capture;
+    t.end_capture = A::end_capture;
+    t.graph_instantiate = A::graph_instantiate;
+    t.graph_launch = A::graph_launch;
+    t.graph_exec_destroy = A::graph_exec_destroy;
+    t.graph_destroy = A::graph_destroy;
+  }
+  out.table = &t;
+  return out;
+}
+
+}  // namespace runtime::gpu

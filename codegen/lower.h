@@ -9,6 +9,11 @@
 //   - cumulative sums: acc = x[0], then acc = acc + x[i] in increasing i.
 // The plan (codegen/plan.h) only maps these onto loops, lanes and threads.
 //
+// It is one small pass per kernel kind, each in a file of codegen/lower/ over the shared
+// builder (codegen/lower/builder.h): elementwise, reduction, rows (row kernels), contraction,
+// tiled_contraction (with tiled_staging and tiled_mma) and library (the GPU's library calls);
+// lower() picks the pass (codegen/lower.cpp, kPasses). A new kernel kind is a new pass there.
+//
 // The input kernel must be decomposed (codegen/decompose.h); the result holds only core ops
 // (codegen/core_ops.h). Throws std::logic_error when validate(k, plan) fails.
 #pragma once
@@ -20,8 +25,11 @@ namespace codegen {
 
 lir::Kernel lower(const KernelSpec& k, const Plan& plan);
 
+// The name of the pass that lowers k under plan: its file is codegen/lower/<name>.cpp.
+const char* lowering_pass(const KernelSpec& k, const Plan& plan);
+
 // DEBUG >= 3: one line with the kernel's plan ("rune: plan <plan> for <kind> [shape] on <target>");
-// DEBUG >= 4: also the lowered IR (lir::to_string).
+// DEBUG >= 4: also the pass that lowered it and the lowered IR (lir::to_string).
 void debug_print_lowered(const KernelSpec& k, const Plan& plan, const lir::Kernel& lowered,
                          const std::string& target);
 

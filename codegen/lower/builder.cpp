@@ -1,0 +1,133 @@
+#include "codegen/lower/builder.h"
+
+#include "codegen/core_ops.h"
+#include "ir/rewrite.h"
+
+namespace codegen::lowering {
+
+NodeRef I(int64_t v) { return b::ci(DType::Int64, v); }
+NodeRef add(NodeRef a, NodeRef c) { return b::add(a, c); }
+NodeRef mul(NodeRef a, int64_t s) { return s == 1 ? a : b::mul(a, I(s)); }
+static NodeRef index_op(Op op, NodeRef a, int64_t d) {
+  if (a->op == Op::Const) return I(op == Op::UDiv ? arg_int(a) / d : arg_int(a) % d);
+  return make(op, DType::Int64, {}, {a, I(d)});
+}
+NodeRef udiv(NodeRef a, int64_t d) { return d == 1 ? a : index_op(Op::UDiv, a, d); }
+NodeRef urem(NodeRef a, int64_t d) { return d == 1 ? I(0) : index_op(Op::URem, a, d); }
+NodeRef min(NodeRef a, NodeRef c) { return b::where(b::lt(a, c), a, c); }
+
+std::vector<NodeRef> unflatten(NodeRef flat, const Shape& dims) {
+  std::vector<NodeRef> idx(dims.size());
+  NodeRef rest = flat;
+  for (size_t d = dims.size(); d-- > 0;) {
+    if (d == 0) {
+      idx[0] = rest;
+      break;
+    }
+    int64_t n = dims[d] == 0 ? 1 : dims[d];  // 0: the kernel never runs
+    idx[d] = urem(rest, n);
+    rest = udiv(rest, n);
+  }
+  return idx;
+}
+
+NodeRef offset_of(const View& v, const std::vector<NodeRef>& idx) {
+  NodeRef off = I(v.offset);
+  for (size_t d = 0; d < v.shape.size(); ++d)
+    if (v.strides[d] != 0) off = add(off, mul(idx.at(d), v.strides[d]));
+  return off;
+}
+NodeRef valid_of(const View& v, const std::vector<NodeRef>& idx) {
+  NodeRef ok = b::ci(DType::Bool, 1);
+  for (size_t d = 0; d < v.mask.size(); ++d) {
+    auto [lo, hi] = v.mask[d];
+    if (lo <= 0 && hi >= v.shape[d]) continue;
+    NodeRef in = b::band(b::le(I(lo), idx.at(d)), b::lt(idx.at(d), I(hi)));
+    ok = ok->op == Op::Const ? in : b::band(ok, in);
+  }
+  return ok;
+}
+NodeRef zero(DType t) { return is_float(t) ? b::cf(t, 0) : b::ci(t, 0); }
+NodeRef load_at(int param, DType t, NodeRef index) {
+  return make(Op::LoadAt, t, {}, {index}, int64_t{param});
+}
+NodeRef widen(NodeRef x, DType t) { return x->dtype == t ? x : legalize(b::cast(x, t)); }
+
+Builder::Builder(const KernelSpec& k, const Plan& p) : k_(k), p_(p) {
+  out_.vars = {{"lo", DType::Int64}, {"hi", DType::Int64}};
+  size_t n = k.slots.empty() ? 1 : k.slots.size();
+  out_.params.assign(n, {DType::Float32, false});
+  out_.params[0] = {k.out_dtype, true};
+  if (k.contract) {
+    out_.params.at(static_cast<size_t>(k.contract->a_param)).dtype = k.contract->a_dtype;
+    out_.params.at(static_cast<size_t>(k.contract->b_param)).dtype = k.contract->b_dtype;
+  }
+  if (k.library) out_.params.at(1).dtype = k.library->in_dtype;
+  for (NodeRef root : k.roots())
+    for (NodeRef x : toposort({root})) {
+      // Loads, and a Gather's reads (LoadAt, codegen/schedule.cpp), give their param's dtype.
+      if (x->op != Op::Load && x->op != Op::LoadAt) continue;
+      size_t q = static_cast<size_t>(x->op == Op::Load ? arg_load(x).param : arg_int(x));
+      if (q >= out_.params.size()) out_.params.resize(q + 1, {DType::Float32, false});
+      out_.params[q].dtype = x->dtype;
+    }
+}
+
+NodeRef Builder::let(const std::string& name, NodeRef value) {
+  VarId v = var(name, value->dtype);
+  Stmt s{Stmt::Kind::Let};
+  s.var = v, s.a = value, s.dtype = value->dtype;
+  emit(std::move(s));
+  return V(v);
+}
+VarId Builder::reg(const std::string& name, DType t, int64_t count, NodeRef init) {
+  VarId v = var(name, t);
+  Stmt s{Stmt::Kind::Reg};
+  s.var = v, s.dtype = t, s.count = count, s.a = init;
+  emit(std::move(s));
+  return v;
+}
+void Builder::set(VarId r, NodeRef slot, NodeRef value) {
+  Stmt s{Stmt::Kind::Set};
+  s.var = r, s.b = slot, s.a = value;
+  emit(std::move(s));
+}
+void Builder::store(int param, NodeRef index, NodeRef value) {
+  Stmt s{Stmt::Kind::Store};
+  s.param = param, s.b = index, s.a = value;
+  emit(std::move(s));
+}
+VarId Builder::shared(const std::string& name, DType t, int64_t count) {
+  VarId v = var(name, t);
+  Stmt s{Stmt::Kind::Shared};
+  s.var = v, s.dtype = t, s.count = count;
+  emit(std::move(s));
+  return v;
+}
+
+NodeRef Builder::at_index(NodeRef root, const std::vector<NodeRef>& idx,
+                          const std::vector<NodeRef>& accs,
+                          const std::map<NodeRef, NodeRef>& loaded) {
+  NodeRef r = rewrite(root, [&](NodeRef n, const std::vector<NodeRef>&) -> NodeRef {
+    if (auto it = loaded.find(n); it != loaded.end()) return it->second;
+    switch (n->op) {
+      case Op::Load: {
+        const auto& la = arg_load(n);
+        NodeRef ok = valid_of(la.view, idx), off = offset_of(la.view, idx);
+        if (ok->op == Op::Const) return load_at(la.param, n->dtype, off);
+        return b::where(ok, load_at(la.param, n->dtype, b::where(ok, off, I(0))), zero(n->dtype));
+      }
+      case Op::Valid:
+        return valid_of(arg_view(n), idx);
+      case Op::Index:
+        return offset_of(arg_view(n), idx);
+      case Op::Acc:
+        return accs.at(std::holds_alternative<int64_t>(n->arg) ? arg_int(n) : 0);
+      default:
+        return nullptr;
+    }
+  });
+  return legalize(r);
+}
+
+}  // namespace codegen::lowering

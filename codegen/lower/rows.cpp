@@ -1,0 +1,227 @@
+// Row kernels (codegen/kernel.h: stages over a row, then a body at the outer index or over the
+// row): the host two rows at a time, a GPU one row per thread or per 8 lane threads.
+#include <unordered_set>
+
+#include "codegen/lower/passes.h"
+#include "codegen/lower/reduction_blocks.h"
+
+namespace codegen::lowering {
+
+namespace {
+
+class Rows : public ReductionBlocks {
+ public:
+  using ReductionBlocks::ReductionBlocks;
+  void run() { rows(); }
+
+ private:
+  // A row kernel (codegen/kernel.h): work item o is outer index o. Its stages run in order,
+  // each a one-block reduction over the row in the order reduce_block gives the reduction
+  // kernel it replaces (lanes, fixed tree; R <= kReduceBlock), reading the earlier stages'
+  // results; then the body, at the outer index or over the row (the row is in L1 after the
+  // first stage on the host). The host steps two rows together (row_group). The GPU with plan
+  // rows:lanes runs a row as 8 consecutive threads (row_lanes), else one row per thread, all 8
+  // lanes in registers.
+  //
+  // A costly value that the last stage and a row-writing body both compute per element (softmax's
+  // exp(x - max)) is computed once: the last stage stores it in the output row as it reduces it,
+  // and the body reads it back from there (the same value, so the same bits). Only where the body
+  // then reads no other memory: with the output in place of an input, the stage's stores may
+  // overwrite elements of that input the body would read.
+  void rows() {
+    const int64_t outs = numel(k_.shape), R = numel(k_.rshape);
+    const NodeRef kept = k_.row_out ? kept_value() : nullptr;
+    if (p_.row_lanes) return row_lanes(kept);
+    p_.lane_threads = false;
+    if (!p_.gpu) {
+      // The host: the range's rows two at a time (then its last one alone, when odd).
+      entry("", outs, outs, [&] {
+        NodeRef lo = V(lir::kLo), n = b::sub(V(lir::kHi), V(lir::kLo));
+        VarId q = var("q");
+        loop(q, I(0), udiv(n, kRowsTogether), Loop::Serial, [&] {
+          NodeRef first = let("o", add(lo, mul(V(q), kRowsTogether)));
+          std::vector<NodeRef> os;
+          for (int g = 0; g < kRowsTogether; ++g) os.push_back(add(first, I(g)));
+          row_group(os, kept);
+        });
+        NodeRef done = mul(udiv(n, kRowsTogether), kRowsTogether);
+        VarId o = var("o");
+        loop(o, add(lo, done), V(lir::kHi), Loop::Serial, [&] { row_group({V(o)}, kept); });
+      });
+      return;
+    }
+    entry("", outs, outs, [&] {
+      items(outs, [&](NodeRef o) {
+        const std::vector<NodeRef> idx = unflatten(o, k_.shape);
+        NodeRef base = k_.row_out ? let("base", mul(o, R)) : nullptr;
+        const std::vector<NodeRef> accs =
+            row_stages(kept, base, [&] { return reduce_block(idx, I(0), I(R)); });
+        if (!k_.row_out) return store(0, o, at_index(k_.body, idx, accs));
+        VarId r = var("r");
+        loop(r, I(0), I(R), Loop::Serial, [&] { row_element(idx, accs, kept, base, V(r)); });
+      });
+    });
+  }
+
+  // A row kernel's stages in order, each reduced by `reduce` (which reads rb_, rop_ and the
+  // earlier stages' results in accs_); the last stage may keep its per-element value (kept) in
+  // the output row at `base`. Returns the stages' results.
+  template <class Reduce>
+  std::vector<NodeRef> row_stages(NodeRef kept, NodeRef base, Reduce&& reduce) {
+    std::vector<NodeRef> accs;
+    for (size_t s = 0; s < k_.stages.size(); ++s) {
+      const RowStage& st = k_.stages[s];
+      rb_ = st.rbody, rop_ = st.reduce_op, accs_ = accs;
+      if (s + 1 == k_.stages.size()) kept_ = kept, kept_base_ = base;
+      accs.push_back(reduce());
+      kept_ = nullptr;
+    }
+    return accs;
+  }
+
+  // A row-writing body's element r of the row at `base` (outer index idx), reading the kept
+  // value back from the output where the last stage stored it.
+  void row_element(const std::vector<NodeRef>& idx, const std::vector<NodeRef>& accs, NodeRef kept,
+                   NodeRef base, NodeRef r) {
+    std::vector<NodeRef> at = idx;
+    for (NodeRef d : unflatten(r, k_.rshape)) at.push_back(d);
+    std::map<NodeRef, NodeRef> reads;
+    if (kept) reads[kept] = load_at(0, k_.out_dtype, add(base, r));
+    store(0, add(base, r), at_index(k_.body, at, accs, reads));
+  }
+
+  // GPU, plan rows:lanes: work item w is lane l = w % 8 of row o = w / 8, so a row is 8
+  // consecutive threads (a warp holds 4 rows; the launch has 8 threads per row, so every group
+  // of 8 is whole and its threads run the same items). Each stage is reduce_lane: lane l's
+  // chain (elements l, l + 8, ...: reduce_block's lane l), the fixed tree as shuffles, its result
+  // broadcast to the 8 threads; then a row-writing body writes element r in lane r % 8's thread
+  // (consecutive threads, consecutive addresses), the elements that thread's chains read and,
+  // for the kept value, wrote; a body at the outer index is lane 0's. A thread reads and writes
+  // only its own lane's elements of its row, so an input written over in place
+  // (codegen/inplace.cpp: a read of the row's own index) is never read by another thread after
+  // it was written.
+  void row_lanes(NodeRef kept) {
+    const int64_t outs = numel(k_.shape), R = numel(k_.rshape);
+    const int L = kReduceLanes;
+    entry("", outs * L, outs * L, [&] {
+      items(outs * L, [&](NodeRef w) {
+        NodeRef o = let("o", udiv(w, L)), l = let("l", urem(w, L));
+        const std::vector<NodeRef> idx = unflatten(o, k_.shape);
+        NodeRef base = k_.row_out ? let("base", mul(o, R)) : nullptr;
+        const std::vector<NodeRef> accs =
+            row_stages(kept, base, [&] { return reduce_lane(idx, I(0), I(R), l, true); });
+        if (!k_.row_out)
+          return when(b::eq(l, I(0)), [&] { store(0, o, at_index(k_.body, idx, accs)); });
+        VarId r = var("r");
+        loop(
+            r, l, I(R), Loop::Serial, [&] { row_element(idx, accs, kept, base, V(r)); }, L);
+      });
+    });
+  }
+
+  // Host: rows `os` together. Each stage walks their rows in one loop: step j adds element
+  // 8 j + l of row g to lane l of row g's accumulator (the last R % 8 elements: element t to
+  // lane t), so every row's lanes see exactly the elements, in the order, of reduce_block, and
+  // each row then has its own tree. Interleaved, the rows' chains of dependent combines (a
+  // max is a few selects per step) overlap instead of each waiting on its own latency.
+  static constexpr int kRowsTogether = 2;
+  void row_group(const std::vector<NodeRef>& os, NodeRef kept) {
+    const int G = static_cast<int>(os.size()), L = kReduceLanes;
+    const int64_t R = numel(k_.rshape);
+    std::vector<std::vector<NodeRef>> idx, accs(G);
+    std::vector<NodeRef> base;
+    for (NodeRef o : os) {
+      idx.push_back(unflatten(o, k_.shape));
+      base.push_back(k_.row_out ? let("base", mul(o, R)) : nullptr);
+    }
+    auto at_row = [&](int g, NodeRef r) {
+      std::vector<NodeRef> full = idx[g];
+      for (NodeRef d : unflatten(r, k_.rshape)) full.push_back(d);
+      return full;
+    };
+    for (size_t s = 0; s < k_.stages.size(); ++s) {
+      rb_ = k_.stages[s].rbody, rop_ = k_.stages[s].reduce_op;
+      const NodeRef keep = s + 1 == k_.stages.size() ? kept : nullptr;
+      VarId acc = reg("acc", acc_type(), int64_t{L} * G, identity());
+      // Element r of row g into slot g * L + lane.
+      auto update = [&](int g, NodeRef lane, NodeRef r) {
+        NodeRef slot = add(I(int64_t{g} * L), lane);
+        std::vector<NodeRef> full = at_row(g, r);
+        std::map<NodeRef, NodeRef> reads;
+        if (keep) {
+          NodeRef v = let("kept", at_index(keep, full, accs[g]));
+          store(0, add(base[g], r), v);
+          reads[keep] = v;
+        }
+        set(acc, slot, combine(at(acc, slot), at_index(rb_, full, accs[g], reads)));
+      };
+      VarId j = var("j");
+      loop(j, I(0), I(R / L), Loop::Serial, [&] {
+        VarId l = var("l");
+        loop(l, I(0), I(L), p_.vector_lanes ? Loop::Vector : Loop::Unrolled, [&] {
+          for (int g = 0; g < G; ++g) update(g, V(l), add(mul(V(j), L), V(l)));
+        });
+      });
+      for (int64_t t = 0; t < R % L; ++t)
+        for (int g = 0; g < G; ++g) update(g, I(t), I(R / L * L + t));
+      for (int g = 0; g < G; ++g) {
+        std::vector<NodeRef> lane;
+        for (int q = 0; q < L; ++q) lane.push_back(at(acc, I(int64_t{g} * L + q)));
+        accs[g].push_back(let("red", tree(lane)));
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      if (!k_.row_out) {
+        store(0, os[g], at_index(k_.body, idx[g], accs[g]));
+        continue;
+      }
+      VarId r = var("r");
+      loop(r, I(0), I(R), Loop::Serial, [&] {
+        std::map<NodeRef, NodeRef> reads;
+        if (kept) reads[kept] = load_at(0, k_.out_dtype, add(base[g], V(r)));
+        store(0, add(base[g], V(r)), at_index(k_.body, at_row(g, V(r)), accs[g], reads));
+      });
+    }
+  }
+
+  // The value rows() keeps in the output row: the largest subexpression (at least
+  // kKeptMinNodes nodes, of the output's dtype) of both the last stage's rbody and the body,
+  // whose every load is then inside it; null when there is none.
+  static constexpr size_t kKeptMinNodes = 16;
+  NodeRef kept_value() const {
+    NodeRef last = k_.stages.back().rbody;
+    std::unordered_set<NodeRef> in_stage;
+    for (NodeRef x : toposort({last})) in_stage.insert(x);
+    NodeRef best = nullptr;
+    size_t best_size = 0;
+    for (NodeRef x : toposort({k_.body})) {
+      if (!in_stage.count(x) || x->dtype != k_.out_dtype || x->src.empty()) continue;
+      size_t size = toposort({x}).size();
+      if (size > best_size) best = x, best_size = size;
+    }
+    if (best_size < kKeptMinNodes) return nullptr;
+    // The body's loads, other than those inside the kept value.
+    std::unordered_set<NodeRef> inside;
+    for (NodeRef x : toposort({best})) inside.insert(x);
+    std::vector<NodeRef> stack{k_.body};
+    std::unordered_set<NodeRef> seen;
+    while (!stack.empty()) {
+      NodeRef x = stack.back();
+      stack.pop_back();
+      if (x == best || !seen.insert(x).second) continue;
+      if (x->op == Op::Load || x->op == Op::LoadAt) return nullptr;
+      for (NodeRef c : x->src) stack.push_back(c);
+    }
+    return best;
+  }
+};
+
+}  // namespace
+
+lir::Kernel lower_rows(const KernelSpec& k, const Plan& p) {
+  Rows pass(k, p);
+  pass.run();
+  return pass.take();
+}
+
+}  // namespace codegen::lowering

@@ -65,15 +65,15 @@ int primitive_ops(Op op, DType dtype) {
   return it->second;
 }
 
-// Where kernels are cut: lowering a kernel's graph stops at the first node (in lowering order)
-// that must get a buffer first and names it; that node is materialised (its kernel is built
-// first) and the kernel is then lowered again from scratch. Each retry follows a new
+// Where kernels are cut: fusing a kernel's graph (Scheduler::fuse) stops at the first node (in
+// fusing order) that must get a buffer first and names it; that node is materialised (its kernel
+// is built first) and the kernel is then fused again from scratch. Each retry follows a new
 // materialisation, and a node is materialised at most once, so building a kernel ends.
 struct Realize {
   NodeRef node;
 };
 
-// The outcome of one step of lowering a kernel: a value, or the node to materialise first.
+// The outcome of one step of fusing a kernel: a value, or the node to materialise first.
 template <class T>
 class OrRealize {
  public:
@@ -81,7 +81,7 @@ class OrRealize {
   OrRealize(Realize r) : need_(r.node) {}
   bool ok() const { return need_ == nullptr; }
   const T& value() const { return *value_; }
-  // The node to materialise before the kernel is lowered again (null when ok()).
+  // The node to materialise before the kernel is fused again (null when ok()).
   NodeRef need() const { return need_; }
   // The same request, as the outcome of the step that made this one.
   Realize realize_first() const { return Realize{need_}; }
@@ -221,7 +221,7 @@ class Scheduler {
       k_.slots = {slot};
       memo_.clear();
       stages_.clear();
-      lowering_stage_ = nullptr;
+      fusing_stage_ = nullptr;
       stage_of_.clear();
       row_ = rows;
       row_out_ = rows.has_value();
@@ -233,13 +233,13 @@ class Scheduler {
         reduce_perm_ = rows->perm;
       }
       NodeRef top = target->op == Op::Copy ? target->src[0] : target;
-      OrRealize<NodeRef> body = lower(top, {}, row_out_ ? 1 : 0);
+      OrRealize<NodeRef> body = fuse(top, {}, row_out_ ? 1 : 0);
       if (!body.ok()) {
         if (row_request_) {
-          rows = row_request_;  // lower again as a row kernel
+          rows = row_request_;  // fuse again as a row kernel
           continue;
         }
-        realize(body.need());  // then lower this kernel again
+        realize(body.need());  // then fuse this kernel again
         continue;
       }
       k_.body = body.value();
@@ -622,7 +622,7 @@ class Scheduler {
   // Whether n (costly, with several readers) is computed once in this kernel anyway: every reader
   // leads to the target through values a row kernel writing the target's rows computes
   // (elementwise ops, views, reductions over those rows). Such a kernel's last stage keeps the
-  // value in the output row as it reduces it and the body reads it back (codegen/lower.cpp
+  // value in the output row as it reduces it and the body reads it back (codegen/lower/rows.cpp
   // rows(): softmax's exp(x - shift)), so it needs no buffer of its own: one kernel instead of
   // two, the same bits (every op rounds to its dtype in a kernel as in a buffer). Asked before
   // the row kernel exists (the first attempt, which may still ask for it) and inside it.
@@ -701,13 +701,13 @@ class Scheduler {
     return true;
   }
 
-  // Adds reduction n as the next stage (after the stages its body reads, found while lowering
+  // Adds reduction n as the next stage (after the stages its body reads, found while fusing
   // it); its value is the Acc leaf naming it.
   OrRealize<NodeRef> add_stage(NodeRef n) {
-    NodeRef outer_stage = lowering_stage_;
-    lowering_stage_ = n;
-    OrRealize<NodeRef> rbody = lower(n->src[0], {}, 1);
-    lowering_stage_ = outer_stage;
+    NodeRef outer_stage = fusing_stage_;
+    fusing_stage_ = n;
+    OrRealize<NodeRef> rbody = fuse(n->src[0], {}, 1);
+    fusing_stage_ = outer_stage;
     if (!rbody.ok()) return rbody;
     const int index = static_cast<int>(stages_.size());
     stages_.push_back({n->op, rbody.value()});
@@ -779,13 +779,13 @@ class Scheduler {
         // The kernel's outer shape is not the reduction's own (a reduction fused through a
         // reshape of its result, and the stages sharing its rows): a leaf whose view cannot be
         // split that way (a strided input, a permuted source) cannot be read in this space.
-        // The reduction whose body is being lowered then gets a kernel of its own (its outer
+        // The reduction whose body is being fused then gets a kernel of its own (its outer
         // shape is its own: every view splits into it) and this kernel reads its buffer.
         // With the kernel's own outer shape the split always exists, so no stage, or a stage
         // that is the target itself, is a broken invariant.
-        if (!lowering_stage_ || lowering_stage_ == target_)
+        if (!fusing_stage_ || fusing_stage_ == target_)
           throw std::logic_error("schedule: reduction view reshape failed");
-        return Realize{lowering_stage_};
+        return Realize{fusing_stage_};
       }
       v = *r;
     }
@@ -794,17 +794,17 @@ class Scheduler {
 
   // The kernel node computing n (seen through the movement ops `mops`, outermost first) in
   // iteration space `space`, or the node to materialise first. Every step that names one
-  // returns at once: the first such node in lowering order decides, and the rest of this
+  // returns at once: the first such node in fusing order decides, and the rest of this
   // attempt is discarded (build_kernel starts the kernel again).
-  OrRealize<NodeRef> lower(NodeRef n, const std::vector<NodeRef>& mops, int space) {
+  OrRealize<NodeRef> fuse(NodeRef n, const std::vector<NodeRef>& mops, int space) {
     MemoKey key{n, mops, space};
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-    OrRealize<NodeRef> r = lower_uncached(n, mops, space);
+    OrRealize<NodeRef> r = fuse_uncached(n, mops, space);
     if (r.ok()) memo_[key] = r.value();
     return r;
   }
 
-  OrRealize<NodeRef> lower_uncached(NodeRef n, const std::vector<NodeRef>& mops, int space) {
+  OrRealize<NodeRef> fuse_uncached(NodeRef n, const std::vector<NodeRef>& mops, int space) {
     if (n != target_ || n->op == Op::Param) {
       if (auto it = slot_of_.find(n); it != slot_of_.end() || n->op == Op::Param) {
         int slot = n->op == Op::Param ? static_cast<int>(arg_load(n).param) : it->second;
@@ -839,7 +839,7 @@ class Scheduler {
           return Realize{n};
         std::vector<NodeRef> src;
         for (auto s : n->src) {
-          OrRealize<NodeRef> l = lower(s, mops, space);
+          OrRealize<NodeRef> l = fuse(s, mops, space);
           if (!l.ok()) return l;
           src.push_back(l.value());
         }
@@ -853,7 +853,7 @@ class Scheduler {
         if (n->op == Op::Reshape) {
           auto it = reshape_source_.find(n);
           NodeRef src = it == reshape_source_.end() ? n->src[0] : it->second;
-          return lower(src, with(n), space);
+          return fuse(src, with(n), space);
         }
         if (n->op == Op::Pad) {
           // Padding reads zero outside the source: the mask guards the loads below it, and a
@@ -862,13 +862,13 @@ class Scheduler {
           OrRealize<View> valid_view = leaf_view(region, mops, space);
           if (!valid_view.ok()) return valid_view.realize_first();
           NodeRef valid = make(Op::Valid, DType::Bool, {}, {}, valid_view.value());
-          OrRealize<NodeRef> inner = lower(n->src[0], with(n), space);
+          OrRealize<NodeRef> inner = fuse(n->src[0], with(n), space);
           if (!inner.ok()) return inner;
           NodeRef zero = is_float(n->dtype) ? make(Op::Const, n->dtype, {}, {}, 0.0)
                                             : make(Op::Const, n->dtype, {}, {}, int64_t{0});
           return make(Op::Where, n->dtype, {}, {valid, inner.value(), zero});
         }
-        return lower(n->src[0], with(n), space);
+        return fuse(n->src[0], with(n), space);
       case OpCategory::Reduce: {
         if (auto it = stage_of_.find(n); it != stage_of_.end()) {
           if (!reads_per_row(n, mops, space)) return Realize{n};
@@ -906,64 +906,72 @@ class Scheduler {
         }
         return Realize{n};
       }
-      case OpCategory::Contract: {
-        // A kernel of its own, whose elementwise consumers at its shape and dtype may fuse as
-        // an epilogue on the host (the product is then computed in the output buffer first).
-        // A GPU schedule also fuses the rounding of a float32 product to float16 / bfloat16 (the
-        // kernel then stores each output rounded once, as nx::matmul defines it).
-        const bool rounded = half_operands_ && n->dtype == DType::Float32 && is_half(k_.out_dtype);
-        bool fusable = space == 0 && mops.empty() && stages_.empty() && !row_out_ && !k_.contract &&
-                       n->shape == k_.shape && (n->dtype == k_.out_dtype || rounded) &&
-                       (n == target_ || (fuse_epilogues_ && direct_users(n) <= 1 &&
-                                         !(row_kernels_ && reduced_before_target(n))));
-        if (!fusable) return Realize{n};
-        DType da = n->dtype, db = n->dtype;
-        OrRealize<std::pair<int, View>> a = operand_view(n->src[0], &da);
-        if (!a.ok()) return a.realize_first();
-        OrRealize<std::pair<int, View>> b = operand_view(n->src[1], &db);
-        if (!b.ok()) return b.realize_first();
-        auto [sa, va] = a.value();
-        auto [sb, vb] = b.value();
-        k_.contract = Contraction{va, vb, param_for_slot(sa), param_for_slot(sb), n->dtype, da, db};
-        return make(Op::Acc, n->dtype, {}, {});
-      }
+      case OpCategory::Contract:
+        return fuse_contraction(n, mops, space);
       case OpCategory::Library:
         return Realize{n};  // a sort or a scan is a kernel of its own
-      case OpCategory::Gather: {
-        // out[i] = x[i with i[axis] := clamp(idx[i], 0, extent - 1)] (issue 18 "Indexing"). x
-        // is read from a buffer (an input or a materialised node; its movement ops fold into a
-        // strided view, anything else is materialised first) at an element index the kernel
-        // computes from idx, which fuses like any operand. The index is in range for every idx
-        // value, so no load leaves x's storage.
-        OrRealize<std::pair<int, View>> xv = operand_view(n->src[0]);
-        if (!xv.ok()) return xv.realize_first();
-        OrRealize<NodeRef> idx = lower(n->src[1], mops, space);
-        if (!idx.ok()) return idx;
-        auto [sx, vx] = xv.value();
-        const auto axis = static_cast<size_t>(arg_int(n));
-        // The offset of every other axis: x's view over the result's shape, axis stride 0.
-        View rest{n->shape, vx.strides, vx.offset, {}};
-        rest.strides[axis] = 0;
-        OrRealize<View> at = leaf_view(rest, mops, space);
-        if (!at.ok()) return at.realize_first();
-        auto i64 = [](int64_t v) { return make(Op::Const, DType::Int64, {}, {}, v); };
-        NodeRef base = make(Op::Index, DType::Int64, {}, {}, at.value());
-        NodeRef i =
-            make(Op::Min, DType::Int64, {},
-                 {make(Op::Max, DType::Int64, {}, {idx.value(), i64(0)}), i64(vx.shape[axis] - 1)});
-        NodeRef off = make(Op::Add, DType::Int64, {},
-                           {base, make(Op::Mul, DType::Int64, {}, {i, i64(vx.strides[axis])})});
-        // Under a pad of the result, masked-off positions read element 0 (the pad's where()
-        // gives 0 there), as masked loads do.
-        if (!at.value().mask.empty())
-          off = make(Op::Where, DType::Int64, {},
-                     {make(Op::Valid, DType::Bool, {}, {}, at.value()), off, i64(0)});
-        return make(Op::LoadAt, n->dtype, {}, {off}, int64_t{param_for_slot(sx)});
-      }
+      case OpCategory::Gather:
+        return fuse_gather(n, mops, space);
       case OpCategory::Kernel:
         break;
     }
-    throw std::logic_error("schedule: cannot lower " + std::string(op_name(n->op)));
+    throw std::logic_error("schedule: cannot fuse " + std::string(op_name(n->op)));
+  }
+
+  // A contraction (fuse_uncached): the kernel's product, or the node to materialise.
+  OrRealize<NodeRef> fuse_contraction(NodeRef n, const std::vector<NodeRef>& mops, int space) {
+    // A kernel of its own, whose elementwise consumers at its shape and dtype may fuse as
+    // an epilogue on the host (the product is then computed in the output buffer first).
+    // A GPU schedule also fuses the rounding of a float32 product to float16 / bfloat16 (the
+    // kernel then stores each output rounded once, as nx::matmul defines it).
+    const bool rounded = half_operands_ && n->dtype == DType::Float32 && is_half(k_.out_dtype);
+    bool fusable = space == 0 && mops.empty() && stages_.empty() && !row_out_ && !k_.contract &&
+                   n->shape == k_.shape && (n->dtype == k_.out_dtype || rounded) &&
+                   (n == target_ || (fuse_epilogues_ && direct_users(n) <= 1 &&
+                                     !(row_kernels_ && reduced_before_target(n))));
+    if (!fusable) return Realize{n};
+    DType da = n->dtype, db = n->dtype;
+    OrRealize<std::pair<int, View>> a = operand_view(n->src[0], &da);
+    if (!a.ok()) return a.realize_first();
+    OrRealize<std::pair<int, View>> b = operand_view(n->src[1], &db);
+    if (!b.ok()) return b.realize_first();
+    auto [sa, va] = a.value();
+    auto [sb, vb] = b.value();
+    k_.contract = Contraction{va, vb, param_for_slot(sa), param_for_slot(sb), n->dtype, da, db};
+    return make(Op::Acc, n->dtype, {}, {});
+  }
+
+  // A gather (fuse_uncached): a LoadAt of its buffer at the index the kernel computes.
+  OrRealize<NodeRef> fuse_gather(NodeRef n, const std::vector<NodeRef>& mops, int space) {
+    // out[i] = x[i with i[axis] := clamp(idx[i], 0, extent - 1)] (issue 18 "Indexing"). x
+    // is read from a buffer (an input or a materialised node; its movement ops fold into a
+    // strided view, anything else is materialised first) at an element index the kernel
+    // computes from idx, which fuses like any operand. The index is in range for every idx
+    // value, so no load leaves x's storage.
+    OrRealize<std::pair<int, View>> xv = operand_view(n->src[0]);
+    if (!xv.ok()) return xv.realize_first();
+    OrRealize<NodeRef> idx = fuse(n->src[1], mops, space);
+    if (!idx.ok()) return idx;
+    auto [sx, vx] = xv.value();
+    const auto axis = static_cast<size_t>(arg_int(n));
+    // The offset of every other axis: x's view over the result's shape, axis stride 0.
+    View rest{n->shape, vx.strides, vx.offset, {}};
+    rest.strides[axis] = 0;
+    OrRealize<View> at = leaf_view(rest, mops, space);
+    if (!at.ok()) return at.realize_first();
+    auto i64 = [](int64_t v) { return make(Op::Const, DType::Int64, {}, {}, v); };
+    NodeRef base = make(Op::Index, DType::Int64, {}, {}, at.value());
+    NodeRef i =
+        make(Op::Min, DType::Int64, {},
+             {make(Op::Max, DType::Int64, {}, {idx.value(), i64(0)}), i64(vx.shape[axis] - 1)});
+    NodeRef off = make(Op::Add, DType::Int64, {},
+                       {base, make(Op::Mul, DType::Int64, {}, {i, i64(vx.strides[axis])})});
+    // Under a pad of the result, masked-off positions read element 0 (the pad's where()
+    // gives 0 there), as masked loads do.
+    if (!at.value().mask.empty())
+      off = make(Op::Where, DType::Int64, {},
+                 {make(Op::Valid, DType::Bool, {}, {}, at.value()), off, i64(0)});
+    return make(Op::LoadAt, n->dtype, {}, {off}, int64_t{param_for_slot(sx)});
   }
 
   std::vector<NodeRef> roots_;
@@ -988,7 +996,7 @@ class Scheduler {
   std::optional<RowContext> row_request_;
   std::vector<RowStage> stages_;
   std::unordered_map<NodeRef, int> stage_of_;
-  NodeRef lowering_stage_ = nullptr;  // the reduction whose body add_stage is lowering
+  NodeRef fusing_stage_ = nullptr;  // the reduction whose body add_stage is fusing
   // RUNE_ROW_KERNELS=0: no row kernels (each reduction a kernel of its own, as before them).
   const bool row_kernels_ = ir::env::integer(ir::env::Var::RowKernels) != 0;
 };

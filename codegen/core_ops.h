@@ -21,7 +21,7 @@
 // Every other elementwise op is written here once in terms of these: numpy's floor division and
 // remainder, NaN-propagating min and max with -0 < +0, saturating float -> int casts, shifts by
 // any amount, bool arithmetic, abs, not, isnan. ir::apply gives each op's meaning, and the
-// legalised form must agree with it on every input (tests/codegen/test_core_ops.cpp).
+// legalised form must agree with it on every input (tests/lower/test_core_ops.cpp).
 #pragma once
 #include "ir/node.h"
 

@@ -5,7 +5,7 @@
 // The reduction blocks, the lanes' elements and the tree that combines them, the left-to-right
 // combine of block partials and the k chain of a matrix product are not in the plan: `lower`
 // writes them from the kernel's shape alone (docs/numerics.md), so every plan gives the same
-// bits (tests/codegen/test_plans.cpp runs kernels under several plans and compares).
+// bits (tests/lower/test_plans.cpp runs kernels under several plans and compares).
 //
 // A plan is data: printable (`str`), parsed back (`parse`), part of the rendered source and so
 // of every cache key, and forcible with RUNE_PLAN for tests and experiments.

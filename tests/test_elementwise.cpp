@@ -618,7 +618,7 @@ TEST(Large, ThreadedNonContiguous) {
   }
 }
 
-// Trailing axes of length 1 are dropped from the host's loops (codegen/lower.cpp loop_shape):
+// Trailing axes of length 1 are dropped from the host's loops (codegen/lower/elementwise.cpp loop_shape):
 // an op over [n, 1] (a value per row, as keepdims gives) must give the bits of the same op over
 // [n], with a broadcast operand, on ranges the pool splits (301,001 tanh) and on partial rows.
 TEST(TrailingUnitAxes, GiveTheBitsOfTheFlatShape) {

@@ -358,7 +358,7 @@ TEST(ScheduleFusion, ASharedSumOfThreeComputedBuffersIsStored) {
 // decomposed (a transcendental of at least kRecomputeLimit = 48 operations: float64 exp, 59) is
 // stored once, unless one row kernel reads it in its last stage and its body: softmax's
 // exp(x - max), read by the row sum and by the division, is then computed once by the row kernel
-// (the sum's stage keeps it in the output row, the division reads it back: codegen/lower.cpp
+// (the sum's stage keeps it in the output row, the division reads it back: codegen/lower/rows.cpp
 // rows()), so a float64 softmax is one row kernel too (it was two, e stored between them, until
 // the scheduler knew the row kernel computes it once). float32 exp (34 operations with fused
 // multiply-adds, docs/numerics.md) is below the limit: the same one row kernel.

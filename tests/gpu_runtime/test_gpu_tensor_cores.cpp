@@ -1,5 +1,5 @@
 // The opt-in matmul precision (nx::set_matmul_precision) and the tensor-core plan (plan part
-// mma:tf32 / mma:bf16, codegen/lower.cpp tiled_contraction) on the fake CUDA driver, whose
+// mma:tf32 / mma:bf16, codegen/lower/tiled_mma.cpp) on the fake CUDA driver, whose
 // prelude emulates mma.sync with the PTX ISA's fragment layout (fake_driver.h): the rendered
 // kernel's fragment reads, warp layout and stores all run here. Each case checks the result
 // against a float64 product within the documented bound (docs/numerics.md "Matrix products"),

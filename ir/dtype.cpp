@@ -27,11 +27,6 @@ static DType int_of(Kind k, int bits) {
   }
 }
 
-DType flip_sign(DType t) {
-  if (!is_int(t)) return t;
-  return int_of(is_signed_int(t) ? Kind::Unsigned : Kind::Signed, int_bits(t));
-}
-
 // Floats order by range then precision as rune always has: bfloat16 < float16 < float32 <
 // float64 (float16 with bfloat16 is special-cased to float32 below).
 static int float_rank(DType t) {

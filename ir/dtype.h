@@ -63,8 +63,6 @@ constexpr int64_t int_max(DType t) {
   if (int_bits(t) == 64) return is_signed_int(t) ? INT64_MAX : -1;
   return is_signed_int(t) ? (int64_t{1} << (int_bits(t) - 1)) - 1 : (int64_t{1} << int_bits(t)) - 1;
 }
-// The integer dtype of the same width and opposite signedness (int8 <-> uint8, ...).
-DType flip_sign(DType t);
 
 std::string_view name(DType t);
 // The dtype numpy's promotion gives arrays of a and b (docs/dtypes.md has the table): float

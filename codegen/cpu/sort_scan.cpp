@@ -268,12 +268,4 @@ void run_sort_scan(const void* plan, char** bufs, int64_t lo, int64_t hi) {
   }
 }
 
-const char* sort_backend_name() {
-#if RUNE_HAVE_THRUST_OMP
-  return "thrust-omp";
-#else
-  return "std";
-#endif
-}
-
 }  // namespace codegen::cpu

@@ -34,7 +34,4 @@ SortScanPlan plan_sort_scan(const KernelSpec& k);
 // Runs rows [lo, hi) of the plan (a `const SortScanPlan*`); a runtime::HostLibraryFn.
 void run_sort_scan(const void* plan, char** bufs, int64_t lo, int64_t hi);
 
-// How a single long row is sorted in this build: "thrust-omp" or "std".
-const char* sort_backend_name();
-
 }  // namespace codegen::cpu

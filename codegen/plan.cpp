@@ -340,11 +340,21 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
     if (p.tiles && device.async_copy && p.mma == MatmulPrecision::Highest) p.async_copy = true;
   }
   // RUNE_PLAN, read once: where valid for this kernel on this kind of device, it replaces the
-  // default (the bits cannot change; tests/lower/test_plans.cpp checks that they do not).
+  // default (the bits cannot change; tests/lower/test_plans.cpp checks that they do not). A
+  // value that does not parse raises at every kernel's plan (the static is never initialised).
   static const std::optional<Plan> forced = []() -> std::optional<Plan> {
     const auto& text = ir::env::value(ir::env::Var::Plan);
     if (!text || text->empty()) return std::nullopt;
-    return parse_plan(*text);
+    std::string error;
+    std::optional<Plan> plan = parse_plan(*text, &error);
+    // parse_plan's error names the plan; the message names it once, as RUNE_PLAN's value.
+    const std::string named = "plan \"" + *text + "\": ";
+    if (error.rfind(named, 0) == 0) error.erase(0, named.size());
+    if (!plan)
+      throw std::invalid_argument(
+          ir::env::bad_value(ir::env::Var::Plan, *text, "is not a plan: " + error,
+                             "the syntax DEBUG=3 prints, e.g. \"host lanes:unrolled group:16\""));
+    return plan;
   }();
   if (forced && forced->gpu == device.gpu && validate(k, *forced).empty() &&
       (forced->mma == MatmulPrecision::Highest || device.mma) &&

@@ -115,7 +115,7 @@ void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape,
 // programs' kernels and nodes go with their last owner, codegen/compile.cpp).
 size_t eager_cache_size() {
   static const size_t n =
-      static_cast<size_t>(std::max(1, ir::env::integer(ir::env::Var::EagerCacheSize)));
+      static_cast<size_t>(ir::env::integer(ir::env::Var::EagerCacheSize));  // >= 1
   return n;
 }
 template <class Program>

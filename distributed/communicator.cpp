@@ -6,41 +6,63 @@
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "distributed/progress_queue.h"
 #include "distributed/transport.h"
+#include "ir/env.h"
 
 namespace rune::distributed {
 
 namespace {
-constexpr double kDefaultTimeout = 300;
+using ir::env::Var;
 
-// The largest world RUNE_WORLD_SIZE may name: far beyond any TCP world (each rank holds a
-// connection to every other) and any MPI job, small enough that the per-rank tables (a socket
-// and an address per rank) stay a few MB and every rank fits an int.
-constexpr long kMaxWorldSize = 1L << 20;
-
-// An environment variable as an integer in [lo, hi], or -1 where unset; raises naming the
-// variable, its value and the range when it is not (strtol's overflow included: a huge value is
-// never clamped or wrapped into a small one).
-long env_int(const char* api, const char* name, long lo, long hi, const char* range_note) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return -1;
+// A launch variable (RUNE_WORLD_SIZE, RUNE_RANK) as set now, as an integer in its ir/env.def
+// row's range, or -1 where unset or empty; raises naming the variable, its value and the range
+// when it is not (strtol's overflow included: a huge value is never clamped or wrapped into a
+// small one). The range is the row's: the largest world, 2^20, is far beyond any TCP world (each
+// rank holds a connection to every other) and any MPI job, small enough that the per-rank tables
+// (a socket and an address per rank) stay a few MB and every rank fits an int.
+long env_int(const char* api, Var var, const char* range_note) {
+  const ir::env::VarInfo& row = ir::env::info(var);
+  const std::optional<std::string> v = ir::env::value_now(var);
+  if (!v || v->empty()) return -1;
   char* end = nullptr;
   errno = 0;
-  long n = std::strtol(v, &end, 10);
-  const bool number = end != v && !*end;
-  if (!number || errno == ERANGE || n < lo || n > hi)
-    throw distributed_error(std::string(api) + ": " + name + "='" + v + "' is " +
+  long n = std::strtol(v->c_str(), &end, 10);
+  const bool number = end != v->c_str() && !*end;
+  if (!number || errno == ERANGE || n < row.int_min || n > row.int_max)
+    throw distributed_error(std::string(api) + ": " + row.name + "='" + *v + "' is " +
                             (number ? "out of range" : "not an integer") +
-                            ": it must be an integer in [" + std::to_string(lo) + ", " +
-                            std::to_string(hi) + "]" + range_note);
+                            ": it must be an integer in [" + std::to_string(row.int_min) + ", " +
+                            std::to_string(row.int_max) + "]" + range_note);
   return n;
 }
 }  // namespace
 
 namespace detail {
+double timeout_from_env(const char* api) {
+  const std::optional<std::string> t = ir::env::value_now(Var::DistributedTimeout);
+  // The default is written once, as the row's (ir/env.def: "300").
+  const char* text =
+      t && !t->empty() ? t->c_str() : ir::env::info(Var::DistributedTimeout).default_text;
+  char* end = nullptr;
+  const double s = std::strtod(text, &end);
+  if (end == text || *end || !(s > 0))
+    throw distributed_error(std::string(api) + ": RUNE_DISTRIBUTED_TIMEOUT='" + text +
+                            "' is not a positive number of seconds");
+  return s;
+}
+
+bool under_mpi_launcher() {
+  // Open MPI, MPICH / Hydra and PMIx launchers each set one of these in every rank (read at each
+  // call: init may be retried).
+  for (Var v : {Var::OmpiCommWorldSize, Var::PmiSize, Var::PmixRank})
+    if (auto s = ir::env::value_now(v); s && !s->empty()) return true;
+  return false;
+}
+
 std::string format_seconds(double s) {
   std::string t = std::to_string(s);
   t.erase(t.find_last_not_of('0') + 1);
@@ -51,7 +73,7 @@ std::string format_seconds(double s) {
 
 struct Communicator::Impl {
   int rank = 0, size = 1;
-  std::atomic<double> timeout{kDefaultTimeout};  // read by the progress thread too
+  std::atomic<double> timeout{0};  // set by init(); read by the progress thread too
   std::mutex broken_mu;  // the progress thread may break it while the caller's thread reads
   std::string broken;    // the failure that broke it ("" while healthy)
   std::unique_ptr<detail::Transport> transport;
@@ -124,22 +146,15 @@ Communicator init() {
   std::lock_guard lock(g_mu);
   if (g_finalized) throw distributed_error(std::string(api) + ": already finalized");
   if (g_world) return Communicator(g_world);
-  double timeout = kDefaultTimeout;
-  if (const char* t = std::getenv("RUNE_DISTRIBUTED_TIMEOUT"); t && *t) {
-    char* end = nullptr;
-    timeout = std::strtod(t, &end);
-    if (*end || !(timeout > 0))
-      throw distributed_error(std::string(api) + ": RUNE_DISTRIBUTED_TIMEOUT='" + t +
-                              "' is not a positive number of seconds");
-  }
-  const long want_size =
-      env_int(api, "RUNE_WORLD_SIZE", 1, kMaxWorldSize, " (the number of ranks of the world)");
-  const long want_rank = env_int(api, "RUNE_RANK", 0, kMaxWorldSize - 1,
-                                 " (this process's rank, below RUNE_WORLD_SIZE)");
+  // The launch variables are read at each call (ir::env::value_now), so an init refused for a
+  // bad value can be retried once the environment is fixed.
+  const double timeout = detail::timeout_from_env(api);
+  const long want_size = env_int(api, Var::WorldSize, " (the number of ranks of the world)");
+  const long want_rank = env_int(api, Var::Rank, " (this process's rank, below RUNE_WORLD_SIZE)");
   auto w = std::make_shared<Communicator::Impl>();
   w->timeout = timeout;
-  const char* master = std::getenv("RUNE_MASTER_ADDR");
-  if (master && *master && !detail::under_mpi_launcher()) {
+  const std::optional<std::string> master = ir::env::value_now(Var::MasterAddr);
+  if (master && !master->empty() && !detail::under_mpi_launcher()) {
     // No launcher: the ranks meet over TCP at RUNE_MASTER_ADDR, as torch.distributed does.
     if (want_size < 0 || want_rank < 0)
       throw distributed_error(std::string(api) + ": RUNE_MASTER_ADDR is set but " +
@@ -153,7 +168,7 @@ Communicator init() {
           " (ranks are 0 to " + std::to_string(want_size - 1) + ")");
     w->rank = static_cast<int>(want_rank);
     w->size = static_cast<int>(want_size);
-    w->transport = detail::tcp_world(api, w->rank, w->size, master, timeout);
+    w->transport = detail::tcp_world(api, w->rank, w->size, *master, timeout);
   } else {
     w->transport = detail::mpi_world(api, w->rank, w->size);
     // A launch that disagrees with RUNE_WORLD_SIZE / RUNE_RANK: MPI is finalized before

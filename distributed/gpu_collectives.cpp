@@ -8,6 +8,7 @@
 #include "core/nx.h"
 #include "distributed/collectives.h"
 #include "distributed/communicator.h"
+#include "ir/env.h"
 #include "runtime/gpu/driver.h"
 
 namespace rune::distributed {
@@ -16,9 +17,10 @@ namespace {
 const char* label(GpuCollectives which) { return which == GpuCollectives::Nccl ? "NCCL" : "RCCL"; }
 
 std::vector<std::string> candidates(GpuCollectives which) {
-  const char* env =
-      std::getenv(which == GpuCollectives::Nccl ? "RUNE_NCCL_LIBRARY" : "RUNE_RCCL_LIBRARY");
-  if (env && *env) return {env};
+  // Read once, at the library's first load (gpu_collective_library loads it once).
+  const std::optional<std::string>& env = ir::env::value(
+      which == GpuCollectives::Nccl ? ir::env::Var::NcclLibrary : ir::env::Var::RcclLibrary);
+  if (env && !env->empty()) return {*env};
   if (which == GpuCollectives::Nccl)
     return {"libnccl.so.2", "libnccl.so", "/usr/local/cuda/lib64/libnccl.so.2"};
   return {"librccl.so.1", "librccl.so", "/opt/rocm/lib/librccl.so.1"};

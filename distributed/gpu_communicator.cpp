@@ -5,6 +5,8 @@
 #include <string>
 
 #include "distributed/gpu_communicator_impl.h"
+#include "distributed/transport.h"
+#include "ir/env.h"
 #include "runtime/gpu/context.h"
 
 namespace rune::distributed {
@@ -30,26 +32,13 @@ const GpuCollectiveLibrary& loaded(const char* api, GpuCollectives which, const 
   return lib;
 }
 
-// RUNE_DISTRIBUTED_TIMEOUT (seconds, default 300), as init() reads it for a host communicator.
-double timeout_from_env(const char* api) {
-  const char* t = std::getenv("RUNE_DISTRIBUTED_TIMEOUT");
-  if (!t || !*t) return 300.0;
-  char* end = nullptr;
-  const double s = std::strtod(t, &end);
-  if (*end || !(s > 0))
-    throw distributed_error(std::string(api) + ": RUNE_DISTRIBUTED_TIMEOUT='" + t +
-                            "' is not a positive number of seconds");
-  return s;
-}
+using detail::timeout_from_env;  // RUNE_DISTRIBUTED_TIMEOUT, as init() reads it
 
 }  // namespace
 
 bool native_gpu_reductions() {
-  static const bool on = [] {
-    const char* v = std::getenv("RUNE_NCCL_NATIVE");
-    return v && std::string(v) == "1";
-  }();
-  return on;
+  // Read once (ir::env caches it); a value other than 0, 1 or empty raises at every call.
+  return ir::env::integer(ir::env::Var::NcclNative) == 1;
 }
 
 namespace detail {

@@ -18,13 +18,6 @@
 
 namespace rune::distributed::detail {
 
-bool under_mpi_launcher() {
-  // Open MPI, MPICH / Hydra and PMIx launchers each set one of these in every rank.
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
-    if (const char* s = std::getenv(v); s && *s) return true;
-  return false;
-}
-
 #ifdef RUNE_HAVE_MPI
 
 namespace {

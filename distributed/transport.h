@@ -31,6 +31,9 @@ class Transport {
 
 // "1.5" for 1.5 seconds, "1" for 1 (messages).
 std::string format_seconds(double s);
+// RUNE_DISTRIBUTED_TIMEOUT as set now, in seconds (ir/env.def's default, 300, when unset or
+// empty); raises distributed_error naming api and the value when it is not a positive number.
+double timeout_from_env(const char* api);
 
 // The world of an MPI launcher: sets rank and size. Raises where rune was built without MPI.
 std::unique_ptr<Transport> mpi_world(const char* api, int& rank, int& size);

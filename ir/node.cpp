@@ -134,7 +134,7 @@ RootSets& root_sets() {
   return *r;
 }
 size_t table_min() {
-  static const size_t v = static_cast<size_t>(std::max(1, env::integer(env::Var::NodeTableMin)));
+  static const size_t v = static_cast<size_t>(env::integer(env::Var::NodeTableMin));  // >= 1
   return v;
 }
 }  // namespace

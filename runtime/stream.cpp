@@ -25,8 +25,7 @@ Stream::~Stream() {
 
 size_t Stream::queue_depth() {
   static const size_t depth = [] {
-    int v = ir::env::integer(ir::env::Var::StreamQueueDepth);
-    return static_cast<size_t>(v < 1 ? 1 : v);
+    return static_cast<size_t>(ir::env::integer(ir::env::Var::StreamQueueDepth));  // >= 1
   }();
   return depth;
 }

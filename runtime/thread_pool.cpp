@@ -144,11 +144,9 @@ class Pool {
 };
 
 int configured_threads() {
-  // Its leading integer, as atoi reads it (so "4 threads" is 4); anything else: every core.
-  if (const auto& e = ir::env::value(ir::env::Var::NumThreads)) {
-    int v = std::atoi(e->c_str());
-    if (v > 0) return v;
-  }
+  // RUNE_NUM_THREADS in [1, 4096], or 0 when unset or empty: every core. Another value raises
+  // here, at the pool's first use.
+  if (int v = ir::env::integer(ir::env::Var::NumThreads); v > 0) return v;
   return std::max(1u, std::thread::hardware_concurrency());
 }
 

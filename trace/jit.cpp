@@ -581,7 +581,7 @@ struct JitCore::Impl {
 
 size_t default_jit_cache_size() {
   static const size_t n =
-      static_cast<size_t>(std::max(1, ir::env::integer(ir::env::Var::JitCacheSize)));
+      static_cast<size_t>(ir::env::integer(ir::env::Var::JitCacheSize));  // >= 1
   return n;
 }
 

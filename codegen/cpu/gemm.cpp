@@ -201,10 +201,14 @@ Isa host_isa() {
     Isa best = __builtin_cpu_supports("avx512f")                                 ? Isa::Avx512
                : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Isa::Avx2
                                                                                  : Isa::Portable;
+    // Read at the first matrix product's plan (plan_gemm), on the compiling thread: a bad value
+    // raises there, before any kernel runs on the pool.
     const std::optional<std::string>& cap = ir::env::value(ir::env::Var::GemmIsa);
-    if (cap == "portable") return Isa::Portable;
-    if (cap == "avx2" && best == Isa::Avx512) return Isa::Avx2;
-    return best;
+    if (!cap || cap->empty()) return best;
+    if (*cap == "portable") return Isa::Portable;
+    if (*cap == "avx2") return best == Isa::Avx512 ? Isa::Avx2 : best;
+    throw std::invalid_argument(ir::env::bad_value(
+        ir::env::Var::GemmIsa, *cap, "is not a micro-kernel cap", "portable or avx2"));
   }();
   return isa;
 }

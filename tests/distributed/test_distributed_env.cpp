@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "distributed/communicator.h"
+#include "distributed/gpu_communicator.h"
 
 namespace {
 
@@ -47,6 +49,34 @@ TEST(DistributedEnv, WorldSizeAndRankOutOfRangeAreNamed) {
             api + "RUNE_RANK='4294967296' is out of range: " + rank_range);
   EXPECT_EQ(init_error("2", "2"),
             api + "RUNE_RANK=2 is not a rank of a world of RUNE_WORLD_SIZE=2 (ranks are 0 to 1)");
+}
+
+// The timeout is read at each init too (ir::env::value_now), its default written once (ir/env.def).
+TEST(DistributedEnv, ATimeoutThatIsNotAPositiveNumberIsNamed) {
+  for (const char* bad : {"soon", "0", "-1", "5s"}) {
+    ::setenv("RUNE_DISTRIBUTED_TIMEOUT", bad, 1);
+    try {
+      dist::init();
+      ADD_FAILURE() << "init returned with RUNE_DISTRIBUTED_TIMEOUT=" << bad;
+    } catch (const dist::distributed_error& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("rune::distributed::init: "
+                                                   "RUNE_DISTRIBUTED_TIMEOUT='") +
+                                           bad + "' is not a positive number of seconds");
+    }
+  }
+  ::unsetenv("RUNE_DISTRIBUTED_TIMEOUT");
+}
+
+// RUNE_NCCL_NATIVE is 0 or 1 (docs/env.md); any other value raised nothing and meant 0.
+TEST(DistributedEnv, NcclNativeIsZeroOrOne) {
+  ::setenv("RUNE_NCCL_NATIVE", "yes", 1);
+  try {
+    dist::native_gpu_reductions();
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "RUNE_NCCL_NATIVE=\"yes\" is not a whole number (expected 0 or 1; unset means 0)");
+  }
 }
 
 }  // namespace

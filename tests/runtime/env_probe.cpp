@@ -3,10 +3,14 @@
 //   env_probe ops      a few eager ops and a compiled call (results, then "compiled=N disk=M")
 //   env_probe threads  "threads=N used=U sum=<hex bits>": the host pool's size, the distinct
 //                      threads a large parallel_for ran on, and a large sum's bits
+//   env_probe matmul   a matrix product (the host's micro-kernels, RUNE_GEMM_ISA)
+// An exception ends the probe with status 3 and "env_probe: <type>: <message>" on stderr, the
+// type being invalid_argument or exception (a bad variable's value raises where it is read).
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "codegen/compile.h"
@@ -46,11 +50,30 @@ int threads() {
   return 0;
 }
 
+int matmul() {
+  nx::Tensor a = nx::create(nx::float32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  nx::print(nx::matmul(a, nx::transpose(a)));
+  return 0;
+}
+
+int run(const char* mode) {
+  if (std::strcmp(mode, "ops") == 0) return ops();
+  if (std::strcmp(mode, "threads") == 0) return threads();
+  if (std::strcmp(mode, "matmul") == 0) return matmul();
+  std::fprintf(stderr, "usage: env_probe ops|threads|matmul\n");
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && std::strcmp(argv[1], "ops") == 0) return ops();
-  if (argc == 2 && std::strcmp(argv[1], "threads") == 0) return threads();
-  std::fprintf(stderr, "usage: env_probe ops|threads\n");
-  return 2;
+  if (argc != 2) return run("");
+  try {
+    return run(argv[1]);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "env_probe: invalid_argument: %s\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "env_probe: exception: %s\n", e.what());
+  }
+  return 3;
 }

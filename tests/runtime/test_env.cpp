@@ -1,6 +1,8 @@
 // The environment variables of docs/env.md that change what a process does, each in child
 // processes (they are read once per process): RUNE_DISK_CACHE=0, DEBUG=1's report of corrupt
-// cache entries, concurrent processes sharing one cache directory, and RUNE_NUM_THREADS.
+// cache entries, concurrent processes sharing one cache directory, RUNE_NUM_THREADS, and the one
+// rule for a bad value (it raises std::invalid_argument where it is read, naming the variable,
+// the value and what it expected).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -200,6 +202,56 @@ TEST_F(Env, NumThreadsSetsTheHostPool) {
   // The reduction order depends on the shape alone (docs/numerics.md): the same bits.
   EXPECT_EQ(s1, s3);
   EXPECT_EQ(s1, sd);
+  // Empty is unset.
+  auto [te, ue, se] = probe("RUNE_NUM_THREADS=");
+  EXPECT_EQ(te, td);
+  EXPECT_EQ(se, s1);
+}
+
+// Each variable a probe reads at start-up, set to a value it does not take: the probe fails with
+// std::invalid_argument's message naming the variable, the value and what it expected. Before,
+// RUNE_NUM_THREADS=two meant every core, an unparsable RUNE_PLAN was ignored, RUNE_GEMM_ISA=avx9
+// was the CPU's widest, DEBUG=loud was 0 and RUNE_JIT_CACHE_SIZE=0 was 1.
+TEST_F(Env, ABadValueRaisesNamingTheVariableAndWhatItExpected) {
+  struct Case {
+    std::string env, mode, message;
+  };
+  const std::vector<Case> cases = {
+      {"RUNE_NUM_THREADS=two", "threads",
+       "RUNE_NUM_THREADS=\"two\" is not a whole number (expected an integer in [1, 4096]; unset "
+       "means every core)"},
+      {"RUNE_NUM_THREADS=100000", "threads",
+       "RUNE_NUM_THREADS=\"100000\" is out of range (expected an integer in [1, 4096]; unset "
+       "means every core)"},
+      {"DEBUG=loud", "ops",
+       "DEBUG=\"loud\" is not a whole number (expected an integer in [0, 5]; unset means 0)"},
+      {"RUNE_DISK_CACHE=no", "ops",
+       "RUNE_DISK_CACHE=\"no\" is not a whole number (expected 0 or 1; unset means 1)"},
+      {"RUNE_JIT_CACHE_SIZE=0", "ops",
+       "RUNE_JIT_CACHE_SIZE=\"0\" is out of range (expected a positive integer; unset means "
+       "4096)"},
+      {"RUNE_EAGER_CACHE_SIZE=many", "ops",
+       "RUNE_EAGER_CACHE_SIZE=\"many\" is not a whole number (expected a positive integer; unset "
+       "means 1024)"},
+      {"RUNE_ROW_KERNELS=off", "ops",
+       "RUNE_ROW_KERNELS=\"off\" is not a whole number (expected 0 or 1; unset means 1)"},
+      {"RUNE_PLAN='host lanes:sideways'", "ops",
+       "RUNE_PLAN=\"host lanes:sideways\" is not a plan: "},
+      {"RUNE_GEMM_ISA=avx9", "matmul",
+       "RUNE_GEMM_ISA=\"avx9\" is not a micro-kernel cap (expected portable or avx2; unset means "
+       "the CPU's widest)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.env);
+    Result r = finish(start("RUNE_DISK_CACHE=0 " + c.env, c.mode, next_err()));
+    EXPECT_EQ(r.status, 3) << r.out << r.err;
+    EXPECT_NE(r.err.find("env_probe: invalid_argument: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+  // The same probes with those variables empty (unset) or set to values they take succeed.
+  run("RUNE_NUM_THREADS= DEBUG= RUNE_JIT_CACHE_SIZE=1 RUNE_ROW_KERNELS=0 RUNE_PLAN=", "ops");
+  run("RUNE_GEMM_ISA=portable", "matmul");
+  run("RUNE_GEMM_ISA=", "matmul");
 }
 
 }  // namespace

@@ -36,7 +36,18 @@ std::vector<nx::Tensor> GraphEvaluator::operator()(const std::vector<ir::NodeRef
     val_[n] = t;
   }
   std::vector<nx::Tensor> out;
-  for (auto r : roots) out.push_back(val_.at(r));
+  for (auto r : roots) {
+    nx::Tensor& t = val_.at(r);
+    // A value computed from constants alone (a constant and its views) is a host scalar: it
+    // stays on the host, where it goes with any device's operands. As a result of a graph that
+    // runs on another device (a loop's body, vmap's outputs, a gradient), it belongs on that
+    // device: otherwise a loop's rows would stack values of two devices, and a caller would get
+    // a result of its CPU:1 call on the host.
+    if (r->op != ir::Op::Param && !t.is_traced() && !(t.device() == device_) &&
+        t.device() == nx::Device::cpu() && nx::is_host_scalar(t))
+      t = nx::place(t, device_);
+    out.push_back(t);
+  }
   return out;
 }
 

@@ -422,6 +422,32 @@ TEST_P(ControlFlow, JitGradOfALongScanIsTwoLoopSteps) {
   EXPECT_EQ(jitted.traces(), 1u);
 }
 
+// Values a graph computes from constants alone are host scalars; as results of a loop's body or
+// of vmap they belong on the call's device (fuzz seeds 200579 and 300126: eagerly on CPU:1 and
+// CUDA:0 a scan over a carry without elements stacked rows of two devices, and vmap of a
+// predicate of an integer operand returned its result on the host).
+TEST_P(ControlFlow, ResultsFromConstantsAloneStayOnTheCallsDevice) {
+  Tensor empty = on(nx::zeros(nx::bool_, {0, 1}));
+  Tensor xs = on(nx::zeros(nx::float32, {2, 3}));
+  auto step = [](const Tensor& c, const Tensor&) { return std::make_pair(nx::logical_not(c), c); };
+  auto [carry, ys] = rune::scan(step, empty, xs);
+  EXPECT_EQ(carry.device().name(), GetParam());
+  EXPECT_EQ(ys.device().name(), GetParam());
+  EXPECT_EQ(ys.shape(), (nx::Shape{2, 0, 1}));
+  Tensor counted = rune::fori_loop(
+      0, 3, [](const Tensor&, const Tensor& c) { return nx::zeros_like(c); }, xs);
+  EXPECT_EQ(counted.device().name(), GetParam());
+  EXPECT_EQ(nx::to_vector<float>(counted), std::vector<float>(6, 0.0f));
+  Tensor ints = on(nx::create(nx::int32, {2, 3}, {1, 2, 3, 4, 5, 6}));
+  Tensor nan = rune::vmap([](const Tensor& row) { return nx::isnan(nx::sum(row)); })(ints);
+  EXPECT_EQ(nan.device().name(), GetParam());
+  EXPECT_EQ(nx::to_vector<bool>(nan), (std::vector<bool>{false, false}));
+  // It mixes with the device's values (a host value of two elements would not).
+  Tensor positive = nx::greater(nx::sum(nx::cast(ints, nx::float32), {1}),
+                                nx::scalar_like(nx::sum(nx::cast(ints, nx::float32), {1}), 0));
+  EXPECT_EQ(nx::to_vector<bool>(nx::logical_or(nan, positive)), (std::vector<bool>{true, true}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, ControlFlow, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
                          rt::DeviceTestName());
 

@@ -1,6 +1,7 @@
 // The public header of nx: arrays, eager by default.
 #pragma once
 #include "core/check.h"
+#include "core/conv.h"  // issue 40: convolutions
 #include "core/donation.h"
 #include "core/interop.h"  // from_blob, DLPack
 #include "core/io.h"

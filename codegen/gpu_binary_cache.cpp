@@ -26,4 +26,15 @@ std::string cached_gpu_binary(const std::string& compiler, const std::string& co
   return binary;
 }
 
+std::string gpu_binary_version(const GpuCompiler& c) {
+  return c.available() ? c.version() + " " + c.options_tag : "";
+}
+
+std::string cached_gpu_binary(const GpuCompiler& c, const std::string& source,
+                              const std::string& arch) {
+  if (!c.available()) return c.compile(source, arch);
+  return cached_gpu_binary(c.name, gpu_binary_version(c), arch, source,
+                           [&] { return c.compile(source, arch); });
+}
+
 }  // namespace codegen

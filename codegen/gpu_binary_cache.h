@@ -21,4 +21,22 @@ std::string cached_gpu_binary(const std::string& compiler, const std::string& co
                               const std::string& arch, const std::string& source,
                               const std::function<std::string()>& compile);
 
+// A runtime compiler behind the cache (codegen/cuda/cubin_cache.cpp, codegen/hip/
+// code_object_cache.cpp).
+struct GpuCompiler {
+  const char* name;  // "nvrtc" / "hiprtc": the key's compiler
+  bool (*available)();
+  std::string (*version)();
+  // A tag of the compiler's fixed options: bump it when they change.
+  const char* options_tag;
+  std::string (*compile)(const std::string& source, const std::string& arch);
+};
+
+// The version c's entries are keyed on: "<version()> <options_tag>"; "" when c is not loaded.
+std::string gpu_binary_version(const GpuCompiler& c);
+// c.compile(source, arch) through the cache; without the compiler (nothing to key on) the
+// compile runs uncached and raises the compiler's load error.
+std::string cached_gpu_binary(const GpuCompiler& c, const std::string& source,
+                              const std::string& arch);
+
 }  // namespace codegen

@@ -11,8 +11,8 @@ namespace codegen::cuda {
 namespace {
 
 // The types of codegen/cuda/nvrtc.def, declared here so no CUDA header is needed to build.
-using nvrtcResult = int;  // NVRTC_SUCCESS == 0
-using nvrtcProgram = struct _nvrtcProgram*;
+typedef int nvrtcResult;  // NVRTC_SUCCESS == 0
+typedef struct _nvrtcProgram* nvrtcProgram;
 
 struct Nvrtc {
 #define RUNE_GPU_SYMBOLS "codegen/cuda/nvrtc.def"
@@ -29,13 +29,9 @@ const gpu::Rtc<Nvrtc>& nvrtc() {
   return n;
 }
 
-constexpr gpu::RtcWords kWords = {.entry = "nvrtc_compile",
-                                  .prefix = "nvrtc",
-                                  .log_title = "NVRTC",
-                                  .binary = "cubin",
-                                  .get_code = "nvrtcGetCUBIN",
-                                  .no_code = "; a virtual compute_XX arch gives PTX only",
-                                  .file_name = "rune_kernel.cu"};
+// A virtual compute_XX arch compiles, to PTX only.
+constexpr const char* kPtxOnly = "; a virtual compute_XX arch gives PTX only";
+constexpr gpu::RtcWords kWords = {"nvrtc", "NVRTC", "cubin", "GetCUBIN", "cu", kPtxOnly};
 
 }  // namespace
 

@@ -13,15 +13,15 @@
 
 namespace codegen::gpu {
 
-// What tells one runtime compiler's errors and program apart.
+// What tells one runtime compiler's errors and program apart, e.g. NVRTC's
+// {"nvrtc", "NVRTC", "cubin", "GetCUBIN", "cu", hint}.
 struct RtcWords {
-  const char* entry;      // "nvrtc_compile": the first word of every error
-  const char* prefix;     // "nvrtc": a failing call is named prefix + role ("nvrtcCreateProgram")
+  const char* prefix;     // "nvrtc": errors start "nvrtc_compile: ", calls are "nvrtc<Role>"
   const char* log_title;  // "NVRTC": the log's heading, "--- NVRTC log ---"
   const char* binary;     // "cubin" / "code object"
-  const char* get_code;   // the symbol that reads the binary ("nvrtcGetCUBIN"), for errors
+  const char* get_code;   // the role of the call that reads the binary ("GetCUBIN"), for errors
+  const char* extension;  // the program's name is "rune_kernel.<extension>"
   const char* no_code;    // appended to "no <binary> for <arch> (<error>)"
-  const char* file_name;  // the program's name ("rune_kernel.cu")
 };
 
 // A runtime compiler loaded once: its table (Fns expands the compiler's .def) or why not.
@@ -71,13 +71,14 @@ std::string rtc_compile(const Rtc<Fns>& rtc, const RtcWords& w, const std::strin
                         const std::string& arch, std::vector<const char*> options,
                         std::string* log_out = nullptr) {
   const Fns& fn = rtc.fn;
-  const std::string entry = std::string(w.entry) + ": ";
+  const std::string entry = std::string(w.prefix) + "_compile: ";
+  const std::string file_name = std::string("rune_kernel.") + w.extension;
   if (!rtc.loaded()) throw std::runtime_error(entry + rtc.error);
   auto failed = [&](const std::string& call, int r) {
     return std::runtime_error(entry + w.prefix + call + ": " + fn.GetErrorString(r));
   };
   typename ProgramOf<decltype(fn.CreateProgram)>::type prog = nullptr;
-  int r = fn.CreateProgram(&prog, source.c_str(), w.file_name, 0, nullptr, nullptr);
+  int r = fn.CreateProgram(&prog, source.c_str(), file_name.c_str(), 0, nullptr, nullptr);
   if (r != 0) throw failed("CreateProgram", r);
   struct Guard {
     const Fns& fn;
@@ -103,7 +104,7 @@ std::string rtc_compile(const Rtc<Fns>& rtc, const RtcWords& w, const std::strin
                              fn.GetErrorString(r) + ")" + w.no_code);
   std::string code(size, '\0');
   r = fn.GetCode(prog, code.data());
-  if (r != 0) throw std::runtime_error(entry + w.get_code + ": " + fn.GetErrorString(r));
+  if (r != 0) throw failed(w.get_code, r);
   if (log_out) *log_out = log;
   return code;
 }

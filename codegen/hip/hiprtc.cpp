@@ -16,8 +16,8 @@ namespace codegen::hip {
 namespace {
 
 // The types of codegen/hip/hiprtc.def, declared here so no HIP header is needed to build.
-using hiprtcResult = int;  // HIPRTC_SUCCESS == 0
-using hiprtcProgram = struct _hiprtcProgram*;
+typedef int hiprtcResult;  // HIPRTC_SUCCESS == 0
+typedef struct _hiprtcProgram* hiprtcProgram;
 
 struct Hiprtc {
 #define RUNE_GPU_SYMBOLS "codegen/hip/hiprtc.def"
@@ -55,13 +55,7 @@ const Loaded& hiprtc() {
   return h;
 }
 
-constexpr gpu::RtcWords kWords = {.entry = "hiprtc_compile",
-                                  .prefix = "hiprtc",
-                                  .log_title = "hiprtc",
-                                  .binary = "code object",
-                                  .get_code = "hiprtcGetCode",
-                                  .no_code = "",
-                                  .file_name = "rune_kernel.hip"};
+constexpr gpu::RtcWords kWords = {"hiprtc", "hiprtc", "code object", "GetCode", "hip", ""};
 
 std::string joined(const std::vector<std::string>& v) {
   std::string s;

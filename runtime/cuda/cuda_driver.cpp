@@ -10,16 +10,9 @@ namespace runtime::gpu {
 
 namespace {
 
-using CUresult = int;
-using CUdevice = int;
-using CUdeviceptr = unsigned long long;
-using CUcontext = void*;
-using CUstream = void*;
-using CUevent = void*;
-using CUmodule = void*;
-using CUfunction = void*;
-using CUgraph = void*;
-using CUgraphExec = void*;
+typedef int CUresult, CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUcontext, *CUstream, *CUevent, *CUmodule, *CUfunction, *CUgraph, *CUgraphExec;
 
 constexpr int kAttrWarpSize = 10;         // CU_DEVICE_ATTRIBUTE_WARP_SIZE
 constexpr int kAttrMultiprocessors = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
@@ -35,10 +28,6 @@ struct CudaFns {
 struct Cuda : DriverEntries<Cuda> {
   static constexpr const char* kApi = "CUDA";
   static constexpr const char* kKind = "driver";
-  static constexpr unsigned kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
-  static constexpr unsigned kEventDefault = 0;       // CU_EVENT_DEFAULT (timing enabled)
-  static constexpr unsigned kHostAllocPortable = 1;  // CU_MEMHOSTALLOC_PORTABLE
-  static constexpr int kCaptureThreadLocal = 1;      // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
   static std::vector<std::string> libraries() { return {"libcuda.so.1", "libcuda.so"}; }
   static std::string not_loaded() {
     return "libcuda.so.1 cannot be loaded (no NVIDIA driver on this machine)";

@@ -10,7 +10,6 @@
 //   not_loaded()         the error when none loads
 //   fn                   its symbol table (roles named alike in both .def files: Init,
 //                        StreamCreate, EventRecord, LaunchKernel, ...)
-//   kStreamNonBlocking, kEventDefault, kHostAllocPortable, kCaptureThreadLocal: its flag values
 //   the entries whose calls differ: device_name, device_arch, multiprocessors, warp_size,
 //   set_current, mem_alloc, mem_free, memcpy_htod, memcpy_dtoh, memcpy_dtod,
 //   graph_instantiate, error_string.
@@ -23,13 +22,23 @@ namespace runtime::gpu {
 // The entries whose CUDA and HIP calls are the same, over A's symbol table.
 template <class A>
 struct DriverEntries {
+  // Flag values, the same on both APIs (HIP mirrors CUDA's enums).
+  // CU_STREAM_NON_BLOCKING, hipStreamNonBlocking
+  static constexpr unsigned kStreamNonBlocking = 1;
+  // CU_EVENT_DEFAULT, hipEventDefault (timing enabled)
+  static constexpr unsigned kEventDefault = 0;
+  // CU_MEMHOSTALLOC_PORTABLE, hipHostMallocPortable
+  static constexpr unsigned kHostAllocPortable = 1;
+  // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, hipStreamCaptureModeThreadLocal
+  static constexpr int kCaptureThreadLocal = 1;
+
   static int init() { return A::fn.Init(0); }
   static int device_count(int* n) { return A::fn.DeviceGetCount(n); }
-  static int host_alloc(void** p, size_t n) { return A::fn.HostAlloc(p, n, A::kHostAllocPortable); }
+  static int host_alloc(void** p, size_t n) { return A::fn.HostAlloc(p, n, kHostAllocPortable); }
   static int host_free(void* p) { return A::fn.HostFree(p); }
-  static int stream_create(Handle* s) { return A::fn.StreamCreate(s, A::kStreamNonBlocking); }
+  static int stream_create(Handle* s) { return A::fn.StreamCreate(s, kStreamNonBlocking); }
   static int stream_synchronize(Handle s) { return A::fn.StreamSynchronize(s); }
-  static int event_create(Handle* e) { return A::fn.EventCreate(e, A::kEventDefault); }
+  static int event_create(Handle* e) { return A::fn.EventCreate(e, kEventDefault); }
   static int event_record(Handle e, Handle s) { return A::fn.EventRecord(e, s); }
   static int event_synchronize(Handle e) { return A::fn.EventSynchronize(e); }
   static int event_elapsed_ms(float* ms, Handle a, Handle b) {
@@ -44,7 +53,7 @@ struct DriverEntries {
     return A::fn.LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, params, nullptr);
   }
   // Thread-local capture: work other threads queue elsewhere meanwhile is unaffected.
-  static int begin_capture(Handle s) { return A::fn.StreamBeginCapture(s, A::kCaptureThreadLocal); }
+  static int begin_capture(Handle s) { return A::fn.StreamBeginCapture(s, kCaptureThreadLocal); }
   static int end_capture(Handle s, Handle* graph) { return A::fn.StreamEndCapture(s, graph); }
   static int graph_launch(Handle exec, Handle s) { return A::fn.GraphLaunch(exec, s); }
   static int graph_exec_destroy(Handle exec) { return A::fn.GraphExecDestroy(exec); }

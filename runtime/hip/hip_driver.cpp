@@ -12,14 +12,9 @@ namespace runtime::gpu {
 
 namespace {
 
-using hipError_t = int;
-using hipDeviceptr_t = void*;
-using hipStream_t = void*;
-using hipEvent_t = void*;
-using hipModule_t = void*;
-using hipFunction_t = void*;
-using hipGraph_t = void*;
-using hipGraphExec_t = void*;
+typedef int hipError_t;
+typedef void *hipDeviceptr_t, *hipStream_t, *hipEvent_t, *hipModule_t, *hipFunction_t, *hipGraph_t,
+    *hipGraphExec_t;
 
 // hipDeviceAttribute_t values of ROCm >= 5 (the CUDA-compatible range, counted from 0).
 constexpr int kAttrMultiprocessors = 63;  // hipDeviceAttributeMultiprocessorCount
@@ -36,10 +31,6 @@ struct HipFns {
 struct Hip : DriverEntries<Hip> {
   static constexpr const char* kApi = "HIP";
   static constexpr const char* kKind = "runtime";
-  static constexpr unsigned kStreamNonBlocking = 1;  // hipStreamNonBlocking
-  static constexpr unsigned kEventDefault = 0;       // hipEventDefault
-  static constexpr unsigned kHostAllocPortable = 1;  // hipHostMallocPortable
-  static constexpr int kCaptureThreadLocal = 1;      // hipStreamCaptureModeThreadLocal
   static std::vector<std::string> libraries() {
     return {"libamdhip64.so.5", "libamdhip64.so", "libamdhip64.so.6"};
   }

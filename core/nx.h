@@ -9,3 +9,4 @@
 #include "core/ops.h"
 #include "core/random.h"
 #include "core/tensor.h"
+#include "core/window.h"  // issue 40: windowed reductions, pooling

@@ -33,6 +33,13 @@ TensorMap load(const std::string& path, std::optional<Device> device = std::null
 void save_npy(const std::string& path, const Tensor& t);
 Tensor load_npy(const std::string& path, std::optional<Device> device = std::nullopt);
 
+// An IDX file (MNIST's and Fashion-MNIST's format; gzip-compressed too, recognised by its
+// magic): the tensor of the file's dtype (uint8, int8, int16, int32, float32, float64) and
+// shape, on the host or on `device` (core/io_idx.cpp, docs/conv.md). A bad magic, a truncated
+// file or sizes that do not match the file's length raise std::invalid_argument naming the API
+// and the path; nothing is allocated beyond what the file holds (inflated).
+Tensor load_idx(const std::string& path, std::optional<Device> device = std::nullopt);
+
 namespace detail {
 // nx::load under the name of the API the user called (errors begin with `api`: nx::load_into's
 // name its own call, not nx::load).

@@ -182,20 +182,6 @@ std::string vec_part(DType t, const std::string& v, int64_t c) {
   return v + std::to_string(c / vec_width(t)) + "." + xyzw[c % vec_width(t)];
 }
 
-DeviceDesc device_of(const CDialect& d) {
-  DeviceDesc r;
-  r.gpu = true;
-  r.lane_exchange = !d.lane_shfl_u32.empty();
-  r.lane_bcast = r.lane_exchange && !d.lane_idx_u32.empty();
-  r.vector_types = d.vector_loads;
-  r.lane_unroll = d.lane_unroll;
-  r.block_tiles = !d.block_sync.empty();
-  r.mma = !d.mma_tf32.empty() && !d.mma_bf16.empty();
-  r.precision = matmul_precision();
-  r.async_copy = !d.async_copy.empty() && !d.async_wait.empty();
-  return r;
-}
-
 class Printer {
  public:
   Printer(const lir::Kernel& k, const std::string& name, const CDialect& d)
@@ -578,17 +564,19 @@ class Printer {
 
 }  // namespace
 
-Plan c_plan(const KernelSpec& k, const CDialect& d) { return optimise(k, device_of(d)); }
-bool c_lane_threads(const KernelSpec& k, const CDialect& d) {
-  return !k.contract && !k.library && k.rbody && c_plan(k, d).lane_threads;
+Plan c_plan(const KernelSpec& k, const DeviceDesc& device) { return optimise(k, device); }
+bool c_lane_threads(const KernelSpec& k, const DeviceDesc& device) {
+  return !k.contract && !k.library && k.rbody && c_plan(k, device).lane_threads;
 }
-bool c_vector_loads(const KernelSpec& k, const CDialect& d) {
-  return !k.contract && !k.library && !k.rbody && !k.row() && k.body && c_plan(k, d).vector4;
+bool c_vector_loads(const KernelSpec& k, const DeviceDesc& device) {
+  return !k.contract && !k.library && !k.rbody && !k.row() && k.body && c_plan(k, device).vector4;
 }
 
 std::vector<DType> c_param_dtypes(const KernelSpec& k) {
   std::vector<DType> v;
-  for (const auto& p : lower(k, c_plan(k, cuda_dialect())).params) v.push_back(p.dtype);
+  for (const auto& p : kernel_params(k)) v.push_back(p.dtype);
+  // A two-phase reduction's partials (gpu_backend.cpp binds their scratch slot last).
+  if (k.rbody && k.blocks() > 1) v.push_back(k.rbody->dtype);
   return v;
 }
 
@@ -610,9 +598,9 @@ std::string print_c(const lir::Kernel& k, const std::string& name, const CDialec
   return Printer(k, name, d).functions();
 }
 
-CKernel render_c_kernel_for_launch(const KernelSpec& k, const std::string& name,
-                                   const CDialect& d) {
-  Plan plan = c_plan(k, d);
+CKernel render_c_kernel_for_launch(const KernelSpec& k, const std::string& name, const CDialect& d,
+                                   const DeviceDesc& device) {
+  Plan plan = c_plan(k, device);
   lir::Kernel lowered = lower(k, plan);
   debug_print_lowered(k, plan, lowered, d.name);
   CKernel r;
@@ -622,12 +610,14 @@ CKernel render_c_kernel_for_launch(const KernelSpec& k, const std::string& name,
   return r;
 }
 
-std::string render_c_kernel(const KernelSpec& k, const std::string& name, const CDialect& d) {
-  return render_c_kernel_for_launch(k, name, d).text;
+std::string render_c_kernel(const KernelSpec& k, const std::string& name, const CDialect& d,
+                            const DeviceDesc& device) {
+  return render_c_kernel_for_launch(k, name, d, device).text;
 }
 
-std::string render_c(const KernelSpec& k, const std::string& name, const CDialect& d) {
-  return render_c_prelude(d) + render_c_kernel(k, name, d);
+std::string render_c(const KernelSpec& k, const std::string& name, const CDialect& d,
+                     const DeviceDesc& device) {
+  return render_c_prelude(d) + render_c_kernel(k, name, d, device);
 }
 
 }  // namespace codegen

@@ -78,29 +78,29 @@ struct CDialect {
 };
 
 const CDialect& cuda_dialect();
-// The dialect for a device of `arch`: d itself, or without its tensor-core steps where the arch
-// is known to lack them (CUDA "sm_75" and older: mma.sync .tf32 / .bf16 needs sm_80), so the
-// opt-in matmul precisions keep the SIMT tiled plan there.
-CDialect dialect_for_arch(const CDialect& d, const std::string& arch);
 // HIP C for hiprtc (codegen/hip/hip_dialect.cpp).
 const CDialect& hip_dialect();
 
-// The plan of kernel `k` in dialect `d` (optimise over the dialect's device description).
-Plan c_plan(const KernelSpec& k, const CDialect& d);
+// The plan of kernel `k` on a GPU described by `device` (codegen/gpu/device_desc.h: the
+// runtime's description of the device, never the dialect's strings). The dialect only spells
+// the lowered kernel; printing raises std::logic_error where it cannot (a lane exchange, a
+// tensor-core step or an asynchronous copy the dialect has no spelling for).
+Plan c_plan(const KernelSpec& k, const DeviceDesc& device);
 
 // Whether a reduction kernel runs its 8 lanes as 8 threads (see the entry points above): the
-// dialect has a lane exchange, each output reduces at least 16 elements, and the reduced
+// device has a lane exchange, each output reduces at least 16 elements, and the reduced
 // elements are contiguous in memory (a reduction over a strided axis, such as the column sums
 // of a row-major matrix, keeps one thread per output so neighbouring threads read neighbouring
 // addresses).
-bool c_lane_threads(const KernelSpec& k, const CDialect& d);
+bool c_lane_threads(const KernelSpec& k, const DeviceDesc& device);
 
 // Whether an elementwise kernel moves 4 outputs per work item as vectors ("vector loads" above):
 // every load reads the output's own index from an offset that is a multiple of 4, or a single
 // element, and the kernel has at least 4 outputs.
-bool c_vector_loads(const KernelSpec& k, const CDialect& d);
+bool c_vector_loads(const KernelSpec& k, const DeviceDesc& device);
 
-// The param dtypes of the rendered entry points in order (scratch last when two-phase).
+// The param dtypes of the rendered entry points in order (scratch last when two-phase), from
+// the kernel alone (no lowering: every plan gives the same params).
 std::vector<ir::DType> c_param_dtypes(const KernelSpec& k);
 
 // One entry point of a printed kernel as lower() made it: the name suffix, the extent of its
@@ -116,17 +116,20 @@ struct CKernel {
   std::vector<CLaunch> launches;
 };
 // render_c_kernel, with the entries the launch geometry reads (lowered once).
-CKernel render_c_kernel_for_launch(const KernelSpec& k, const std::string& name, const CDialect& d);
+CKernel render_c_kernel_for_launch(const KernelSpec& k, const std::string& name, const CDialect& d,
+                                   const DeviceDesc& device);
 
 // Prints a lowered kernel's entry points (names: `name` + each entry's suffix).
 std::string print_c(const lir::Kernel& k, const std::string& name, const CDialect& d);
 
 // Renders a decomposed kernel (codegen/decompose.h) as a source with the entry points above:
-// render_c_prelude(d) + render_c_kernel(k, name, d).
-std::string render_c(const KernelSpec& k, const std::string& name, const CDialect& d);
+// render_c_prelude(d) + render_c_kernel(k, name, d, device).
+std::string render_c(const KernelSpec& k, const std::string& name, const CDialect& d,
+                     const DeviceDesc& device);
 // The parts: the shared helpers, once per source; and one kernel's functions (all named after
 // `name`), so kernels with distinct names can share a source (one NVRTC program).
 std::string render_c_prelude(const CDialect& d);
-std::string render_c_kernel(const KernelSpec& k, const std::string& name, const CDialect& d);
+std::string render_c_kernel(const KernelSpec& k, const std::string& name, const CDialect& d,
+                            const DeviceDesc& device);
 
 }  // namespace codegen

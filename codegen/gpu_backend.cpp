@@ -11,6 +11,7 @@
 #include "codegen/backend.h"
 #include "codegen/cuda/cubin_cache.h"
 #include "codegen/decompose.h"
+#include "codegen/gpu/device_desc.h"
 #include "codegen/hip/code_object_cache.h"
 #include "ir/debug.h"
 #include "runtime/cuda/cub_sort.h"
@@ -48,7 +49,7 @@ struct Rendered {
 };
 
 // The one place the C renderer is called.
-Rendered render(const Schedule& s, const CDialect& dialect) {
+Rendered render(const Schedule& s, const CDialect& dialect, const DeviceDesc& device) {
   Rendered r;
   r.source = render_c_prelude(dialect);
   std::map<std::string, bool> seen;
@@ -60,7 +61,7 @@ Rendered render(const Schedule& s, const CDialect& dialect) {
     }
     KernelSpec k = spec;
     for (NodeRef* r : k.roots()) *r = decompose(*r);
-    CKernel ck = render_c_kernel_for_launch(k, "RUNE_KERNEL_NAME", dialect);
+    CKernel ck = render_c_kernel_for_launch(k, "RUNE_KERNEL_NAME", dialect, device);
     std::string text = std::move(ck.text);
     const std::string name = kernel_symbol(text);
     replace_all(text, "RUNE_KERNEL_NAME", name);
@@ -148,10 +149,11 @@ class GpuBackend final : public Backend {
     }
     runtime::gpu::Context& ctx = runtime::gpu::context(p.device, "rune::compile");
     const GpuTarget target = target_;
-    // Tensor cores (mma.sync .tf32 / .bf16) need sm_80: on an older CUDA arch the products of
-    // the opt-in precision keep the SIMT plan (docs/gpu.md "The tiled matrix product").
-    const CDialect dialect = dialect_for_arch(*target.dialect, ctx.info().arch);
-    Rendered r = render(s, dialect);
+    // Every plan decision reads the runtime's description of the device (tensor cores and
+    // cp.async need CUDA sm_80: on an older arch the opt-in precisions keep the SIMT plan,
+    // docs/gpu.md "The tiled matrix product"); the dialect only spells the lowered kernels.
+    const CDialect& dialect = *target.dialect;
+    Rendered r = render(s, dialect, gpu_device_desc(ctx.info()));
     if (!code) {
       for (const auto& k : s.kernels) p.steps.push_back(host_call_step(k));
       return;

@@ -75,4 +75,25 @@ lir::Kernel lower(const KernelSpec& k, const Plan& plan) {
   return pass_for(k, p).lower(k, p);
 }
 
+std::vector<lir::Param> kernel_params(const KernelSpec& k) {
+  size_t n = k.slots.empty() ? 1 : k.slots.size();
+  std::vector<lir::Param> params(n, {ir::DType::Float32, false});
+  params[0] = {k.out_dtype, true};
+  if (k.contract) {
+    params.at(static_cast<size_t>(k.contract->a_param)).dtype = k.contract->a_dtype;
+    params.at(static_cast<size_t>(k.contract->b_param)).dtype = k.contract->b_dtype;
+  }
+  if (k.library) params.at(1).dtype = k.library->in_dtype;
+  for (ir::NodeRef root : k.roots())
+    for (ir::NodeRef x : ir::toposort({root})) {
+      // Loads, and a Gather's reads (LoadAt, codegen/schedule.cpp), give their param's dtype.
+      if (x->op != ir::Op::Load && x->op != ir::Op::LoadAt) continue;
+      size_t q =
+          static_cast<size_t>(x->op == ir::Op::Load ? ir::arg_load(x).param : ir::arg_int(x));
+      if (q >= params.size()) params.resize(q + 1, {ir::DType::Float32, false});
+      params[q].dtype = x->dtype;
+    }
+  return params;
+}
+
 }  // namespace codegen

@@ -25,6 +25,10 @@ namespace codegen {
 
 lir::Kernel lower(const KernelSpec& k, const Plan& plan);
 
+// The params of k's lowered entry points before any scratch a pass adds (a two-phase
+// reduction's partials, last): the output, then each slot the kernel reads, with its dtype.
+std::vector<lir::Param> kernel_params(const KernelSpec& k);
+
 // The name of the pass that lowers k under plan: its file is codegen/lower/<name>.cpp.
 const char* lowering_pass(const KernelSpec& k, const Plan& plan);
 

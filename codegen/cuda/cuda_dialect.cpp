@@ -51,7 +51,8 @@ const CDialect& cuda_dialect() {
     c.mma_bf16 = "rune_mma_bf16";
     // Asynchronous copies global -> shared (sm_80 and later: cp.async, .cg for 16 bytes (it
     // bypasses L1: a slice is read once per block), .ca for 8; src-size 0 zero-fills); older
-    // archs never get the plan part (dialect_for_arch), the fallback only keeps the source valid.
+    // archs never get the plan part (the device description, runtime/gpu/device_info.h), the
+    // fallback only keeps the source valid.
     c.prelude +=
         "template <int N> static __device__ __forceinline__ void rune_cp_async(void* dst, "
         "const void* src, bool ok) {\n"
@@ -78,15 +79,6 @@ const CDialect& cuda_dialect() {
     return c;
   }();
   return d;
-}
-
-CDialect dialect_for_arch(const CDialect& d, const std::string& arch) {
-  CDialect r = d;
-  if (arch.rfind("sm_", 0) == 0) {
-    const int n = std::atoi(arch.c_str() + 3);
-    if (n > 0 && n < 80) r.mma_tf32.clear(), r.mma_bf16.clear(), r.async_copy.clear();
-  }
-  return r;
 }
 
 }  // namespace codegen

@@ -6,6 +6,7 @@
 
 #include "codegen/c_renderer.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/gpu/device_desc.h"
 
 namespace codegen::cuda {
 
@@ -40,10 +41,11 @@ KernelReport report_kernel(const KernelSpec& k, const std::string& label, const 
   const CDialect& d = cuda_dialect();
   KernelReport r;
   r.label = label;
-  r.plan = c_plan(k, d);
+  const DeviceDesc device = gpu_device_desc(runtime::DeviceKind::CUDA, arch);
+  r.plan = c_plan(k, device);
   r.traffic = traffic(k, r.plan);
   std::string log;
-  nvrtc_compile(render_c(k, "rk", d), arch, &log);
+  nvrtc_compile(render_c(k, "rk", d, device), arch, &log);
   r.functions = parse_ptxas_log(log);
   return r;
 }

@@ -1,6 +1,7 @@
 #include "codegen/lower/builder.h"
 
 #include "codegen/core_ops.h"
+#include "codegen/lower.h"
 #include "ir/rewrite.h"
 
 namespace codegen::lowering {
@@ -55,22 +56,7 @@ NodeRef widen(NodeRef x, DType t) { return x->dtype == t ? x : legalize(b::cast(
 
 Builder::Builder(const KernelSpec& k, const Plan& p) : k_(k), p_(p) {
   out_.vars = {{"lo", DType::Int64}, {"hi", DType::Int64}};
-  size_t n = k.slots.empty() ? 1 : k.slots.size();
-  out_.params.assign(n, {DType::Float32, false});
-  out_.params[0] = {k.out_dtype, true};
-  if (k.contract) {
-    out_.params.at(static_cast<size_t>(k.contract->a_param)).dtype = k.contract->a_dtype;
-    out_.params.at(static_cast<size_t>(k.contract->b_param)).dtype = k.contract->b_dtype;
-  }
-  if (k.library) out_.params.at(1).dtype = k.library->in_dtype;
-  for (NodeRef root : k.roots())
-    for (NodeRef x : toposort({root})) {
-      // Loads, and a Gather's reads (LoadAt, codegen/schedule.cpp), give their param's dtype.
-      if (x->op != Op::Load && x->op != Op::LoadAt) continue;
-      size_t q = static_cast<size_t>(x->op == Op::Load ? arg_load(x).param : arg_int(x));
-      if (q >= out_.params.size()) out_.params.resize(q + 1, {DType::Float32, false});
-      out_.params[q].dtype = x->dtype;
-    }
+  out_.params = codegen::kernel_params(k);
 }
 
 NodeRef Builder::let(const std::string& name, NodeRef value) {

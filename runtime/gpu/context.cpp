@@ -114,6 +114,9 @@ Context::Context(Device d, const DriverTable& drv) : device_(d), drv_(drv) {
   info_.arch = buf;
   check(drv_.multiprocessors(d.index, &info_.multiprocessors), "multiprocessors");
   check(drv_.warp_size(d.index, &info_.warp_size), "warp_size");
+  info_.kind = d.kind;
+  describe_capabilities(info_);
+  if (drv_.adjust_info) drv_.adjust_info(info_);
   check(drv_.stream_create(&stream_handle_), "stream_create");
   stream_ = std::make_unique<Stream>(d, [this] {
     make_current();

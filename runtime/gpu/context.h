@@ -15,13 +15,6 @@
 
 namespace runtime::gpu {
 
-struct DeviceInfo {
-  std::string name;  // "NVIDIA H200"
-  std::string arch;  // "sm_90", "gfx90a"
-  int multiprocessors = 0;
-  int warp_size = 0;
-};
-
 class Context {
  public:
   Context(Device d, const DriverTable& drv);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/gpu/device_info.h"
 #include "runtime/gpu/symbols.h"  // Library: the dlopen helper the loaders share
 
 namespace runtime::gpu {
@@ -64,6 +65,9 @@ struct DriverTable {
   int (*graph_launch)(Handle exec, Handle stream) = nullptr;
   int (*graph_exec_destroy)(Handle exec) = nullptr;
   int (*graph_destroy)(Handle graph) = nullptr;
+  // Optional: adjusts the description the runtime derived from the device's kind and arch, for
+  // a device that is not what its arch says (the test suite's fake driver). Null for real ones.
+  void (*adjust_info)(DeviceInfo& info) = nullptr;
   bool has_graphs() const {
     return begin_capture && end_capture && graph_instantiate && graph_launch &&
            graph_exec_destroy && graph_destroy;

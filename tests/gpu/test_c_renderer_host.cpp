@@ -240,12 +240,15 @@ void run_cases(const std::vector<Case>& cases) {
   if (std::system((compiler + " --version >/dev/null 2>&1").c_str()) != 0)
     GTEST_SKIP() << "no host C++ compiler (" << compiler << ")";
   std::vector<Traced> traced;
+  // The device this dialect runs on: one thread, so no lane exchange, vectors or blocks.
+  codegen::DeviceDesc one_thread;
+  one_thread.gpu = true;
   std::string src = codegen::render_c_prelude(host_dialect());
   int nk = 0;
   for (const auto& c : cases) {
     traced.push_back(trace(c));
     for (const auto& k : traced.back().s.kernels)
-      src += codegen::render_c_kernel(k, "rk" + std::to_string(nk++), host_dialect());
+      src += codegen::render_c_kernel(k, "rk" + std::to_string(nk++), host_dialect(), one_thread);
   }
   char dir[] = "/tmp/rune_c_host_XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);

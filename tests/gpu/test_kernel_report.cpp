@@ -9,6 +9,7 @@
 #include "codegen/cuda/gpu_source_check.h"
 #include "codegen/cuda/kernel_report.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/gpu/device_desc.h"
 #include "gpu_corpus.h"
 
 namespace {
@@ -49,7 +50,8 @@ const codegen::KernelSpec& corpus_kernel(const std::string& label) {
 TEST(KernelReport, TheTiledProductAt4096HasNoSpillsAndAtLeast16FlopPerByte) {
   const auto& k = corpus_kernel("matmul 4096 #0");
   ASSERT_TRUE(k.contract);
-  const codegen::Plan plan = codegen::c_plan(k, codegen::cuda_dialect());
+  const codegen::Plan plan =
+      codegen::c_plan(k, codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90"));
   EXPECT_TRUE(plan.tiles) << plan.str();
   // The model: each 128 x 128 tile stages 128 x 4096 of A and of B once: 32 FLOP per byte of
   // A and B (the output's stores bring it just below).
@@ -88,7 +90,8 @@ TEST(KernelReport, SoftmaxRowsAt4096x1024HaveNoSpills) {
   ASSERT_EQ(ks.size(), 1u);
   const codegen::KernelSpec& k = ks[0].k;
   ASSERT_TRUE(k.row() && k.row_out);
-  const codegen::Plan plan = codegen::c_plan(k, codegen::cuda_dialect());
+  const codegen::Plan plan =
+      codegen::c_plan(k, codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90"));
   EXPECT_TRUE(plan.row_lanes && plan.lane_threads) << plan.str();
   const auto t = codegen::traffic(k, plan);
   EXPECT_GT(t.flops, 0.0);
@@ -116,7 +119,8 @@ TEST(KernelReport, TheTensorCorePlanAt4096HasNoSpills) {
   const auto& k = corpus_kernel("matmul 4096 #0");
   for (auto p : {codegen::MatmulPrecision::TF32, codegen::MatmulPrecision::BF16}) {
     codegen::set_matmul_precision(p);
-    const codegen::Plan plan = codegen::c_plan(k, codegen::cuda_dialect());
+    const codegen::Plan plan =
+        codegen::c_plan(k, codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90"));
     codegen::set_matmul_precision(codegen::MatmulPrecision::Highest);
     EXPECT_EQ(plan.mma, p) << plan.str();
     EXPECT_EQ(plan.str(), std::string("gpu lanes:unrolled tiles:128x128x16/8x8 mma:") +
@@ -125,7 +129,8 @@ TEST(KernelReport, TheTensorCorePlanAt4096HasNoSpills) {
   }
   // The HIP dialect has no tensor-core step: its products keep the SIMT plan.
   codegen::set_matmul_precision(codegen::MatmulPrecision::TF32);
-  EXPECT_EQ(codegen::c_plan(k, codegen::hip_dialect()).mma, codegen::MatmulPrecision::Highest);
+  EXPECT_EQ(codegen::c_plan(k, codegen::gpu_device_desc(runtime::DeviceKind::HIP, "gfx90a")).mma,
+            codegen::MatmulPrecision::Highest);
   codegen::set_matmul_precision(codegen::MatmulPrecision::Highest);
   if (!codegen::cuda::nvrtc_available())
     GTEST_SKIP() << "libnvrtc not available: " << codegen::cuda::nvrtc_load_error();

@@ -16,6 +16,7 @@
 #include "codegen/c_renderer.h"
 #include "codegen/cuda/gpu_source_check.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/gpu/device_desc.h"
 #include "gpu_corpus.h"
 
 namespace {
@@ -38,11 +39,15 @@ Result compile_all(const std::vector<Labelled>& ks) {
   Result res;
   auto t0 = std::chrono::steady_clock::now();
   const auto& d = codegen::cuda_dialect();
+  // One rendering for every arch compiled: sm_90's plans (tensor cores and cp.async from sm_80;
+  // the default precision picks neither, and cp.async's helper compiles to a plain copy before).
+  const auto device = codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90");
   std::vector<size_t> distinct;  // index of the first kernel of each distinct rendering
   std::set<std::string> seen;
   for (size_t i = 0; i < ks.size(); ++i) {
     try {
-      if (seen.insert(codegen::render_c_kernel(ks[i].k, "rk", d)).second) distinct.push_back(i);
+      if (seen.insert(codegen::render_c_kernel(ks[i].k, "rk", d, device)).second)
+        distinct.push_back(i);
     } catch (const std::exception& e) {
       res.failures.push_back(ks[i].label + ": render_c threw: " + e.what());
     }
@@ -63,14 +68,14 @@ Result compile_all(const std::vector<Labelled>& ks) {
       size_t e = std::min(distinct.size(), b + kBatch);
       std::string src = codegen::render_c_prelude(d);
       for (size_t j = b; j < e; ++j)
-        src += codegen::render_c_kernel(ks[distinct[j]].k, "rk" + std::to_string(j), d);
+        src += codegen::render_c_kernel(ks[distinct[j]].k, "rk" + std::to_string(j), d, device);
       for (const char* arch : codegen::kCheckArchs) {
         try {
           compile(src, arch);
         } catch (const std::exception&) {
           for (size_t j = b; j < e; ++j) {
             try {
-              compile(codegen::render_c(ks[distinct[j]].k, "rk", d), arch);
+              compile(codegen::render_c(ks[distinct[j]].k, "rk", d, device), arch);
             } catch (const std::exception& ex) {
               std::lock_guard lock(mu);
               res.failures.push_back(ks[distinct[j]].label + ": " + ex.what());
@@ -131,7 +136,9 @@ TEST_F(Nvrtc, TensorCorePlans) {
     // Nvrtc.Reductions compiles).
     std::vector<Labelled> mma;
     for (const auto& l : products)
-      if (codegen::c_plan(l.k, codegen::cuda_dialect()).mma == p) mma.push_back(l);
+      if (codegen::c_plan(l.k, codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90")).mma ==
+          p)
+        mma.push_back(l);
     EXPECT_GE(mma.size(), 4u) << codegen::precision_name(p);
     expect_all_compile(mma);
     codegen::set_matmul_precision(codegen::MatmulPrecision::Highest);
@@ -168,7 +175,8 @@ TEST_F(Nvrtc, CheckCudaSourceOnAScheduledKernel) {
   // Two phases: the scratch buffer follows the kernel params.
   auto dt = codegen::c_param_dtypes(k);
   EXPECT_EQ(dt.size(), k.slots.size() + 1);
-  std::string src = codegen::render_c(k, "my_kernel", codegen::cuda_dialect());
+  std::string src = codegen::render_c(k, "my_kernel", codegen::cuda_dialect(),
+                                      codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90"));
   EXPECT_NE(src.find("void my_kernel_p1("), std::string::npos);
   EXPECT_NE(src.find("void my_kernel("), std::string::npos);
 }
@@ -201,9 +209,12 @@ TEST(CudaReductions, LaneThreadsWhereTheReducedElementsAreContiguous) {
     auto it = want.find(label);
     if (it == want.end()) continue;
     ++seen;
-    const bool lanes = codegen::c_lane_threads(k, codegen::cuda_dialect());
+    const bool lanes =
+        codegen::c_lane_threads(k, codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90"));
     EXPECT_EQ(lanes, it->second) << label;
-    std::string src = codegen::render_c(k, "k", codegen::cuda_dialect());
+    std::string src =
+        codegen::render_c(k, "k", codegen::cuda_dialect(),
+                          codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90"));
     // The kernel (after the prelude, which defines the exchange) says its plan and shuffles.
     const size_t body = src.find("// rune kernel");
     EXPECT_EQ(src.find("plan: gpu lanes:threads", body) != std::string::npos &&
@@ -233,9 +244,13 @@ TEST(CudaRows, RowsOfSixteenOrMoreAreEightThreads) {
     ASSERT_TRUE(k.row()) << label;
     const bool lanes = label != "short softmax #0";
     for (const codegen::CDialect* d : {&codegen::cuda_dialect(), &codegen::hip_dialect()}) {
-      const codegen::Plan plan = codegen::c_plan(k, *d);
+      const codegen::DeviceDesc device =
+          d == &codegen::cuda_dialect()
+              ? codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90")
+              : codegen::gpu_device_desc(runtime::DeviceKind::HIP, "gfx90a");
+      const codegen::Plan plan = codegen::c_plan(k, device);
       EXPECT_EQ(plan.row_lanes, lanes) << label << " " << d->name << ": " << plan.str();
-      const std::string src = codegen::render_c(k, "k", *d);
+      const std::string src = codegen::render_c(k, "k", *d, device);
       const size_t body = src.find("// rune kernel k ");  // after the prelude
       ASSERT_NE(body, std::string::npos) << src;
       const std::string want = d == &codegen::cuda_dialect()
@@ -245,7 +260,9 @@ TEST(CudaRows, RowsOfSixteenOrMoreAreEightThreads) {
       EXPECT_EQ(src.find("rune_shfl_idx_u", body) != std::string::npos, lanes) << label;
     }
     // One launch of 8 threads per row.
-    const auto launch = codegen::render_c_kernel_for_launch(k, "k", codegen::cuda_dialect());
+    const auto launch = codegen::render_c_kernel_for_launch(
+        k, "k", codegen::cuda_dialect(),
+        codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90"));
     ASSERT_EQ(launch.launches.size(), 1u);
     EXPECT_EQ(launch.launches[0].threads, ir::numel(k.shape) * (lanes ? 8 : 1)) << label;
   }
@@ -274,9 +291,12 @@ TEST(CudaElementwise, VectorLoadsWhereEveryReadIsTheOutputsIndex) {
       {"transposed #0", false}, {"offset 1 #0", false},        {"offset 4 #0", true}};
   ASSERT_EQ(ks.size(), want.size());
   for (const auto& [label, k] : ks) {
-    const bool vec = codegen::c_vector_loads(k, codegen::cuda_dialect());
+    const bool vec =
+        codegen::c_vector_loads(k, codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90"));
     EXPECT_EQ(vec, want.at(label)) << label;
-    std::string src = codegen::render_c(k, "k", codegen::cuda_dialect());
+    std::string src =
+        codegen::render_c(k, "k", codegen::cuda_dialect(),
+                          codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90"));
     const size_t body = src.find("// rune kernel");
     EXPECT_EQ(src.find(" vec4)", body) != std::string::npos &&
                   src.find("& 15ull) == 0ull", body) != std::string::npos,

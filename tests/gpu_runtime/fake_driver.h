@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "codegen/compile.h"
+#include "codegen/gpu/device_desc.h"
 #include "gpu_runtime/fake_fibers.h"
 #include "runtime/gpu/driver.h"
 
@@ -324,6 +325,10 @@ inline const runtime::gpu::DriverTable& table() {
     t.device_arch = device_arch;
     t.multiprocessors = multiprocessors;
     t.warp_size = warp_size;
+    // The fake "GPU" reports sm_90 and has its capabilities (the host dialect emulates lane
+    // exchanges, tensor-core steps and cp.async), but its threads are host threads: no unroll
+    // hint for a lane thread's loop.
+    t.adjust_info = [](runtime::gpu::DeviceInfo& info) { info.lane_unroll = 0; };
     t.set_current = set_current;
     t.mem_alloc = mem_alloc;
     t.mem_free = mem_free;
@@ -352,6 +357,13 @@ inline const runtime::gpu::DriverTable& table() {
     return t;
   }();
   return t;
+}
+
+// The planning description of the fake device (what the backend derives from its driver).
+inline codegen::DeviceDesc fake_device_desc() {
+  runtime::gpu::DeviceInfo info = runtime::gpu::describe(runtime::DeviceKind::CUDA, "sm_90");
+  table().adjust_info(info);
+  return codegen::gpu_device_desc(info);
 }
 
 // The host dialect of the C renderer (as tests/gpu/test_c_renderer_host.cpp): one thread.

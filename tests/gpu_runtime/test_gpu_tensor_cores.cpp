@@ -132,17 +132,17 @@ TEST(TensorCores, PlanPartAndDevices) {
   // sm_80 and sm_90 take the tensor-core plan under tf32; sm_75 (mma.sync .tf32 needs sm_80)
   // and HIP keep the SIMT tiles.
   Precision scope("tf32");
-  using codegen::dialect_for_arch;
-  const auto& cuda = codegen::cuda_dialect();
-  EXPECT_EQ(codegen::c_plan(k, dialect_for_arch(cuda, "sm_80")).mma,
-            codegen::MatmulPrecision::TF32);
-  EXPECT_EQ(codegen::c_plan(k, dialect_for_arch(cuda, "sm_90")).mma,
-            codegen::MatmulPrecision::TF32);
-  const auto old = codegen::c_plan(k, dialect_for_arch(cuda, "sm_75"));
+  auto on = [](runtime::DeviceKind kind, const char* arch) {
+    return codegen::gpu_device_desc(kind, arch);
+  };
+  const auto cuda = runtime::DeviceKind::CUDA, hip = runtime::DeviceKind::HIP;
+  EXPECT_EQ(codegen::c_plan(k, on(cuda, "sm_80")).mma, codegen::MatmulPrecision::TF32);
+  EXPECT_EQ(codegen::c_plan(k, on(cuda, "sm_90")).mma, codegen::MatmulPrecision::TF32);
+  const auto old = codegen::c_plan(k, on(cuda, "sm_75"));
   EXPECT_TRUE(old.tiles);
   EXPECT_EQ(old.mma, codegen::MatmulPrecision::Highest);
-  EXPECT_EQ(codegen::c_plan(k, codegen::hip_dialect()).mma, codegen::MatmulPrecision::Highest);
-  EXPECT_TRUE(codegen::c_plan(k, codegen::hip_dialect()).tiles);
+  EXPECT_EQ(codegen::c_plan(k, on(hip, "gfx90a")).mma, codegen::MatmulPrecision::Highest);
+  EXPECT_TRUE(codegen::c_plan(k, on(hip, "gfx90a")).tiles);
 }
 
 Product eager() {

@@ -161,15 +161,15 @@ TEST(GpuTiles, AsyncCopyPlanPartAndDevices) {
   // sm_80 and sm_90 take it; sm_75 and HIP stage through registers.
   const char* forced = std::getenv("RUNE_PLAN");
   if (forced) GTEST_SKIP() << "RUNE_PLAN=" << forced << " replaces the default plans";
-  using codegen::dialect_for_arch;
-  const auto& cuda = codegen::cuda_dialect();
-  EXPECT_TRUE(codegen::c_plan(k, dialect_for_arch(cuda, "sm_80")).async_copy);
-  EXPECT_TRUE(codegen::c_plan(k, dialect_for_arch(cuda, "sm_90")).async_copy);
-  const auto old = codegen::c_plan(k, dialect_for_arch(cuda, "sm_75"));
+  const auto cuda = runtime::DeviceKind::CUDA;
+  EXPECT_TRUE(codegen::c_plan(k, codegen::gpu_device_desc(cuda, "sm_80")).async_copy);
+  EXPECT_TRUE(codegen::c_plan(k, codegen::gpu_device_desc(cuda, "sm_90")).async_copy);
+  const auto old = codegen::c_plan(k, codegen::gpu_device_desc(cuda, "sm_75"));
   EXPECT_TRUE(old.tiles);
   EXPECT_FALSE(old.async_copy);
-  EXPECT_FALSE(codegen::c_plan(k, codegen::hip_dialect()).async_copy);
-  EXPECT_TRUE(codegen::c_plan(k, fake_gpu::host_dialect()).async_copy);
+  EXPECT_FALSE(
+      codegen::c_plan(k, codegen::gpu_device_desc(runtime::DeviceKind::HIP, "gfx90a")).async_copy);
+  EXPECT_TRUE(codegen::c_plan(k, fake_gpu::fake_device_desc()).async_copy);
 }
 
 // Under RUNE_PLAN (ctest gpu_tiles.register_staging) the tiled products above ran with the
@@ -182,7 +182,7 @@ TEST(GpuTiles, ForcedPlanStagesThroughRegisters) {
   k.out_dtype = ir::DType::Float32;
   k.contract =
       codegen::Contraction{ir::View::contiguous({130, 72}), ir::View::contiguous({72, 150})};
-  const codegen::Plan p = codegen::c_plan(k, fake_gpu::host_dialect());
+  const codegen::Plan p = codegen::c_plan(k, fake_gpu::fake_device_desc());
   EXPECT_TRUE(p.tiles) << p.str();
   EXPECT_FALSE(p.async_copy) << p.str();
 }

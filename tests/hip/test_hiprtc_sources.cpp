@@ -9,6 +9,7 @@
 #include <set>
 
 #include "codegen/c_renderer.h"
+#include "codegen/gpu/device_desc.h"
 #include "codegen/hip/hiprtc.h"
 #include "gpu_corpus.h"
 
@@ -33,11 +34,13 @@ Result compile_all(const std::vector<Labelled>& ks) {
   Result res;
   auto t0 = std::chrono::steady_clock::now();
   const auto& d = codegen::hip_dialect();
+  const auto device = codegen::gpu_device_desc(runtime::DeviceKind::HIP, "gfx90a");
   std::vector<size_t> distinct;  // index of the first kernel of each distinct rendering
   std::set<std::string> seen;
   for (size_t i = 0; i < ks.size(); ++i) {
     try {
-      if (seen.insert(codegen::render_c_kernel(ks[i].k, "rk", d)).second) distinct.push_back(i);
+      if (seen.insert(codegen::render_c_kernel(ks[i].k, "rk", d, device)).second)
+        distinct.push_back(i);
     } catch (const std::exception& e) {
       res.failures.push_back(ks[i].label + ": render_c threw: " + e.what());
     }
@@ -58,13 +61,13 @@ Result compile_all(const std::vector<Labelled>& ks) {
     size_t e = std::min(distinct.size(), b + kBatch);
     std::string src = codegen::render_c_prelude(d);
     for (size_t j = b; j < e; ++j)
-      src += codegen::render_c_kernel(ks[distinct[j]].k, "rk" + std::to_string(j), d);
+      src += codegen::render_c_kernel(ks[distinct[j]].k, "rk" + std::to_string(j), d, device);
     try {
       compile(src, arch);
     } catch (const std::exception&) {
       for (size_t j = b; j < e; ++j) {
         try {
-          compile(codegen::render_c(ks[distinct[j]].k, "rk", d), arch);
+          compile(codegen::render_c(ks[distinct[j]].k, "rk", d, device), arch);
         } catch (const std::exception& ex) {
           res.failures.push_back(ks[distinct[j]].label + ": " + ex.what());
         }
@@ -159,9 +162,10 @@ TEST_F(Hiprtc, HipSourceUsesTheDialect) {
   });
   ASSERT_FALSE(ks.empty());
   const auto& d = codegen::hip_dialect();
+  const auto device = codegen::gpu_device_desc(runtime::DeviceKind::HIP, "gfx90a");
   std::string src = codegen::render_c_prelude(d);
   for (size_t i = 0; i < ks.size(); ++i)
-    src += codegen::render_c_kernel(ks[i].k, "k" + std::to_string(i), d);
+    src += codegen::render_c_kernel(ks[i].k, "k" + std::to_string(i), d, device);
   EXPECT_NE(src.find("// rune kernels (hip)"), std::string::npos);
   EXPECT_NE(src.find("rune_hip_sqrt_f32"), std::string::npos) << src;
   EXPECT_EQ(src.find("__fsqrt_rn"), std::string::npos) << src;

@@ -93,6 +93,25 @@ inline std::string show(const Value& v) {
 
 inline std::string show(const Shape& s) { return ir::to_string(s); }
 
+// Direct-loop references (tests/test_conv.cpp, tests/test_window.cpp): the row-major offset of
+// multi-index i in shape s, and f called on every multi-index of s in row-major order.
+inline int64_t row_major_offset(const Shape& s, const std::vector<int64_t>& i) {
+  int64_t o = 0;
+  for (size_t a = 0; a < s.size(); ++a) o = o * s[a] + i[a];
+  return o;
+}
+inline void for_each_index(const Shape& s, const std::function<void(const std::vector<int64_t>&)>& f) {
+  for (int64_t n : s)
+    if (n == 0) return;
+  std::vector<int64_t> i(s.size(), 0);
+  while (true) {
+    f(i);
+    int a = static_cast<int>(s.size()) - 1;
+    while (a >= 0 && ++i[a] == s[a]) i[a--] = 0;
+    if (a < 0) return;
+  }
+}
+
 // A contiguous tensor holding exactly `vals` (each of dtype t).
 inline Tensor tensor(DType t, const Shape& shape, const std::vector<Value>& vals) {
   int64_t isz = ir::itemsize(t);

@@ -13,6 +13,7 @@
 
 #include "core/window.h"
 #include "gpu_runtime/fake_driver.h"
+#include "test_util.h"
 #include "trace/rune.h"
 
 namespace {
@@ -45,21 +46,9 @@ std::vector<double> values(const Shape& s, uint64_t seed, int levels = 0) {
   }
   return v;
 }
-int64_t offset(const Shape& s, const Ints& i) {
-  int64_t o = 0;
-  for (size_t a = 0; a < s.size(); ++a) o = o * s[a] + i[a];
-  return o;
-}
-void each(const Shape& s, const std::function<void(const Ints&)>& f) {
-  if (numel(s) == 0) return;
-  Ints i(s.size(), 0);
-  while (true) {
-    f(i);
-    int a = static_cast<int>(s.size()) - 1;
-    while (a >= 0 && ++i[a] == s[a]) i[a--] = 0;
-    if (a < 0) return;
-  }
-}
+// Row-major offsets and index walks of the references (tests/test_util.h).
+int64_t offset(const Shape& s, const Ints& i) { return rt::row_major_offset(s, i); }
+void each(const Shape& s, const std::function<void(const Ints&)>& f) { rt::for_each_index(s, f); }
 
 struct Result {
   Shape shape;

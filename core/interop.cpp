@@ -118,9 +118,10 @@ Tensor import_tensor(const DLTensor& t, std::function<void()> release, const cha
   DType dtype = from_dlpack_dtype(t.dtype, api);
   Device device = from_dl_device(t.device, api);
   Shape shape(t.shape, t.shape + t.ndim);
+  // No strides: contiguous, which wrap_borrowed computes once it has checked the shape (the
+  // strides of a shape past the size bound overflow).
   std::vector<int64_t> strides;
   if (t.strides) strides.assign(t.strides, t.strides + t.ndim);
-  if (strides.empty() && t.ndim > 0) strides = ir::View::contiguous(shape).strides;
   void* data = static_cast<char*>(t.data) + t.byte_offset;
   return wrap_borrowed(data, dtype, shape, std::move(strides), device, std::move(release), api);
 }

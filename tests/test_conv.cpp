@@ -16,38 +16,18 @@
 #include "gpu_runtime/fake_driver.h"
 #include "test_util.h"
 #include "trace/rune.h"
+#include "window_test_util.h"
 
 namespace {
 
-using nx::Shape;
-using nx::Tensor;
-using Pairs = std::vector<std::pair<int64_t, int64_t>>;
-using Ints = std::vector<int64_t>;
+using namespace window_test;
 
 const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
-Tensor host(const Tensor& t) { return nx::place(t, "CPU"); }
-Tensor f64(const Shape& s, const std::vector<double>& v) {
-  return host(nx::create(nx::float64, s, v));
-}
-int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-// Deterministic values in [-1, 1) (a linear congruential sequence).
-std::vector<double> values(const Shape& s, uint64_t seed) {
-  std::vector<double> v(numel(s));
-  uint64_t z = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (double& d : v) {
-    z = z * 6364136223846793005ull + 1442695040888963407ull;
-    d = static_cast<double>(z >> 11) / 9007199254740992.0 * 2 - 1;
-  }
-  return v;
-}
 // Row-major offsets and index walks of the references (tests/test_util.h).
 int64_t offset(const Shape& s, const Ints& i) { return rt::row_major_offset(s, i); }
 void each(const Shape& s, const std::function<void(const Ints&)>& f) { rt::for_each_index(s, f); }
+int64_t numel(const Shape& s) { return ir::numel(s); }
 
 struct Result {
   Shape shape;
@@ -129,24 +109,6 @@ Result ref_conv_transpose(const Shape& xs, const std::vector<double>& x, const S
   return r;
 }
 
-// JAX's "SAME" pads for the undilated input extents.
-Pairs same_pads(const Shape& xs, const Shape& ws, Ints stride, Ints rdil) {
-  Pairs p;
-  for (size_t a = 0; a + 2 < xs.size(); ++a) {
-    int64_t s = stride.empty() ? 1 : stride[a], r = rdil.empty() ? 1 : rdil[a];
-    int64_t out = (xs[2 + a] + s - 1) / s, eff = (ws[2 + a] - 1) * r + 1;
-    int64_t total = std::max<int64_t>(0, (out - 1) * s + eff - xs[2 + a]);
-    p.push_back({total / 2, total - total / 2});
-  }
-  return p;
-}
-
-std::string bits(const Tensor& t) {
-  std::string s = t.describe() + ":";
-  for (double d : nx::to_array(host(t))) s += " " + std::to_string(std::bit_cast<uint64_t>(d));
-  return s;
-}
-
 void expect_near(const std::string& name, const Tensor& t, const Result& want, double tol = 1e-12) {
   ASSERT_EQ(t.shape(), want.shape) << name;
   auto got = nx::to_array(host(t));
@@ -163,7 +125,9 @@ struct ConvCase {
 
 // Pads of a case for the reference (SAME resolved as JAX does).
 Pairs pads_of(const ConvCase& c) {
-  if (c.o.padding.mode == "SAME") return same_pads(c.xs, c.ws, c.o.strides, c.o.rhs_dilation);
+  if (c.o.padding.mode == "SAME")
+    return same_pads(Shape(c.xs.begin() + 2, c.xs.end()), Shape(c.ws.begin() + 2, c.ws.end()),
+                     c.o.strides, c.o.rhs_dilation);
   if (c.o.padding.mode == "VALID") return {};
   return c.o.padding.pairs;
 }
@@ -428,16 +392,6 @@ TEST(ConvGrad, InputAndKernelAgainstCentralDifferences) {
 }
 
 // ---- errors: the API's name and the offending shapes; a failed call changes nothing ----
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected " << parts[0];
-  } catch (const std::invalid_argument& e) {
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\nlacks: " << p;
-  }
-}
 
 TEST(ConvErrors, NameTheApiAndTheShapes) {
   Tensor x = f64({2, 4, 5, 5}, values({2, 4, 5, 5}, 61));

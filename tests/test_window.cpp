@@ -15,40 +15,19 @@
 #include "gpu_runtime/fake_driver.h"
 #include "test_util.h"
 #include "trace/rune.h"
+#include "window_test_util.h"
 
 namespace {
 
-using nx::Shape;
-using nx::Tensor;
+using namespace window_test;
 using nx::WindowReduce;
-using Pairs = std::vector<std::pair<int64_t, int64_t>>;
-using Ints = std::vector<int64_t>;
 
 const bool installed = fake_gpu::install_fake_cuda_unless_hooked();
 
-Tensor host(const Tensor& t) { return nx::place(t, "CPU"); }
-Tensor f64(const Shape& s, const std::vector<double>& v) {
-  return host(nx::create(nx::float64, s, v));
-}
-int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-// Deterministic values: in [-1, 1), or small integers in [0, levels) (many ties) when levels > 0.
-std::vector<double> values(const Shape& s, uint64_t seed, int levels = 0) {
-  std::vector<double> v(numel(s));
-  uint64_t z = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (double& d : v) {
-    z = z * 6364136223846793005ull + 1442695040888963407ull;
-    double u = static_cast<double>(z >> 11) / 9007199254740992.0;
-    d = levels ? std::floor(u * levels) : u * 2 - 1;
-  }
-  return v;
-}
 // Row-major offsets and index walks of the references (tests/test_util.h).
 int64_t offset(const Shape& s, const Ints& i) { return rt::row_major_offset(s, i); }
 void each(const Shape& s, const std::function<void(const Ints&)>& f) { rt::for_each_index(s, f); }
+int64_t numel(const Shape& s) { return ir::numel(s); }
 
 struct Result {
   Shape shape;
@@ -95,31 +74,16 @@ Result ref_window(const Shape& xs, const std::vector<double>& x, WindowReduce op
   return r;
 }
 
-Pairs same_pads(const Shape& xs, const Shape& w, const Ints& stride, const Ints& dil) {
-  Pairs p;
-  for (size_t a = 0; a < xs.size(); ++a) {
-    int64_t s = stride.empty() ? 1 : stride[a], d = dil.empty() ? 1 : dil[a];
-    int64_t out = (xs[a] + s - 1) / s, eff = (w[a] - 1) * d + 1;
-    int64_t total = std::max<int64_t>(0, (out - 1) * s + eff - xs[a]);
-    p.push_back({total / 2, total - total / 2});
-  }
-  return p;
-}
-
-std::string bits(const Tensor& t) {
-  std::string s = t.describe() + ":";
-  for (double d : nx::to_array(host(t))) s += " " + std::to_string(std::bit_cast<uint64_t>(d));
-  return s;
-}
-
 void expect_near(const std::string& name, const Tensor& t, const Shape& shape,
                  const std::vector<double>& want, double tol = 1e-12) {
   ASSERT_EQ(t.shape(), shape) << name;
   auto got = nx::to_array(host(t));
-  for (size_t i = 0; i < got.size(); ++i)
-    if (got[i] != want[i])  // equal infinities (windows of padding alone) pass
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {  // equal infinities (windows of padding alone) pass
       EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::fabs(want[i])))
           << name << " element " << i;
+    }
+  }
 }
 
 struct WindowCase {
@@ -319,16 +283,6 @@ TEST(WindowGrad, AvgPoolAndSumAgainstCentralDifferences) {
       double fd = (dot(h) - dot(-h)) / (2 * h);
       EXPECT_NEAR(got[i], fd, 1e-8) << "count_include_pad " << incl << " element " << i;
     }
-  }
-}
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected " << parts[0];
-  } catch (const std::invalid_argument& e) {
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\nlacks: " << p;
   }
 }
 

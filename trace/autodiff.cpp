@@ -207,6 +207,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(
   append_check_roots(t.checks, roots);
   auto vals = evaluate(roots, bindings, t.device);
   replay_checks(t.checks, vals, n_roots, t.device);
+  vals.resize(n_roots);  // the tangents end before the checks' values
   return {std::vector<nx::Tensor>(vals.begin(), vals.begin() + static_cast<long>(m)),
           std::vector<nx::Tensor>(vals.begin() + static_cast<long>(m), vals.end())};
 }

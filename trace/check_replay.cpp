@@ -63,24 +63,25 @@ void replay_checks(const std::vector<Tracer::Check>& checks, const std::vector<n
 }
 
 void replay_batched_checks(const char* api, const std::vector<Tracer::Check>& checks,
-                           const std::vector<nx::Tensor>& firsts,
-                           const std::vector<std::vector<nx::Tensor>>& data, int64_t batch,
+                           const std::vector<nx::Tensor>& vals, size_t at, int64_t batch,
                            nx::Device device) {
-  for (size_t k = 0; k < checks.size(); ++k) {
-    const Tracer::Check& c = checks[k];
+  for (const Tracer::Check& c : checks) {
+    const nx::Tensor& first = vals.at(at++);
+    const size_t data_at = at;
+    at += c.data.size();
     const size_t rank = c.shape.size();
-    nx::Shape shape{batch}, grid{1}, per_example{batch};
-    shape.insert(shape.end(), c.shape.begin(), c.shape.end());
+    nx::Shape grid{1}, per_example{batch};
     grid.insert(grid.end(), c.shape.begin(), c.shape.end());
     per_example.insert(per_example.end(), rank, 1);
     nx::CreateOn on(device);
     // ok[b, i...] is false exactly at example b's first failing element, so the first false
     // element in C order is the first failing example's, at its own index.
     nx::Tensor ok =
-        nx::not_equal(nx::reshape(nx::arange(c.size), grid), nx::reshape(firsts[k], per_example));
+        nx::not_equal(nx::reshape(nx::arange(c.size), grid), nx::reshape(first, per_example));
     // Each datum broadcasts to the example's shape: align its axes to ok's after the batch axis.
     std::vector<nx::Tensor> aligned;
-    for (const nx::Tensor& d : data[k]) {
+    for (size_t j = data_at; j < at; ++j) {
+      const nx::Tensor& d = vals[j];
       nx::Shape s{batch};
       s.insert(s.end(), rank - static_cast<size_t>(d.ndim() - 1), 1);
       s.insert(s.end(), d.shape().begin() + 1, d.shape().end());

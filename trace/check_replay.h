@@ -23,13 +23,13 @@ void append_check_roots(const std::vector<Tracer::Check>& checks, std::vector<ir
 void replay_checks(const std::vector<Tracer::Check>& checks, const std::vector<nx::Tensor>& vals,
                    size_t at, nx::Device device);
 
-// The batched form for rune::vmap: `firsts` holds each check's first false index per example
-// (int64 [B]) and `data` each datum with the batch axis at 0 ([B] ++ its per-example shape).
-// The check fails when any example fails; its message is the per-example message of the first
-// failing example in example order, prefixed "<api>: example b of B: ".
+// The batched form for rune::vmap, from the values of append_check_roots' nodes batched (the
+// batch axis at 0: each check's first false index per example, int64 [B], then its data,
+// [B] ++ the per-example shape), which start at vals[at]. The check fails when any example
+// fails; its message is the first failing example's own (in example order), with
+// " (<api>: example b of B fails)" appended.
 void replay_batched_checks(const char* api, const std::vector<Tracer::Check>& checks,
-                           const std::vector<nx::Tensor>& firsts,
-                           const std::vector<std::vector<nx::Tensor>>& data, int64_t batch,
+                           const std::vector<nx::Tensor>& vals, size_t at, int64_t batch,
                            nx::Device device);
 
 }  // namespace rune::detail

@@ -125,18 +125,7 @@ std::vector<nx::Tensor> vmap_flat(const char* api, const std::vector<nx::Tensor>
   for (size_t k = n_out; k < batched.size(); ++k)
     roots.push_back(with_batch_axis(batched[k], batch));
   std::vector<nx::Tensor> vals = ev(roots);
-  if (!t.checks.empty()) {
-    std::vector<nx::Tensor> firsts;
-    std::vector<std::vector<nx::Tensor>> data;
-    size_t at = n_out;
-    for (const auto& c : t.checks) {
-      firsts.push_back(vals[at++]);
-      data.emplace_back(vals.begin() + static_cast<long>(at),
-                        vals.begin() + static_cast<long>(at + c.data.size()));
-      at += c.data.size();
-    }
-    replay_batched_checks(api, t.checks, firsts, data, batch, device);
-  }
+  replay_batched_checks(api, t.checks, vals, n_out, batch, device);
   vals.resize(n_out);
   return vals;
 }

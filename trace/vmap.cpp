@@ -19,15 +19,7 @@ std::string leaf_name(const std::vector<std::string>& paths, size_t i) {
   return "argument " + (i < paths.size() && !paths[i].empty() ? paths[i] : std::to_string(i));
 }
 
-// x's axis `from` moved to `to` (a view).
-nx::Tensor move_axis(const nx::Tensor& x, int64_t from, int64_t to) {
-  if (from == to) return x;
-  nx::Axes perm;
-  for (int d = 0; d < x.ndim(); ++d)
-    if (d != from) perm.push_back(d);
-  perm.insert(perm.begin() + to, static_cast<int>(from));
-  return nx::permute(x, perm);
-}
+// x's axis `from` moved to `to`, as a node (the tensor form is in trace/vmap_loops.h).
 ir::NodeRef move_axis(ir::NodeRef x, int64_t from, int64_t to) {
   if (from == to) return x;
   std::vector<int64_t> perm;

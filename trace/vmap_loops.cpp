@@ -56,14 +56,6 @@ std::vector<BatchedNode> batched_inputs(const Tracer::Loop& inner,
   return r;
 }
 
-nx::Tensor batch_axis_first(const nx::Tensor& x, int from) {
-  if (from == 0) return x;
-  nx::Axes perm{from};
-  for (int d = 0; d < x.ndim(); ++d)
-    if (d != from) perm.push_back(d);
-  return nx::permute(x, perm);
-}
-
 // One run of the batched body on the carry `carry` (batched where b.params says): the new carry
 // (batched where b.params says), the rows, then the predicate on `carry` where the loop has one.
 std::vector<nx::Tensor> run_body_batched(const Tracer::Loop& loop, const LoopBatching& b,
@@ -96,6 +88,15 @@ std::vector<nx::Tensor> run_body_batched(const Tracer::Loop& loop, const LoopBat
 }
 
 }  // namespace
+
+nx::Tensor move_axis(const nx::Tensor& x, int64_t from, int64_t to) {
+  if (from == to) return x;
+  nx::Axes perm;
+  for (int d = 0; d < x.ndim(); ++d)
+    if (d != from) perm.push_back(d);
+  perm.insert(perm.begin() + to, static_cast<int>(from));
+  return nx::permute(x, perm);
+}
 
 LoopBatching batch_loop(const Tracer::Loop& loop, std::vector<bool> batched, int64_t batch) {
   const size_t nc = carry_count(loop);
@@ -143,7 +144,7 @@ std::vector<nx::Tensor> run_batched_loop(const Tracer::Loop& loop, const LoopBat
     // A fixed trip count: one scan over no xs, whose rows are the body's rows.
     auto [carry, ys] = scan_flat("rune::scan", body, init, {}, {}, loop.trips);
     for (size_t j = 0; j < ys.size(); ++j)
-      if (b.outputs[nc + j]) ys[j] = batch_axis_first(ys[j], 1);  // [trips, B, ...] -> [B, ...]
+      if (b.outputs[nc + j]) ys[j] = move_axis(ys[j], 1, 0);  // [trips, B, ...] -> [B, ...]
     carry.insert(carry.end(), ys.begin(), ys.end());
     return carry;
   }

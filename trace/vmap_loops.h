@@ -19,6 +19,9 @@
 
 namespace rune::detail {
 
+// x's axis `from` moved to `to` (a view): where vmap puts a batch axis.
+nx::Tensor move_axis(const nx::Tensor& x, int64_t from, int64_t to);
+
 // Which of a loop's body params are batched (after the carry fixed point), whether its
 // predicate is, which of its outputs (final carry, then stacked ys) are, and the same for the
 // loops inside its body, in order.

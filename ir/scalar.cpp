@@ -280,7 +280,7 @@ Value apply(Op op, DType out, const std::vector<Value>& a) {
     case Op::Where:
       return a[0].i ? a[1] : a[2];
     // The core ops of the lowered level (codegen/core_ops.h), for constant folding and the
-    // check that legalising an op keeps its meaning (tests/codegen/test_core_ops.cpp).
+    // check that legalising an op keeps its meaning (tests/lower/test_core_ops.cpp).
     case Op::UDiv:
       return I(static_cast<int64_t>(u(0) / u(1)));
     case Op::URem:

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/io.h"
+#include "core/io_inflate.h"
 #include "core/io_internal.h"
 
 namespace nx {
@@ -94,43 +95,22 @@ void check_length(const std::string& path, const Header& h, uint64_t have, bool 
 }
 
 // The inflated image of the gzip stream p[0, n): first the header, then at most the bytes it
-// claims plus one.
+// claims plus one (room to see a stream that goes on past its claim; check_length words that).
 std::vector<uint8_t> inflate_gzip(const std::string& path, const uint8_t* p, size_t n) {
-  z_stream zs{};
-  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) io::bad(kApi, path, "zlib inflateInit2 failed");
-  struct End {
-    z_stream* z;
-    ~End() { inflateEnd(z); }
-  } end{&zs};
-  zs.next_in = const_cast<uint8_t*>(p);
-  zs.avail_in = static_cast<uInt>(std::min<size_t>(n, UINT32_MAX));
-  std::vector<uint8_t> out(std::min<size_t>(4 + 4 * 255, 4096));
-  size_t done = 0;
-  uint64_t cap = 4 + 4 * 255;  // until the header is known: its largest size
-  bool known = false;
-  for (;;) {
-    if (done == out.size()) {
-      if (out.size() >= cap) break;  // everything the header allows, and one byte more
-      out.resize(static_cast<size_t>(std::min<uint64_t>(cap, out.size() * 2)));
-    }
-    zs.next_out = out.data() + done;
-    zs.avail_out = static_cast<uInt>(std::min<size_t>(out.size() - done, UINT32_MAX));
-    const int rc = inflate(&zs, Z_NO_FLUSH);
-    done = out.size() - zs.avail_out;
-    if (!known) {
-      if (auto h = parse_header(path, out.data(), done)) {
-        known = true;
-        cap = h->bytes + h->data + 1;
-      }
-    }
-    if (rc == Z_STREAM_END) break;
-    if (rc == Z_BUF_ERROR && zs.avail_in == 0)
-      io::bad(kApi, path, "truncated gzip stream (after " + std::to_string(done) + " bytes)");
-    if (rc != Z_OK && rc != Z_BUF_ERROR)
-      io::bad(kApi, path, std::string("corrupt gzip stream: ") + (zs.msg ? zs.msg : "zlib error"));
-  }
-  out.erase(out.begin() + static_cast<std::ptrdiff_t>(done), out.end());  // shrinks only
-  return out;
+  constexpr uint64_t kLargestHeader = 4 + 4 * 255;
+  io::Inflated z =
+      io::inflate_bounded(kApi, path, p, n, 16 + MAX_WBITS, kLargestHeader,
+                          [&](const uint8_t* out, uint64_t produced) -> uint64_t {
+                            if (auto h = parse_header(path, out, static_cast<size_t>(produced)))
+                              return h->bytes + h->data + 1;
+                            return kLargestHeader;  // until the header is known: its largest size
+                          });
+  if (z.end == io::InflateEnd::InputEnded)
+    io::bad(kApi, path,
+            "truncated gzip stream (after " + std::to_string(z.bytes.size()) + " bytes)");
+  if (z.end == io::InflateEnd::Corrupt)
+    io::bad(kApi, path, "corrupt gzip stream: " + z.zlib_message);
+  return std::move(z.bytes);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/io_inflate.h"
 #include "core/io_internal.h"
 
 namespace nx::io {
@@ -296,40 +297,25 @@ TensorMap load_npz(const char* api, const std::string& path, std::optional<Devic
     const uint8_t* data = p + mb.start;
     std::vector<uint8_t> inflated;
     if (method == 8) {
-      // The buffer grows with what zlib actually produces, never to the claim up front.
-      // One byte more than claimed: room to see a stream that goes on past its claim.
+      // The buffer grows with what zlib actually produces, never to the claim up front; one
+      // byte more than claimed is room to see a stream that goes on past its claim.
       const uint64_t cap = usize + 1;
-      inflated.resize(static_cast<size_t>(std::min<uint64_t>(cap, csize * 4 + 4096)));
-      z_stream zs{};
-      if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) bad(api, path, "zlib inflateInit2 failed");
-      uint64_t in_done = 0, out_done = 0;
-      int rc = Z_OK;
-      while (rc == Z_OK) {
-        if (out_done == inflated.size()) {
-          if (inflated.size() == cap) {
-            rc = Z_BUF_ERROR;  // more output than claimed
-            break;
-          }
-          inflated.resize(static_cast<size_t>(std::min<uint64_t>(cap, inflated.size() * 2)));
-        }
-        uInt in_chunk = static_cast<uInt>(std::min<uint64_t>(csize - in_done, 1u << 30));
-        uInt out_chunk =
-            static_cast<uInt>(std::min<uint64_t>(inflated.size() - out_done, 1u << 30));
-        zs.next_in = const_cast<Bytef*>(data + in_done);
-        zs.avail_in = in_chunk;
-        zs.next_out = inflated.data() + out_done;
-        zs.avail_out = out_chunk;
-        rc = inflate(&zs, Z_NO_FLUSH);
-        in_done += in_chunk - zs.avail_in;
-        out_done += out_chunk - zs.avail_out;
-        if (rc == Z_OK && zs.avail_in == in_chunk && zs.avail_out == out_chunk) rc = Z_BUF_ERROR;
-      }
-      std::string zmsg = zs.msg ? zs.msg : "error " + std::to_string(rc);
-      inflateEnd(&zs);
-      if (rc != Z_STREAM_END || out_done != usize)
+      io::Inflated z = io::inflate_bounded(api, path, data, csize, -MAX_WBITS,
+                                           std::min<uint64_t>(cap, csize * 4 + 4096),
+                                           [cap](const uint8_t*, uint64_t) { return cap; });
+      const uint64_t got = z.bytes.size();
+      if (z.end != io::InflateEnd::StreamEnd || got != usize) {
+        std::string why =
+            z.end == io::InflateEnd::StreamEnd    ? "stream ended at " + std::to_string(got)
+            : z.end == io::InflateEnd::CapReached ? "more than " + std::to_string(usize) + " bytes"
+            : z.end == io::InflateEnd::InputEnded
+                ? "truncated after " + std::to_string(got) + " bytes"
+                : z.zlib_message;
         bad(api, path,
-            what + " does not inflate to its claimed " + std::to_string(usize) + " bytes (zlib: " +
-                (rc == Z_STREAM_END ? "stream ended at " + std::to_string(out_done) : zmsg) + ")");
+            what + " does not inflate to its claimed " + std::to_string(usize) +
+                " bytes (zlib: " + why + ")");
+      }
+      inflated = std::move(z.bytes);
       data = inflated.data();
     }
     uLong got = crc32(0L, Z_NULL, 0);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/io_inflate.h"
 #include "gpu_runtime/fake_driver.h"
 #include "trace/rune.h"
 
@@ -154,6 +156,47 @@ TEST(Idx, HostileFilesRaiseNamingTheApiAndThePath) {
               std::string::npos)
         << e.what();
   }
+}
+
+// The bounded inflate loop both compressed readers share (core/io_inflate.h) hands zlib its input
+// and output in chunks: with 7-byte chunks a 40 KB stream inflates whole (before the shared loop,
+// load_idx gave zlib its input once, capped at 4 GiB, so a longer stream read as truncated), a
+// cut stream ends as InputEnded, a corrupt one as Corrupt with zlib's reason, and the output
+// never passes the cap.
+TEST(Idx, InflateLoopFeedsZlibInChunks) {
+  Bytes plain(40000);
+  for (size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>((i * 7919) >> 5);
+  Bytes gz;
+  {
+    const std::string p = write_gz("chunks.gz", plain);
+    FILE* f = std::fopen(p.c_str(), "rb");
+    int c;
+    while ((c = std::fgetc(f)) != EOF) gz.push_back(static_cast<uint8_t>(c));
+    std::fclose(f);
+  }
+  const auto unbounded = [](const uint8_t*, uint64_t) { return uint64_t{1} << 40; };
+  auto run = [&](const Bytes& in, const std::function<uint64_t(const uint8_t*, uint64_t)>& cap,
+                 uint64_t chunk) {
+    return nx::io::inflate_bounded("test", "mem", in.data(), in.size(), 16 + MAX_WBITS, 16, cap,
+                                   chunk);
+  };
+  for (uint64_t chunk : {uint64_t{1}, uint64_t{7}, uint64_t{4096}, uint64_t{1} << 30}) {
+    nx::io::Inflated z = run(gz, unbounded, chunk);
+    EXPECT_EQ(z.end, nx::io::InflateEnd::StreamEnd) << "chunk " << chunk;
+    EXPECT_EQ(z.bytes, plain) << "chunk " << chunk;
+  }
+  nx::io::Inflated cut = run(Bytes(gz.begin(), gz.begin() + gz.size() / 2), unbounded, 7);
+  EXPECT_EQ(cut.end, nx::io::InflateEnd::InputEnded);
+  EXPECT_TRUE(std::equal(cut.bytes.begin(), cut.bytes.end(), plain.begin()));
+  Bytes corrupt = gz;
+  for (size_t i = 12; i < 40; ++i) corrupt[i] ^= 0xff;
+  nx::io::Inflated bad = run(corrupt, unbounded, 7);
+  EXPECT_EQ(bad.end, nx::io::InflateEnd::Corrupt);
+  EXPECT_FALSE(bad.zlib_message.empty());
+  nx::io::Inflated capped = run(
+      gz, [](const uint8_t*, uint64_t) { return uint64_t{1000}; }, 7);
+  EXPECT_EQ(capped.end, nx::io::InflateEnd::CapReached);
+  EXPECT_EQ(capped.bytes, Bytes(plain.begin(), plain.begin() + 1000));
 }
 
 // Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist), when installed.

@@ -16,8 +16,11 @@ void check_steps(const char* api, const char* what, int64_t n) {
 }  // namespace
 
 Schedule constant(double value) {
-  return [value](const nx::Tensor& count) { return nx::scalar_like(steps_f64(count), value); };
+  return Schedule::Fn(
+      [value](const nx::Tensor& count) { return nx::scalar_like(steps_f64(count), value); });
 }
+
+Schedule::Schedule(double value) : fn_(constant(value).fn_) {}
 
 Schedule linear(double init, double end, int64_t steps) {
   check_steps("rune::optim::linear", "steps", steps);

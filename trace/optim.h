@@ -19,6 +19,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -29,7 +30,22 @@ namespace rune::optim {
 
 // A scalar hyperparameter as a function of the step count: `count` is the number of updates
 // applied before this one (an int64 scalar tensor); the result is a float64 scalar tensor.
-using Schedule = std::function<nx::Tensor(const nx::Tensor& count)>;
+// A plain number is the constant schedule, so `optim::adamw(1e-3)` and `optim::Sgd{0.1}` read as
+// they do in optax and torch.optim; any callable of the count is a schedule of its own.
+class Schedule {
+ public:
+  using Fn = std::function<nx::Tensor(const nx::Tensor& count)>;
+  Schedule(double value);  // NOLINT(google-explicit-constructor): constant(value)
+  template <class F, class = std::enable_if_t<
+                         !std::is_arithmetic_v<std::decay_t<F>> &&
+                         !std::is_same_v<std::decay_t<F>, Schedule> &&
+                         std::is_invocable_r_v<nx::Tensor, const F&, const nx::Tensor&>>>
+  Schedule(F fn) : fn_(std::move(fn)) {}  // NOLINT(google-explicit-constructor)
+  nx::Tensor operator()(const nx::Tensor& count) const { return fn_(count); }
+
+ private:
+  Fn fn_;
+};
 // The same value every step.
 Schedule constant(double value);
 // optax.linear_schedule: init at step 0 to end at step `steps`, then end.
@@ -192,6 +208,16 @@ struct Adam {
         AdamState<P>{s.count + int64_t{1}, tree_unflatten<P>(def, nm), tree_unflatten<P>(def, nv)}};
   }
 };
+
+// optax.sgd / torch.optim.SGD (no weight decay; set Sgd::weight_decay for torch's coupled one).
+inline Sgd sgd(Schedule lr, double momentum = 0, bool nesterov = false) {
+  return Sgd{std::move(lr), momentum, nesterov};
+}
+
+// optax.adam / torch.optim.Adam (no weight decay).
+inline Adam adam(Schedule lr, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8) {
+  return Adam{std::move(lr), b1, b2, eps};
+}
 
 // optax.adamw / torch.optim.AdamW (decoupled weight decay, torch's default 0.01).
 inline Adam adamw(Schedule lr, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8,

@@ -122,6 +122,29 @@ TEST_P(Optim, AdamAndAdamW) {
   }
 }
 
+// A plain number is a constant learning rate (optax.adamw(1e-3), torch.optim.SGD(lr=0.1)): the
+// optimizers it makes update to the same bits as with optim::constant, and the optax-named
+// makers sgd / adam / adamw take it.
+TEST_P(Optim, ANumberIsAConstantLearningRate) {
+  auto run = [&](const auto& opt) {
+    Params p = params();
+    auto s = opt.init(p);
+    for (int step = 0; step < 3; ++step) std::tie(p, s) = opt.update(p, rune::grad(loss, p), s);
+    return nx::to_vector<double>(
+        nx::cast(nx::concatenate({nx::reshape(p.first, {-1}), p.second}, 0), nx::float64));
+  };
+  EXPECT_EQ(run(optim::adamw(1e-3)), run(optim::adamw(optim::constant(1e-3))));
+  EXPECT_EQ(run(optim::adam(1e-3)), run(optim::Adam{optim::constant(1e-3)}));
+  EXPECT_EQ(run(optim::sgd(0.1, 0.9)), run(optim::Sgd{optim::constant(0.1), 0.9}));
+  EXPECT_EQ(run(optim::Sgd{0.1}), run(optim::Sgd{optim::constant(0.1)}));
+  EXPECT_NE(run(optim::sgd(0.1)), run(optim::sgd(0.2)));
+  // A callable of the step count is a schedule too.
+  optim::Schedule halves = [](const Tensor& count) {
+    return nx::scalar_like(nx::cast(count, nx::float64), 0.5);
+  };
+  EXPECT_EQ(run(optim::sgd(halves)), run(optim::sgd(0.5)));
+}
+
 TEST_P(Optim, Schedules) {
   auto at = [&](const optim::Schedule& s, int64_t step) {
     return nx::item<double>(s(on(nx::scalar(nx::int64, static_cast<double>(step)))));

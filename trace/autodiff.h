@@ -162,10 +162,28 @@ auto grad(F&& f, const P& p, HasAux) {
   return std::make_pair(std::move(g), std::move(va.second));
 }
 
-// grad(f) as a function of p.
+// grad(f) as a function of f's arguments: the gradient with respect to the first, as jax.grad's
+// default argnums=0 (`rune::grad(loss)(w, x, y)`); the other arguments are constants.
 template <class F>
 auto grad(F f) {
-  return [f](const auto& p) { return grad(f, p); };
+  return [f](const auto& p, const auto&... rest) mutable {
+    if constexpr (sizeof...(rest) == 0)
+      return grad(f, p);
+    else
+      return detail::value_and_grad_argnums<0>("rune::grad", f, p, rest...).second;
+  };
+}
+
+// value_and_grad(f) as a function of f's arguments: (value, gradient with respect to the first),
+// as jax.value_and_grad's default argnums=0.
+template <class F>
+auto value_and_grad(F f) {
+  return [f](const auto& p, const auto&... rest) mutable {
+    if constexpr (sizeof...(rest) == 0)
+      return value_and_grad(f, p);
+    else
+      return detail::value_and_grad_argnums<0>("rune::value_and_grad", f, p, rest...);
+  };
 }
 
 // grad(f, argnums<I...>) as a function of all of f's arguments: the gradient with respect to

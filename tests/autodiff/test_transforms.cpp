@@ -117,6 +117,24 @@ TEST_P(Transforms, GradWithRespectToChosenArguments) {
   expect_same_bits(da, jitted(a, b), "compiled argnums<0>");
 }
 
+// Without argnums, grad(f) and value_and_grad(f) of a function of several arguments
+// differentiate the first, as jax.grad (`rune::grad(loss)(w, x, y)`); the rest are constants.
+TEST_P(Transforms, GradOfSeveralArgumentsDifferentiatesTheFirst) {
+  Tensor a = vec({2, 3}), b = vec({5, 7});
+  auto f = [](const Tensor& x, const Tensor& y, int power) {
+    return nx::sum(nx::pow(x, static_cast<double>(power)) * y);
+  };
+  EXPECT_EQ(values(rune::grad(f)(a, b, 2)), (std::vector<double>{20, 42}));  // 2 a y
+  auto [v, g] = rune::value_and_grad(f)(a, b, 2);
+  EXPECT_EQ(nx::item<double>(v), 83.0);
+  EXPECT_EQ(values(g), (std::vector<double>{20, 42}));
+  auto one = [](const Tensor& x) { return nx::sum(x * x); };
+  EXPECT_EQ(values(rune::grad(one)(a)), (std::vector<double>{4, 6}));
+  EXPECT_EQ(nx::item<double>(rune::value_and_grad(one)(a).first), 13.0);
+  auto jitted = rune::jit([&](const Tensor& x, const Tensor& y) { return rune::grad(f)(x, y, 2); });
+  expect_same_bits(g, jitted(a, b), "compiled grad(f)(x, y, 2)");
+}
+
 TEST_P(Transforms, TreeUtilities) {
   using Model = std::pair<std::vector<Tensor>, std::optional<Tensor>>;
   Model m{{vec({1, 2}), vec({3})}, vec({4, 5, 6})};

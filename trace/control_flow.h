@@ -230,4 +230,9 @@ R switch_(const nx::Tensor& index, std::vector<std::function<R(const P&)>> branc
   return detail::rebuild<R>(detail::switch_flat("rune::switch_", index, bs, in.leaves), out_tokens);
 }
 
+// The iterations that compiled loop steps (a rune::scan, fori_loop or while_loop staged by rune::jit
+// as one loop of the program) have run in this process, on every device: how a test tells a loop
+// step from an unrolled or eagerly replayed loop (an unrolled loop adds nothing).
+size_t loop_step_iterations();
+
 }  // namespace rune

@@ -21,8 +21,4 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
                                                            const std::vector<Tracer::Loop>& loops,
                                                            int n_params, nx::Device device);
 
-// Iterations run by loop steps in this process (every device): what tests observe to tell a
-// loop step from an unrolled or eagerly replayed loop.
-size_t loop_step_iterations();
-
 }  // namespace rune

@@ -23,12 +23,12 @@ struct Bound : Traced {
   std::vector<nx::Tensor> bindings;
 };
 Bound trace(const char* api, const std::vector<nx::Tensor>& params, const FlatFn& f,
-            int extra_params, bool records_scans) {
+            int extra_params, bool records_loops) {
   DifferentiatingScope differentiating;  // rune::while_loop raises inside
   std::vector<Aval> avals;
   for (const auto& p : params) avals.push_back({p.dtype(), p.shape()});
   Bound t{trace_flat(api, avals, device_of(params), f,
-                     static_cast<int>(params.size()) + extra_params, "f", records_scans),
+                     static_cast<int>(params.size()) + extra_params, "f", records_loops),
           params};
   t.bindings.resize(params.size() + static_cast<size_t>(extra_params));
   for (const auto& c : t.captured) t.bindings.push_back(c);
@@ -36,7 +36,7 @@ Bound trace(const char* api, const std::vector<nx::Tensor>& params, const FlatFn
 }
 
 // Evaluates the traced graph's outputs and its params' gradients for `roots` receiving `cots`,
-// running the scans kept whole (t.scans, in trace order) as loops: each forward, saving its
+// running the scans kept whole (t.loops, in trace order) as loops: each forward, saving its
 // carries where a gradient flows through it, then, last scan first, the reverse scan of its body's
 // vjp (trace/scan_vjp.h) on its results' cotangents, whose results seed the cotangents of the
 // scan's inputs. Returns the outputs, then the gradients.
@@ -47,10 +47,10 @@ std::vector<nx::Tensor> evaluate_with_scans(const Bound& t, const std::vector<ir
   std::unordered_set<int> live;
   for (ir::NodeRef p : t.params) live.insert(ir::arg_load(p).param);
   std::unordered_map<ir::NodeRef, bool> depends;
-  std::vector<std::vector<bool>> wants(t.scans.size());
-  std::vector<ScanRun> runs(t.scans.size());
-  for (size_t k = 0; k < t.scans.size(); ++k) {
-    const Tracer::Scan& s = t.scans[k];
+  std::vector<std::vector<bool>> wants(t.loops.size());
+  std::vector<ScanRun> runs(t.loops.size());
+  for (size_t k = 0; k < t.loops.size(); ++k) {
+    const Tracer::Loop& s = t.loops[k];
     for (ir::NodeRef n : ir::toposort(s.inputs)) {
       if (depends.count(n)) continue;
       bool d = n->op == ir::Op::Param && live.count(ir::arg_load(n).param);
@@ -76,8 +76,8 @@ std::vector<nx::Tensor> evaluate_with_scans(const Bound& t, const std::vector<ir
   append_check_roots(t.checks, check_roots);
   replay_checks(t.checks, ev(check_roots), 0, t.device);
   std::vector<ir::NodeRef> seed_roots = roots, seed_cots = cots;
-  for (size_t k = t.scans.size(); k-- > 0;) {
-    const Tracer::Scan& s = t.scans[k];
+  for (size_t k = t.loops.size(); k-- > 0;) {
+    const Tracer::Loop& s = t.loops[k];
     if (wants[k].empty()) continue;
     std::vector<ir::NodeRef> results;
     for (size_t i = 0; i < s.outputs.size(); ++i)
@@ -112,7 +112,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
           params[i].describe() + "; only float tensors have gradients");
   int n_cot = cotangents ? static_cast<int>(cotangents->size()) : 0;
   ir::NodeUse use;  // the traced graph and its derivatives stay until they ran
-  Bound t = trace(api, params, f, n_cot, /*records_scans=*/true);
+  Bound t = trace(api, params, f, n_cot, /*records_loops=*/true);
   std::vector<ir::NodeRef> cots;
   // With has_aux the outputs after the first are carried out undifferentiated.
   size_t n_diff = has_aux ? 1 : t.outputs.size();
@@ -145,7 +145,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
   std::vector<ir::NodeRef> differentiated(t.outputs.begin(),
                                           t.outputs.begin() + static_cast<long>(n_diff));
   std::vector<nx::Tensor> vals;
-  if (t.scans.empty()) {
+  if (t.loops.empty()) {
     auto grads = vjp_nodes(differentiated, cots, t.params, t.checkpoints);
     std::vector<ir::NodeRef> roots = t.outputs;
     roots.insert(roots.end(), grads.begin(), grads.end());
@@ -180,7 +180,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(
   // at any u, applied to the tangent t, is (J^T)^T t = J t.
   ir::NodeUse use;  // the traced graph and its derivatives stay until they ran
   // Scans are replayed per iteration here (not kept whole): this transposes the vjp graph.
-  Bound t = trace(api, primals, f, 0, /*records_scans=*/false);
+  Bound t = trace(api, primals, f, 0, /*records_loops=*/false);
   size_t n = primals.size(), m = t.outputs.size();
   size_t base = t.bindings.size();
   std::vector<ir::NodeRef> us;

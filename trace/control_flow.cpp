@@ -10,6 +10,7 @@
 #include "ir/node.h"
 #include "trace/check_replay.h"
 #include "trace/graph_eval.h"
+#include "trace/structured.h"
 #include "trace/trace_flat.h"
 #include "trace/tracer.h"
 
@@ -38,22 +39,21 @@ struct Body {
 
 // Whether a body traced now records its own loops (Tracer::Loop) instead of unrolling them
 // (scan, fori_loop) or refusing them (while_loop): everywhere but under autodiff, which
-// differentiates the replayed graph. Replayed into a rune::jit trace, they become loop steps of
-// the body's program (staged_program.h); elsewhere they run per iteration (run_body).
+// differentiates the replayed graph. Replayed into a trace that records loops, they are
+// recorded there again; elsewhere they run per iteration (run_body).
 bool nests_loops() { return differentiating_depth == 0; }
 
-// The trace control flow traced now becomes loop steps of (rune::jit's, or a loop step's body's),
-// or null: none is active, it records no loops, or it is being differentiated.
-Tracer* loop_step_trace() {
+// The trace that keeps control flow traced now whole (Tracer::Loop), or null: none is active,
+// or the active one replays loops per iteration.
+Tracer* loop_trace() {
   Tracer* t = active_tracer();
-  return t && t->records_loops && differentiating_depth == 0 ? t : nullptr;
+  return t && t->records_loops ? t : nullptr;
 }
 
 // Traces f once over stand-ins with the avals `in` (contiguous, on `device`).
 Body trace_body(const char* api, const Avals& in, nx::Device device, const FlatBody& f,
                 bool records_loops = false) {
-  Traced t =
-      trace_flat(api, in, device, f, static_cast<int>(in.size()), "the body", false, records_loops);
+  Traced t = trace_flat(api, in, device, f, static_cast<int>(in.size()), "the body", records_loops);
   Body b;
   b.outputs = std::move(t.outputs);
   b.n_args = in.size();
@@ -65,16 +65,17 @@ Body trace_body(const char* api, const Avals& in, nx::Device device, const FlatB
   return b;
 }
 
-// The Loop of a loop step whose body is `lb`, started from `carry0` (lb's first n_args params):
-// its inputs are the enclosing trace's nodes of carry0 and of lb's captures; an inner loop's
-// result has no node (nullptr: its loop step inside lb's program binds it).
-Tracer::Loop loop_of(Tracer& outer, const Body& lb, const std::vector<nx::Tensor>& carry0) {
+// The loop whose body is `lb`, started from `args` (lb's first n_args params: the initial carry,
+// then the xs where it has some): its inputs are the enclosing trace's nodes of args and of lb's
+// captures; an inner loop's result has no node (nullptr: its loop inside lb binds it).
+Tracer::Loop loop_of(const char* api, Tracer& outer, const Body& lb,
+                     const std::vector<nx::Tensor>& args) {
   Tracer::Loop loop;
-  for (const auto& c : carry0) loop.inputs.push_back(outer.node_of(c));
+  loop.api = api;
+  for (const auto& c : args) loop.inputs.push_back(outer.node_of(c));
   for (size_t k = lb.n_args; k < lb.bindings.size(); ++k)
     loop.inputs.push_back(lb.bindings[k].defined() ? outer.node_of(lb.bindings[k]) : nullptr);
   loop.body_loops = lb.loops;
-  loop.body_params = static_cast<int>(lb.bindings.size());
   return loop;
 }
 
@@ -82,55 +83,56 @@ Tracer::Loop loop_of(Tracer& outer, const Body& lb, const std::vector<nx::Tensor
 // body's checks (trace/check_replay.h).
 std::vector<nx::Tensor> run_body(Body& b, const std::vector<nx::Tensor>& args);
 
-// A recorded loop run per iteration through the current interpreter (eagerly, or replayed into a
-// trace that does not record loops): its body graph evaluated on the carry and operands, its
-// rows stacked; a while loop reads its predicate each iteration.
-std::vector<nx::Tensor> run_loop_record(const Tracer::Loop& loop, std::vector<nx::Tensor> inputs,
-                                        nx::Device device) {
-  const size_t n_carry = loop.body_roots.size() - loop.n_ys;
+// The body of a recorded loop, bound to its inputs (the carry and rows are bound per iteration).
+Body body_of(const Tracer::Loop& loop, std::vector<nx::Tensor> inputs, nx::Device device) {
   Body body;
   body.outputs = loop.body_roots;
   if (loop.cond_root) body.outputs.push_back(loop.cond_root);
   body.bindings = std::move(inputs);
   body.loops = loop.body_loops;
-  body.n_args = n_carry;
+  body.n_args = loop.n_carry + loop.n_xs;
   body.device = device;
-  std::vector<nx::Tensor> carry(body.bindings.begin(),
-                                body.bindings.begin() + static_cast<long>(n_carry));
-  std::vector<std::vector<nx::Tensor>> rows(loop.n_ys);
+  return body;
+}
+
+// A recorded loop run per iteration through the current interpreter (eagerly, or replayed into a
+// trace that does not record loops): its body graph evaluated on the carry, row t of each xs
+// and the operands, its rows stacked; a while loop reads its predicate each iteration.
+std::vector<nx::Tensor> run_loop_record(const Tracer::Loop& loop, std::vector<nx::Tensor> inputs,
+                                        nx::Device device) {
+  const size_t n_carry = loop.n_carry, n_args = loop.n_carry + loop.n_xs;
+  Body body = body_of(loop, std::move(inputs), device);
+  std::vector<nx::Tensor> args(body.bindings.begin(),
+                               body.bindings.begin() + static_cast<long>(n_args));
+  const std::vector<nx::Tensor> xs(args.begin() + static_cast<long>(n_carry), args.end());
+  std::vector<std::vector<nx::Tensor>> rows(loop.n_ys());
   for (int64_t t = 0; loop.trips < 0 || t < loop.trips; ++t) {
-    std::vector<nx::Tensor> out = run_body(body, carry);
+    for (size_t j = 0; j < xs.size(); ++j) args[n_carry + j] = nx::index(xs[j], 0, t);
+    std::vector<nx::Tensor> out = run_body(body, args);
     if (loop.cond_root) {  // out: the new carry, then the predicate on the old one
       if (!nx::item<bool>(out.back())) break;
       out.pop_back();
     }
-    for (size_t j = 0; j < loop.n_ys; ++j) rows[j].push_back(out[n_carry + j]);
-    carry.assign(out.begin(), out.begin() + static_cast<long>(n_carry));
+    for (size_t j = 0; j < loop.n_ys(); ++j) rows[j].push_back(out[n_carry + j]);
+    std::copy(out.begin(), out.begin() + static_cast<long>(n_carry), args.begin());
   }
-  for (auto& r : rows) carry.push_back(nx::stack(r, 0));
-  return carry;
+  std::vector<nx::Tensor> results(args.begin(), args.begin() + static_cast<long>(n_carry));
+  for (auto& r : rows) results.push_back(nx::stack(r, 0));
+  return results;
 }
 
-// The body's own loops are recorded again in the current trace where it records loops (and is
-// not differentiated), and run per iteration elsewhere.
+// The body's own loops are bound again where it is replayed (bind_loop).
 std::vector<nx::Tensor> run_body(Body& b, const std::vector<nx::Tensor>& args) {
   for (size_t i = 0; i < b.n_args; ++i) b.bindings[i] = args[i];
   std::vector<ir::NodeRef> roots = b.outputs;
   append_check_roots(b.checks, roots);
   GraphEvaluator ev(b.bindings, b.device);
   for (const Tracer::Loop& inner : b.loops) {
-    std::vector<nx::Tensor> outs;
-    if (Tracer* t = loop_step_trace()) {
-      Tracer::Loop copy = inner;
-      for (ir::NodeRef& in : copy.inputs)
-        if (in) in = t->node_of(ev({in})[0]);
-      outs = t->add_loop(std::move(copy));
-    } else {
-      std::vector<nx::Tensor> ins;
-      for (ir::NodeRef in : inner.inputs) ins.push_back(in ? ev({in})[0] : nx::Tensor());
-      outs = run_loop_record(inner, std::move(ins), b.device);
-    }
-    for (size_t k = 0; k < outs.size(); ++k) ev.bind(inner.outputs[k], outs[k]);
+    std::vector<nx::Tensor> ins;
+    for (ir::NodeRef in : inner.inputs) ins.push_back(in ? ev({in})[0] : nx::Tensor());
+    std::vector<nx::Tensor> outs = bind_loop(inner, ins, b.device);
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (inner.outputs[k] >= 0) ev.bind(inner.outputs[k], outs[k]);
   }
   std::vector<nx::Tensor> vals = ev(roots);
   replay_checks(b.checks, vals, b.outputs.size(), b.device);
@@ -174,95 +176,132 @@ void check_scalar(const char* api, const char* what, const nx::Tensor& t, bool w
                                 t.describe());
 }
 
-// scan as one loop step of the rune::jit program being traced (trace/staged_program.h): the
-// traced body `b` is replayed once more into a step over the carry (plus a step counter where
-// the body reads rows of xs) that reads row i of each xs leaf; its per-step outputs are the
-// loop's rows, which the program writes straight into row i of the stacked ys. The program runs
-// that step `length` times. The user's body is not called again. A fori_loop whose body ignores
-// its counter carries no counter (the step is then just the body's kernels).
-std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_as_loop(
-    const char* api, Tracer& jit_tracer, Body& b, const std::vector<nx::Tensor>& init,
-    const std::vector<nx::Tensor>& xs, int64_t length, const int64_t* counter_lo) {
-  const size_t n_carry = init.size(), n_y = b.outputs.size() - n_carry;
-  nx::Device device = b.device;
-  bool reads_x = false;  // whether the body (or a loop inside it) reads its per-step input
-  std::vector<ir::NodeRef> read = b.outputs;
-  for (const auto& inner : b.loops)
-    for (ir::NodeRef in : inner.inputs)
-      if (in) read.push_back(in);
-  for (ir::NodeRef n : ir::toposort(read))
-    reads_x |= n->op == ir::Op::Param && ir::arg_load(n).param >= static_cast<int>(n_carry) &&
-               ir::arg_load(n).param < static_cast<int>(b.n_args);
-  const size_t counted = reads_x && !xs.empty() ? 1 : 0;  // the counter's slot
-  std::vector<nx::Tensor> carry0 = init;
-  if (counted) {
-    nx::CreateOn on(device);
-    carry0.push_back(nx::zeros(nx::int32, {}));
-  }
-  auto row_starts = [](const nx::Tensor& i, size_t rank) {
-    std::vector<nx::Tensor> starts{i};
-    for (size_t d = 1; d < rank; ++d) starts.push_back(nx::zeros_like(i));
-    return starts;
-  };
-  FlatBody step = [&](const std::vector<nx::Tensor>& in) {
-    std::vector<nx::Tensor> args(in.begin(), in.begin() + static_cast<long>(n_carry));
-    if (!counted) {  // the body reads no row: any value stands for it
-      for (size_t k = n_carry; k < b.n_args; ++k) args.push_back(nx::zeros(nx::int32, {}));
-      return run_body(b, args);
-    }
-    const nx::Tensor& i = in[n_carry];
-    if (counter_lo)  // fori_loop: the row of the counter is lo + i
-      args.push_back(*counter_lo == 0 ? i : i + static_cast<int>(*counter_lo));
-    else
-      for (const auto& x : xs) {
-        nx::Shape row(x.shape().begin() + 1, x.shape().end()), one = x.shape();
-        one[0] = 1;
-        args.push_back(
-            nx::reshape(nx::dynamic_slice(x, row_starts(i, x.shape().size()), one), row));
-      }
-    std::vector<nx::Tensor> outs = run_body(b, args);
-    std::vector<nx::Tensor> next(outs.begin(), outs.begin() + static_cast<long>(n_carry));
-    next.push_back(i + 1);
-    next.insert(next.end(), outs.begin() + static_cast<long>(n_carry), outs.end());  // the rows
-    return next;
-  };
-  Body loop_body = trace_body(api, avals_of(carry0), device, step, /*records_loops=*/true);
-  Tracer::Loop loop = loop_of(jit_tracer, loop_body, carry0);
-  loop.body_roots = loop_body.outputs;
-  loop.n_ys = n_y;
-  loop.trips = length;
-  std::vector<nx::Tensor> final = jit_tracer.add_loop(std::move(loop));
-  std::vector<nx::Tensor> carry(final.begin(), final.begin() + static_cast<long>(n_carry));
-  std::vector<nx::Tensor> ys(final.begin() + static_cast<long>(n_carry + counted), final.end());
-  return {carry, ys};
-}
-
-// scan kept whole in a trace that autodiff differentiates (Tracer::records_scans): its results
-// are params of that trace, bound when autodiff runs it (trace/scan_vjp.h).
+// A scan kept whole in `tracer` (it records loops): its results are params of that trace,
+// bound where a transformation runs the loop (trace/structured.h).
 std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> record_scan(
     const char* api, Tracer& tracer, const Body& b, const std::vector<nx::Tensor>& init,
     const std::vector<nx::Tensor>& xs, int64_t length, const int64_t* counter_lo) {
-  Tracer::Scan s;
-  s.api = api;
-  s.body_outputs = b.outputs;
+  std::vector<nx::Tensor> args = init;
+  args.insert(args.end(), xs.begin(), xs.end());
+  Tracer::Loop s = loop_of(api, tracer, b, args);
+  s.body_roots = b.outputs;
   s.n_carry = init.size();
   s.n_xs = xs.size();
-  s.length = length;
+  s.trips = length;
   if (counter_lo) {
     s.counted = true;
     s.counter_lo = *counter_lo;
   }
-  for (const auto& t : init) s.inputs.push_back(tracer.node_of(t));
-  for (const auto& x : xs) s.inputs.push_back(tracer.node_of(x));
-  for (size_t k = b.n_args; k < b.bindings.size(); ++k)
-    s.inputs.push_back(tracer.node_of(b.bindings[k]));
-  std::vector<nx::Tensor> out = tracer.add_scan(std::move(s));
+  std::vector<nx::Tensor> out = tracer.add_loop(std::move(s));
   std::vector<nx::Tensor> carry(out.begin(), out.begin() + static_cast<long>(init.size()));
   std::vector<nx::Tensor> ys(out.begin() + static_cast<long>(init.size()), out.end());
   return {carry, ys};
 }
 
 }  // namespace
+
+bool differentiating() { return differentiating_depth > 0; }
+
+std::vector<nx::Tensor> bind_loop(const Tracer::Loop& loop, const std::vector<nx::Tensor>& inputs,
+                                  nx::Device device) {
+  if (Tracer* t = loop_trace()) {
+    Tracer::Loop copy = loop;
+    for (size_t k = 0; k < copy.inputs.size(); ++k)
+      if (copy.inputs[k]) copy.inputs[k] = t->node_of(inputs[k]);
+    return t->add_loop(std::move(copy));
+  }
+  return run_loop_record(loop, inputs, device);
+}
+
+Tracer::Loop lower_rows(const Tracer::Loop& s, nx::Device device) {
+  Tracer::Loop r;
+  if (s.n_xs == 0) {
+    r = s;
+    for (auto& inner : r.body_loops) inner = lower_rows(inner, device);
+    return r;
+  }
+  const size_t nc = s.n_carry, n_args = nc + s.n_xs;
+  // Which rows and operands the body (or a loop inside it) reads.
+  std::vector<bool> read(s.inputs.size(), false);
+  std::vector<ir::NodeRef> roots = s.body_roots;
+  for (const auto& inner : s.body_loops)
+    for (ir::NodeRef in : inner.inputs)
+      if (in) roots.push_back(in);
+  for (ir::NodeRef n : ir::toposort(roots))
+    if (n->op == ir::Op::Param) read.at(static_cast<size_t>(ir::arg_load(n).param)) = true;
+  const bool reads_rows =
+      std::find(read.begin() + static_cast<long>(nc), read.begin() + static_cast<long>(n_args),
+                true) != read.begin() + static_cast<long>(n_args);
+  // The new body's params: the carry, the counter where rows are read, the xs leaves it slices
+  // (a scan's), then the operands it reads; the loop binds each to a buffer of its own, so all
+  // are contiguous stand-ins.
+  Avals avals;
+  for (size_t k = 0; k < nc; ++k) avals.push_back({s.body_roots[k]->dtype, s.body_roots[k]->shape});
+  if (reads_rows) avals.push_back({nx::int32, {}});
+  std::vector<size_t> given;  // the inputs of s bound to the new body's params after the counter
+  for (size_t k = nc; k < s.inputs.size(); ++k)
+    if (s.inputs[k] && read[k] && (k >= n_args || (reads_rows && !s.counted))) {
+      given.push_back(k);
+      avals.push_back({s.inputs[k]->dtype, s.inputs[k]->shape});
+    }
+  const size_t n_front = nc + (reads_rows ? 1 : 0);
+  auto row_starts = [](const nx::Tensor& i, size_t rank) {
+    std::vector<nx::Tensor> starts{i};
+    for (size_t d = 1; d < rank; ++d) starts.push_back(nx::zeros_like(i));
+    return starts;
+  };
+  Body b = body_of(s, std::vector<nx::Tensor>(s.inputs.size()), device);
+  FlatBody step = [&](const std::vector<nx::Tensor>& in) {
+    std::vector<nx::Tensor> args(in.begin(), in.begin() + static_cast<long>(nc));
+    for (size_t g = 0; g < given.size(); ++g) b.bindings[given[g]] = in[n_front + g];
+    for (size_t k = nc; k < n_args; ++k) {
+      if (!read[k]) {  // a row the body does not read: any value stands for it
+        args.push_back(nx::zeros(nx::int32, {}));
+        continue;
+      }
+      const nx::Tensor& i = in[nc];
+      if (s.counted) {  // fori_loop: the row of the counter is lo + i
+        args.push_back(s.counter_lo == 0 ? i : i + static_cast<int>(s.counter_lo));
+        continue;
+      }
+      const nx::Tensor& x = b.bindings[k];
+      nx::Shape row(x.shape().begin() + 1, x.shape().end()), one = x.shape();
+      one[0] = 1;
+      args.push_back(nx::reshape(nx::dynamic_slice(x, row_starts(i, x.shape().size()), one), row));
+    }
+    std::vector<nx::Tensor> outs = run_body(b, args);
+    if (!reads_rows) return outs;
+    std::vector<nx::Tensor> next(outs.begin(), outs.begin() + static_cast<long>(nc));
+    next.push_back(in[nc] + 1);
+    next.insert(next.end(), outs.begin() + static_cast<long>(nc), outs.end());  // the rows
+    return next;
+  };
+  Traced t = trace_flat(s.api, avals, device, step, static_cast<int>(avals.size()), "the body",
+                        /*records_loops=*/true);
+  r.api = s.api;
+  r.inputs.assign(s.inputs.begin(), s.inputs.begin() + static_cast<long>(nc));
+  if (reads_rows) {
+    // The counter's initial value, a constant: the same node in every trace.
+    Tracer constants(device, 0);
+    nx::InterpreterScope scope(&constants);
+    nx::CreateOn on(device);
+    r.inputs.push_back(constants.node_of(nx::zeros(nx::int32, {})));
+  }
+  for (size_t k : given) r.inputs.push_back(s.inputs[k]);
+  for (const auto& c : t.captured) {
+    if (c.defined())
+      throw std::logic_error(std::string(s.api) + ": a loop's lowered body captured a value");
+    r.inputs.push_back(nullptr);  // the result of one of its loops
+  }
+  r.body_roots = std::move(t.outputs);
+  for (auto& inner : t.loops) r.body_loops.push_back(lower_rows(inner, device));
+  r.n_carry = n_front;
+  r.trips = s.trips;
+  r.outputs.assign(s.outputs.begin(), s.outputs.begin() + static_cast<long>(nc));
+  if (reads_rows) r.outputs.push_back(-1);
+  r.outputs.insert(r.outputs.end(), s.outputs.begin() + static_cast<long>(nc), s.outputs.end());
+  return r;
+}
 
 DifferentiatingScope::DifferentiatingScope() { ++differentiating_depth; }
 DifferentiatingScope::~DifferentiatingScope() { --differentiating_depth; }
@@ -284,15 +323,12 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_flat(
   nx::Device device = device_of(init.empty() ? xs : init);
   Body b = trace_body(api, in, device, body, nests_loops());
   check_carry(api, b, init, carry_paths);
-  // Traced straight into a trace that autodiff differentiates, the scan is kept whole: autodiff
-  // differentiates it as a loop (trace/scan_vjp.h), not as its replayed iterations. Traced
-  // straight into rune::jit's own trace, it becomes one loop step of the program. A body with
+  // Traced straight into a trace that records loops, the scan is kept whole (Tracer::Loop): a
+  // loop step of rune::jit's program, a batched loop under rune::vmap, a loop that autodiff
+  // differentiates as a loop (trace/scan_vjp.h), not as its replayed iterations. A body with
   // checks is replayed per iteration instead (its checks become the enclosing trace's).
-  Tracer* outer = active_tracer();
-  if (outer && outer->records_scans && length > 0 && b.checks.empty())
+  if (Tracer* outer = loop_trace(); outer && length > 0 && b.checks.empty())
     return record_scan(api, *outer, b, init, xs, length, counter_lo);
-  if (Tracer* steps = loop_step_trace(); steps && length > 0 && b.checks.empty())
-    return scan_as_loop(api, *steps, b, init, xs, length, counter_lo);
   const size_t n_carry = init.size(), n_y = b.outputs.size() - n_carry;
   std::vector<nx::Tensor> carry = init;
   std::vector<std::vector<nx::Tensor>> ys(n_y);
@@ -324,7 +360,7 @@ std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
                                    const std::vector<std::string>& carry_paths) {
   const char* api = "rune::while_loop";
   Tracer* outer = active_tracer();
-  if (outer && !loop_step_trace()) {
+  if (outer && (differentiating_depth > 0 || !outer->records_loops)) {
     if (differentiating_depth > 0)
       throw std::invalid_argument(std::string(api) +
                                   ": cannot be differentiated (rune::grad, vjp, jvp): its trip "
@@ -356,8 +392,8 @@ std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
       throw jit_error(std::string(api) +
                       ": a body or predicate with checks (e.g. index bounds) "
                       "cannot run as a loop step of rune::jit yet");
-    // One loop step of the program: the predicate and the body replayed into one trace over
-    // the carry (sharing its captures), compiled apart: cond_fn then body_fn per iteration.
+    // One loop: the predicate and the body replayed into one trace over the carry (sharing its
+    // captures); a loop step compiles them apart: cond_fn then body_fn per iteration.
     const size_t n = init.size();
     FlatBody both = [&](const std::vector<nx::Tensor>& in) {
       std::vector<nx::Tensor> r = run_body(b, in);
@@ -365,7 +401,8 @@ std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
       return r;
     };
     Body lb = trace_body(api, in, device, both, /*records_loops=*/true);
-    Tracer::Loop loop = loop_of(*outer, lb, init);
+    Tracer::Loop loop = loop_of(api, *outer, lb, init);
+    loop.n_carry = n;
     loop.body_roots.assign(lb.outputs.begin(), lb.outputs.begin() + static_cast<long>(n));
     loop.cond_root = lb.outputs[n];
     loop.trips = -1;

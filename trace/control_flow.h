@@ -1,9 +1,11 @@
 // Control flow over traced bodies (lax.scan, fori_loop, while_loop, cond, switch): each body is
-// traced ONCE per call into a graph (trace/control_flow.cpp). Directly inside rune::jit a loop
-// becomes one loop step of the caller's program (trace/staged_program.h: the body's own program
-// runs in the program runner). Directly inside a function rune::grad (vjp, value_and_grad)
-// differentiates, a scan or fori_loop is kept whole and differentiated as a loop: forward saving
-// each step's carry, then a reverse scan of the body's vjp (trace/scan_vjp.h). Elsewhere the
+// traced ONCE per call into a graph (trace/control_flow.cpp). Directly inside a trace that
+// records loops, a loop is kept whole in one form (Tracer::Loop, trace/structured.h) that each
+// transformation runs by its own rule: under rune::jit one loop step of the caller's program
+// (trace/staged_program.h: the body's own program runs in the program runner); under rune::vmap
+// a batched loop (trace/vmap_loops.h); in a function rune::grad (vjp, value_and_grad)
+// differentiates, a scan or fori_loop differentiated as a loop: forward saving each step's
+// carry, then a reverse scan of the body's vjp (trace/scan_vjp.h). Elsewhere the
 // graph is replayed per iteration through the current interpreter: eagerly outside any trace,
 // into the enclosing trace otherwise. docs/compilation.md "Control flow" says what retraces a
 // body.
@@ -230,9 +232,9 @@ R switch_(const nx::Tensor& index, std::vector<std::function<R(const P&)>> branc
   return detail::rebuild<R>(detail::switch_flat("rune::switch_", index, bs, in.leaves), out_tokens);
 }
 
-// The iterations that compiled loop steps (a rune::scan, fori_loop or while_loop staged by rune::jit
-// as one loop of the program) have run in this process, on every device: how a test tells a loop
-// step from an unrolled or eagerly replayed loop (an unrolled loop adds nothing).
+// The iterations that compiled loop steps (a rune::scan, fori_loop or while_loop staged by
+// rune::jit as one loop of the program) have run in this process, on every device: how a test tells
+// a loop step from an unrolled or eagerly replayed loop (an unrolled loop adds nothing).
 size_t loop_step_iterations();
 
 }  // namespace rune

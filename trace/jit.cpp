@@ -20,6 +20,7 @@
 #include "ir/hash.h"
 #include "runtime/launcher.h"
 #include "trace/staged_program.h"
+#include "trace/structured.h"
 
 namespace rune {
 
@@ -346,7 +347,9 @@ void check_data_outside_loops(const std::vector<Tracer::Check>& checks,
 Traced trace_program(const Flat& args, const Key& key, const JitCore::TraceFn& trace,
                      nx::Device device) {
   Tracer tracer(device, static_cast<int>(args.leaves.size()));
-  tracer.records_loops = true;
+  // Loops become loop steps of the program, except in a trace being differentiated (jit inside
+  // rune::grad's f), which autodiff replays per iteration.
+  tracer.records_loops = !detail::differentiating();
   std::vector<nx::Tensor> stand_ins;
   for (size_t i = 0; i < args.leaves.size(); ++i) {
     const LeafKey& lk = key.leaves[i];

@@ -1,5 +1,7 @@
 #include "trace/scan_vjp.h"
 
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include "core/interpreter.h"
@@ -20,22 +22,25 @@ std::vector<T> slice(const std::vector<T>& v, size_t from, size_t to) {
 
 }  // namespace
 
-ScanRun run_scan(const Tracer::Scan& s, const std::vector<nx::Tensor>& inputs, bool save_carries,
+ScanRun run_scan(const Tracer::Loop& s, const std::vector<nx::Tensor>& inputs, bool save_carries,
                  nx::Device device) {
+  // Traced under differentiation, its body records no loops (trace/structured.h).
+  if (s.trips < 0 || !s.body_loops.empty())
+    throw std::logic_error(std::string(s.api) + ": autodiff met a loop it cannot differentiate");
   const size_t nc = s.n_carry, n_args = s.n_carry + s.n_xs;
-  const size_t n_y = s.body_outputs.size() - nc;
+  const size_t n_y = s.body_roots.size() - nc;
   const std::vector<nx::Tensor> caps = slice(inputs, n_args, inputs.size());
   // One step: the recorded body on (carry, x rows, captures); with save_carries, the incoming
   // carry is one more y, so the loop stacks it.
   FlatBody step = [&](const std::vector<nx::Tensor>& in) {
     std::vector<nx::Tensor> bind = in;
     bind.insert(bind.end(), caps.begin(), caps.end());
-    std::vector<nx::Tensor> out = evaluate(s.body_outputs, bind, device);
+    std::vector<nx::Tensor> out = evaluate(s.body_roots, bind, device);
     if (save_carries) out.insert(out.end(), in.begin(), in.begin() + static_cast<long>(nc));
     return out;
   };
   auto [carry, ys] = scan_flat(s.api, step, slice(inputs, 0, nc), {}, slice(inputs, nc, n_args),
-                               s.length, s.counted ? &s.counter_lo : nullptr);
+                               s.trips, s.counted ? &s.counter_lo : nullptr);
   ScanRun r;
   r.outputs = carry;
   r.outputs.insert(r.outputs.end(), ys.begin(), ys.begin() + static_cast<long>(n_y));
@@ -43,15 +48,15 @@ ScanRun run_scan(const Tracer::Scan& s, const std::vector<nx::Tensor>& inputs, b
   return r;
 }
 
-std::vector<nx::Tensor> scan_vjp(const Tracer::Scan& s, const std::vector<nx::Tensor>& inputs,
+std::vector<nx::Tensor> scan_vjp(const Tracer::Loop& s, const std::vector<nx::Tensor>& inputs,
                                  const ScanRun& run, const std::vector<nx::Tensor>& output_cts,
                                  const std::vector<bool>& wants, nx::Device device) {
   const size_t nc = s.n_carry, n_args = s.n_carry + s.n_xs, n_in = inputs.size();
-  const size_t n_out = s.body_outputs.size();
+  const size_t n_out = s.body_roots.size();
   auto is_float = [](const nx::Tensor& t) { return ir::is_float(t.dtype()); };
   // The body's params as its graph holds them (a capture keeps its own layout).
   std::unordered_map<int, ir::NodeRef> params;
-  for (ir::NodeRef n : ir::toposort(s.body_outputs))
+  for (ir::NodeRef n : ir::toposort(s.body_roots))
     if (n->op == ir::Op::Param) params[ir::arg_load(n).param] = n;
   auto body_param = [&](size_t i) {
     auto it = params.find(static_cast<int>(i));
@@ -66,7 +71,7 @@ std::vector<nx::Tensor> scan_vjp(const Tracer::Scan& s, const std::vector<nx::Te
   std::vector<ir::NodeRef> roots, cots;
   std::vector<size_t> float_outputs;
   for (size_t k = 0; k < n_out; ++k) {
-    ir::NodeRef o = s.body_outputs[k];
+    ir::NodeRef o = s.body_roots[k];
     if (!ir::is_float(o->dtype)) continue;
     float_outputs.push_back(k);
     roots.push_back(o);
@@ -109,7 +114,7 @@ std::vector<nx::Tensor> scan_vjp(const Tracer::Scan& s, const std::vector<nx::Te
     for (size_t j = 0; j < x_ct.size(); ++j) out.push_back(g[n_cc + j]);  // rows: xs cotangents
     return out;
   };
-  auto [carry, ys] = scan_flat(s.api, back, init, {}, rows, s.length);
+  auto [carry, ys] = scan_flat(s.api, back, init, {}, rows, s.trips);
   std::vector<nx::Tensor> cts(n_in);
   for (size_t a = 0; a < n_cc; ++a) cts[carry_ct[a]] = carry[a];
   for (size_t a = 0; a < n_acc; ++a) cts[cap_ct[a]] = carry[n_cc + a];

@@ -1,10 +1,11 @@
-// Reverse-mode autodiff of a scan kept whole (Tracer::Scan, recorded under rune::grad / vjp /
-// value_and_grad): the forward runs as a scan that also stacks each step's incoming carry, and
-// the backward is a reverse scan whose body recomputes the step from its saved carry and applies
-// the body's vjp (lax.scan's transpose, with the body rematerialised). Both run through
-// scan_flat in the current interpreter, so under rune::jit each is one loop step of the program
-// (the body compiled once, whatever the length), eagerly each runs per iteration, and in a trace
-// that is itself differentiated each is kept whole again (grad of grad).
+// Reverse-mode autodiff of a scan kept whole (Tracer::Loop with a fixed trip count, recorded
+// under rune::grad / vjp / value_and_grad, where its body has no loops of its own): the forward
+// runs as a scan that also stacks each step's incoming carry, and the backward is a reverse scan
+// whose body recomputes the step from its saved carry and applies the body's vjp (lax.scan's
+// transpose, with the body rematerialised). Both run through scan_flat in the current interpreter,
+// so under rune::jit each is one loop step of the program (the body compiled once, whatever the
+// length), eagerly each runs per iteration, and in a trace that is itself differentiated each is
+// kept whole again (grad of grad).
 //
 // The bits (docs/numerics.md "Gradients through loops"): step t's cotangents are the body's
 // vjp at its saved carry; a captured operand's cotangent is acc = acc + (step t's cotangent) for
@@ -25,13 +26,13 @@ struct ScanRun {
 };
 
 // Runs `s` on `inputs` (the values of s.inputs) through the current interpreter.
-ScanRun run_scan(const Tracer::Scan& s, const std::vector<nx::Tensor>& inputs, bool save_carries,
+ScanRun run_scan(const Tracer::Loop& s, const std::vector<nx::Tensor>& inputs, bool save_carries,
                  nx::Device device);
 
 // The cotangents of s.inputs given those of its outputs (`output_cts`, defined for its float
 // outputs), over `run` (saved carries). Defined for every float carry leaf and for the float xs
 // and captures where `wants` is set; undefined elsewhere.
-std::vector<nx::Tensor> scan_vjp(const Tracer::Scan& s, const std::vector<nx::Tensor>& inputs,
+std::vector<nx::Tensor> scan_vjp(const Tracer::Loop& s, const std::vector<nx::Tensor>& inputs,
                                  const ScanRun& run, const std::vector<nx::Tensor>& output_cts,
                                  const std::vector<bool>& wants, nx::Device device);
 

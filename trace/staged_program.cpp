@@ -9,6 +9,7 @@
 
 #include "codegen/compile.h"
 #include "runtime/launcher.h"
+#include "trace/structured.h"
 
 namespace rune {
 
@@ -141,13 +142,11 @@ void run_loop(const LoopPlan& p, char* const* bufs) {
   iterations += static_cast<size_t>(t);
 }
 
-}  // namespace
-
-size_t loop_step_iterations() { return iterations.load(); }
-
-std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir::NodeRef>& roots,
-                                                           const std::vector<Tracer::Loop>& loops,
-                                                           int n_params, nx::Device device) {
+// compile_with_loops over loops without xs (detail::lower_rows), whose bodies' loops have none
+// either.
+std::shared_ptr<const runtime::Program> compile_lowered(const std::vector<ir::NodeRef>& roots,
+                                                        const std::vector<Tracer::Loop>& loops,
+                                                        int n_params, nx::Device device) {
   auto m = std::make_shared<runtime::Program>();
   m->device = device;
   m->n_inputs = n_params;
@@ -177,8 +176,8 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
     m->output_slots.push_back(results_map[s]);
   }
   for (const auto& loop : loops) {
-    if (loop.trips == 0 || (loop.trips < 0) != (loop.cond_root != nullptr))
-      throw std::logic_error("rune::jit: a loop step needs a trip count or a condition");
+    if (loop.trips == 0 || (loop.trips < 0) != (loop.cond_root != nullptr) || loop.n_xs != 0)
+      throw std::logic_error("rune::jit: a loop step needs a trip count or a condition, no xs");
     std::vector<ir::NodeRef> given;  // the inputs the program computes before the loop
     for (ir::NodeRef in : loop.inputs)
       if (in) given.push_back(in);
@@ -186,15 +185,15 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
     std::vector<int> map(pre->slot_bytes.size(), -1);
     append(*pre, map);
     auto plan = std::make_shared<LoopPlan>();
-    plan->body =
-        loop.body_loops.empty()
-            ? codegen::compile(loop.body_roots, loop.body_params, device)
-            : compile_with_loops(loop.body_roots, loop.body_loops, loop.body_params, device);
+    const int body_params = static_cast<int>(loop.inputs.size());
+    plan->body = loop.body_loops.empty()
+                     ? codegen::compile(loop.body_roots, body_params, device)
+                     : compile_lowered(loop.body_roots, loop.body_loops, body_params, device);
     for (size_t k = 0; k < loop.inputs.size(); ++k)
       if (!loop.inputs[k]) plan->unbound.push_back(k);
     plan->trips = loop.trips;
-    plan->n_ys = loop.n_ys;
-    plan->n_carry = loop.body_roots.size() - loop.n_ys;
+    plan->n_ys = loop.n_ys();
+    plan->n_carry = loop.n_carry;
     plan->n_operands = loop.inputs.size() - plan->n_carry;
     const auto& outs = plan->body->output_slots;
     bool shared = false;
@@ -209,7 +208,7 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
       for (size_t i = j + 1; i < outs.size(); ++i)
         if (outs[i] == outs[j])  // the scheduler gives every root a slot of its own
           throw std::logic_error("rune::jit: a loop's rows share a slot of its body's program");
-    if (loop.cond_root) plan->cond = codegen::compile({loop.cond_root}, loop.body_params, device);
+    if (loop.cond_root) plan->cond = codegen::compile({loop.cond_root}, body_params, device);
     if (loop.cond_root || shared) {
       std::vector<ir::NodeRef> carry;  // the identity on the carry, into the program's slots
       for (size_t k = 0; k < plan->n_carry; ++k) {
@@ -229,7 +228,7 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
       const bool row = k >= plan->n_carry;
       (row ? plan->row_bytes : plan->carry_bytes).push_back(bytes);
       int s = new_slot(static_cast<int64_t>(row ? bytes * static_cast<size_t>(loop.trips) : bytes));
-      param_slot[loop.outputs[k]] = s;
+      if (loop.outputs[k] >= 0) param_slot[loop.outputs[k]] = s;
       st.slots.push_back(s);
     }
     st.library = [](const void* p, char** bufs, int64_t, int64_t) {
@@ -244,6 +243,19 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
   m->inplace_inputs.assign(m->output_slots.size(), {});
   m->finalize();
   return m;
+}
+
+}  // namespace
+
+size_t loop_step_iterations() { return iterations.load(); }
+
+std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir::NodeRef>& roots,
+                                                           const std::vector<Tracer::Loop>& loops,
+                                                           int n_params, nx::Device device) {
+  // The stage rule of a loop: rows read by the trip counter, then one loop step.
+  std::vector<Tracer::Loop> lowered;
+  for (const auto& loop : loops) lowered.push_back(detail::lower_rows(loop, device));
+  return compile_lowered(roots, lowered, n_params, device);
 }
 
 }  // namespace rune

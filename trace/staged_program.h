@@ -16,7 +16,8 @@
 namespace rune {
 
 // `roots` over `n_params` params (the arguments, captures and the loops' outputs); the loops
-// as the tracer recorded them. Donation lends no memory in such a program (no inplace inputs).
+// as the tracer recorded them (each is lowered first so that its body reads its rows by a trip
+// counter: detail::lower_rows). Donation lends no memory in such a program (no inplace inputs).
 std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir::NodeRef>& roots,
                                                            const std::vector<Tracer::Loop>& loops,
                                                            int n_params, nx::Device device);

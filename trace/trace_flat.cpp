@@ -14,10 +14,8 @@ nx::Device device_of(const std::vector<nx::Tensor>& ts) {
 }
 
 Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device device,
-                  const FlatFn& f, int first_capture, const char* fn_name, bool records_scans,
-                  bool records_loops) {
+                  const FlatFn& f, int first_capture, const char* fn_name, bool records_loops) {
   Tracer tracer(device, first_capture);
-  tracer.records_scans = records_scans;
   tracer.records_loops = records_loops;
   Traced t;
   t.device = device;
@@ -41,7 +39,6 @@ Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device de
   t.captured = tracer.captured();
   t.checkpoints = tracer.checkpoints();
   t.checks = tracer.checks();
-  t.scans = tracer.scans();
   t.loops = tracer.loops();
   return t;
 }

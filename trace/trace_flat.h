@@ -25,8 +25,7 @@ struct Traced {
   nx::Device device;                 // where the graph runs
   std::vector<Tracer::Checkpoint> checkpoints;  // rune::checkpoint blocks met while tracing
   std::vector<Tracer::Check> checks;            // nx::check calls recorded while tracing
-  std::vector<Tracer::Scan> scans;  // with records_scans: the scans kept whole, in trace order
-  std::vector<Tracer::Loop> loops;  // with records_loops: the loops recorded, in trace order
+  std::vector<Tracer::Loop> loops;  // with records_loops: the loops kept whole, in trace order
 };
 
 // Where a function of these tensors is traced and runs: the first one's device (the default
@@ -36,10 +35,9 @@ nx::Device device_of(const std::vector<nx::Tensor>& ts);
 // Traces f over stand-ins of `avals` on `device`; captured tensors are numbered from
 // first_capture (>= avals.size(): room for extra params such as cotangents). The caller holds
 // an ir::NodeUse until the graph ran. Raises `<api>: <fn_name> returned an undefined tensor`.
-// With records_scans, rune::scan / fori_loop calls f makes are kept whole (Tracer::Scan); with
-// records_loops, its loops become Tracer::Loop records (a loop step's body: staged_program.h).
+// With records_loops, the loops f runs are kept whole (Tracer::Loop, trace/structured.h).
 Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device device,
                   const FlatFn& f, int first_capture, const char* fn_name = "f",
-                  bool records_scans = false, bool records_loops = false);
+                  bool records_loops = false);
 
 }  // namespace rune::detail

@@ -81,7 +81,7 @@ void Tracer::check_readable(const nx::Tensor& t, const char* api) {
 
 nx::Tensor Tracer::unbound_param(nx::DType t, const nx::Shape& shape, std::vector<int>& indices) {
   int index = n_args_ + static_cast<int>(captured_.size());
-  captured_.push_back(nx::Tensor());  // bound by a loop's step, or by autodiff (a Scan)
+  captured_.push_back(nx::Tensor());  // bound where a transformation runs the loop
   indices.push_back(index);
   return wrap(ir::contiguous_param(index, t, shape));
 }
@@ -89,27 +89,13 @@ nx::Tensor Tracer::unbound_param(nx::DType t, const nx::Shape& shape, std::vecto
 std::vector<nx::Tensor> Tracer::add_loop(Loop loop) {
   std::vector<nx::Tensor> out;
   loop.outputs.clear();
-  const size_t n_carry = loop.body_roots.size() - loop.n_ys;
   for (size_t k = 0; k < loop.body_roots.size(); ++k) {
     ir::NodeRef r = loop.body_roots[k];
     nx::Shape s = r->shape;
-    if (k >= n_carry) s.insert(s.begin(), loop.trips);  // a row, stacked
+    if (k >= loop.n_carry) s.insert(s.begin(), loop.trips);  // a row, stacked
     out.push_back(unbound_param(r->dtype, s, loop.outputs));
   }
   loops_.push_back(std::move(loop));
-  return out;
-}
-
-std::vector<nx::Tensor> Tracer::add_scan(Scan scan) {
-  std::vector<nx::Tensor> out;
-  scan.outputs.clear();
-  for (size_t k = 0; k < scan.body_outputs.size(); ++k) {
-    ir::NodeRef r = scan.body_outputs[k];
-    nx::Shape s = r->shape;
-    if (k >= scan.n_carry) s.insert(s.begin(), scan.length);  // a y, stacked
-    out.push_back(unbound_param(r->dtype, s, scan.outputs));
-  }
-  scans_.push_back(std::move(scan));
   return out;
 }
 

@@ -49,48 +49,40 @@ class Tracer final : public nx::Interpreter {
 
   int n_args() const { return n_args_; }
 
-  // A loop of the program (rune::scan / fori_loop / while_loop under rune::jit,
-  // trace/staged_program.h): its compiled body runs `trips` times in one step of the program
-  // runner, carry = body(carry).
+  // A loop of the program (rune::scan, fori_loop, while_loop), kept whole by a trace that
+  // records loops (records_loops): the one form of a loop that every transformation reads
+  // (trace/structured.h). Its body is a graph over params bound to `inputs`, in this order: the
+  // carry (n_carry), one row of each xs (n_xs), then the operands it captured. One run of the
+  // body gives the new carry, then one row of each y; the loop's results are the final carry,
+  // then the rows stacked on a new axis 0 ([trips, ...]).
   struct Loop {
-    // The initial carry, then the body's captured operands; nullptr for a body param that is
-    // the result of one of body_loops (bound inside the body's program).
+    const char* api = "rune::scan";  // names the loop in messages
+    // This trace's nodes: init, xs, then the operands; nullptr for a body param that is the
+    // result of one of body_loops (bound inside the body).
     std::vector<ir::NodeRef> inputs;
-    // The body's new carry, then its n_ys rows; its params: carry, captures. Iteration t writes
-    // row y of its output y straight into row t of the loop's stacked output y ([trips, ...]).
-    std::vector<ir::NodeRef> body_roots;
-    size_t n_ys = 0;
-    int body_params = 0;
-    int64_t trips = 0;             // a fixed trip count (scan, fori_loop), or -1: while cond_root
-    ir::NodeRef cond_root = {};    // while_loop: a bool scalar over the body's params (no ys)
-    std::vector<int> outputs;      // the params standing for the final carry, then the stacked ys
-    std::vector<Loop> body_loops;  // loops inside the body: loop steps of the body's program
-  };
-  // Set by rune::jit on its own tracer: control flow traced directly into it becomes a Loop.
-  bool records_loops = false;
-
-  // A rune::scan (or fori_loop) traced directly into a trace that rune::grad / vjp / value_and_grad
-  // differentiate (records_scans): kept whole instead of replayed per iteration, so autodiff
-  // differentiates it as a loop (trace/scan_vjp.h): it runs forward saving each step's carry,
-  // then a reverse scan of the body's vjp. Its results are params of this trace (like a Loop's).
-  struct Scan {
-    const char* api = "rune::scan";
-    std::vector<ir::NodeRef>
-        body_outputs;  // new carry then ys, over params: carry, x rows, captures
+    std::vector<ir::NodeRef> body_roots;  // the new carry, then the ys' rows
+    // while_loop: a bool scalar over the body's params, read before each iteration (trips = -1;
+    // a while loop has no xs and no ys).
+    ir::NodeRef cond_root = {};
+    std::vector<Loop> body_loops;  // loops inside the body, recorded in its trace in order
     size_t n_carry = 0, n_xs = 0;
-    int64_t length = 0;
-    bool counted = false;  // fori_loop: xs is its step counter, counter_lo, counter_lo + 1, ...
+    int64_t trips = 0;  // a fixed trip count (scan, fori_loop), or -1: while cond_root holds
+    // fori_loop: xs[0] is its step counter counter_lo, counter_lo + 1, ..., so a row is
+    // computed from the trip number instead of read.
+    bool counted = false;
     int64_t counter_lo = 0;
-    std::vector<ir::NodeRef> inputs;  // this trace's nodes: init, xs, then the body's captures
-    std::vector<int> outputs;         // the params standing for the final carry, then the ys
+    // The params standing for the final carry, then the stacked ys (add_loop fills them); -1
+    // for a result nothing reads (the trip counter of a lowered loop, trace/structured.h).
+    std::vector<int> outputs;
+    size_t n_ys() const { return body_roots.size() - n_carry; }
   };
-  bool records_scans = false;
-  // Records `scan` (outputs are filled here) and returns its final carry and stacked ys as
-  // params without a concrete value, bound when autodiff runs the scan.
-  std::vector<nx::Tensor> add_scan(Scan scan);
-  const std::vector<Scan>& scans() const { return scans_; }
-  // Records `loop` (outputs are filled here) and returns stand-ins for its final carry: params
-  // after the captures so far, with no concrete value (captured() holds an undefined tensor).
+  // Set by the transformations that keep loops whole (rune::jit, vmap, grad / vjp /
+  // value_and_grad, and loop bodies traced where loops nest): control flow traced directly into
+  // this trace becomes a Loop instead of being replayed per iteration.
+  bool records_loops = false;
+  // Records `loop` (outputs are filled here) and returns stand-ins for its final carry and
+  // stacked ys: params after the captures so far, with no concrete value (captured() holds an
+  // undefined tensor), bound when a transformation runs the loop.
   std::vector<nx::Tensor> add_loop(Loop loop);
   const std::vector<Loop>& loops() const { return loops_; }
   // Concrete tensors the trace captured, in param order after the arguments.
@@ -98,7 +90,7 @@ class Tracer final : public nx::Interpreter {
 
  private:
   nx::Tensor wrap(ir::NodeRef n);
-  // A new param after the captures so far, bound later (a loop's or scan's result).
+  // A new param after the captures so far, bound later (a loop's result).
   nx::Tensor unbound_param(nx::DType t, const nx::Shape& shape, std::vector<int>& indices);
   nx::Device device_;
   int n_args_;
@@ -106,7 +98,6 @@ class Tracer final : public nx::Interpreter {
   std::vector<Check> checks_;
   std::vector<Checkpoint> checkpoints_;
   std::vector<Loop> loops_;
-  std::vector<Scan> scans_;
   // The param each captured value became, by its TensorImpl's address; `tensor` tells whether
   // that TensorImpl is still the one at the address (node_of).
   struct Lifted {

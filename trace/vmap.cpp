@@ -9,6 +9,7 @@
 #include "trace/batching.h"
 #include "trace/check_replay.h"
 #include "trace/graph_eval.h"
+#include "trace/structured.h"
 #include "trace/vmap_loops.h"
 
 namespace rune::detail {
@@ -73,9 +74,9 @@ std::vector<nx::Tensor> vmap_flat(const char* api, const std::vector<nx::Tensor>
   ir::NodeUse use;  // the traced graph and its batched form stay until they ran
   nx::Device device = device_of(leaves);
   int n = static_cast<int>(leaves.size());
-  // Loops f runs are recorded (Tracer::Loop) and batched as loops (trace/vmap_loops.h).
-  Traced t = trace_flat(api, avals, device, f, n, "f", /*records_scans=*/false,
-                        /*records_loops=*/true);
+  // Loops f runs are recorded (Tracer::Loop) and batched as loops (trace/vmap_loops.h), except
+  // in a trace being differentiated, which autodiff replays per iteration.
+  Traced t = trace_flat(api, avals, device, f, n, "f", /*records_loops=*/!differentiating());
 
   // Batched inputs are bound with their batch axis moved to 0 (a view); shared ones as given.
   std::unordered_map<ir::NodeRef, ir::NodeRef> inputs;

@@ -8,12 +8,11 @@
 #include "trace/batching.h"
 #include "trace/control_flow.h"
 #include "trace/graph_eval.h"
+#include "trace/structured.h"
 
 namespace rune::detail {
 
 namespace {
-
-size_t carry_count(const Tracer::Loop& loop) { return loop.body_roots.size() - loop.n_ys; }
 
 // Every node the body of `loop` computes from: its roots, its predicate, its loops' inputs.
 std::vector<ir::NodeRef> body_nodes(const Tracer::Loop& loop) {
@@ -62,7 +61,7 @@ std::vector<nx::Tensor> run_body_batched(const Tracer::Loop& loop, const LoopBat
                                          const std::vector<nx::Tensor>& inputs,
                                          const std::vector<nx::Tensor>& carry, int64_t batch,
                                          nx::Device device) {
-  const size_t nc = carry_count(loop);
+  const size_t nc = loop.n_carry;
   // b.params covers the inner loops' results too (batch_loop), so this map reads them batched.
   const auto map = batched_params(loop, b.params, batch);
   std::vector<nx::Tensor> bind = inputs;
@@ -76,7 +75,8 @@ std::vector<nx::Tensor> run_body_batched(const Tracer::Loop& loop, const LoopBat
     for (size_t k = 0; k < bn.size(); ++k)
       if (bn[k].node) ins[k] = ev({ib.params[k] ? with_batch_axis(bn[k], batch) : bn[k].node})[0];
     std::vector<nx::Tensor> outs = run_batched_loop(inner, ib, ins, batch, device);
-    for (size_t m = 0; m < outs.size(); ++m) ev.bind(inner.outputs[m], outs[m]);
+    for (size_t m = 0; m < outs.size(); ++m)
+      if (inner.outputs[m] >= 0) ev.bind(inner.outputs[m], outs[m]);
   }
   std::vector<ir::NodeRef> per_example = loop.body_roots;
   if (loop.cond_root) per_example.push_back(loop.cond_root);
@@ -99,8 +99,8 @@ nx::Tensor move_axis(const nx::Tensor& x, int64_t from, int64_t to) {
 }
 
 LoopBatching batch_loop(const Tracer::Loop& loop, std::vector<bool> batched, int64_t batch) {
-  const size_t nc = carry_count(loop);
-  batched.resize(static_cast<size_t>(loop.body_params), false);
+  const size_t nc = loop.n_carry;
+  batched.resize(loop.inputs.size(), false);
   for (size_t k = 0; k < loop.inputs.size() && k < batched.size(); ++k)
     if (!loop.inputs[k]) batched[k] = false;  // an inner loop's result: found below
   // The fixed point: a carry leaf becomes batched when the body's new value for it is (or when a
@@ -115,7 +115,8 @@ LoopBatching batch_loop(const Tracer::Loop& loop, std::vector<bool> batched, int
       for (size_t k = 0; k < bn.size(); ++k) in[k] = bn[k].batched;
       r.inner.push_back(batch_loop(inner, in, batch));
       for (size_t m = 0; m < inner.outputs.size(); ++m)
-        r.params[static_cast<size_t>(inner.outputs[m])] = r.inner.back().outputs[m];
+        if (inner.outputs[m] >= 0)
+          r.params[static_cast<size_t>(inner.outputs[m])] = r.inner.back().outputs[m];
       map = batched_params(loop, r.params, batch);
     }
     std::vector<ir::NodeRef> per_example = loop.body_roots;
@@ -135,7 +136,7 @@ LoopBatching batch_loop(const Tracer::Loop& loop, std::vector<bool> batched, int
 std::vector<nx::Tensor> run_batched_loop(const Tracer::Loop& loop, const LoopBatching& b,
                                          const std::vector<nx::Tensor>& inputs, int64_t batch,
                                          nx::Device device) {
-  const size_t nc = carry_count(loop);
+  const size_t nc = loop.n_carry;
   const std::vector<nx::Tensor> init(inputs.begin(), inputs.begin() + static_cast<long>(nc));
   auto body = [&](const std::vector<nx::Tensor>& carry) {
     return run_body_batched(loop, b, inputs, carry, batch, device);
@@ -183,7 +184,9 @@ std::vector<nx::Tensor> run_batched_loop(const Tracer::Loop& loop, const LoopBat
 void run_loops_batched(const std::vector<Tracer::Loop>& loops, GraphEvaluator& ev,
                        std::unordered_map<ir::NodeRef, ir::NodeRef>& inputs, int64_t batch,
                        nx::Device device) {
-  for (const Tracer::Loop& loop : loops) {
+  for (const Tracer::Loop& recorded : loops) {
+    // Its rows read by a trip counter (trace/structured.h): batching them is batching the reads.
+    const Tracer::Loop loop = lower_rows(recorded, device);
     std::vector<BatchedNode> bn = batched_inputs(loop, inputs, batch);
     std::vector<bool> given(bn.size());
     for (size_t k = 0; k < bn.size(); ++k) given[k] = bn[k].batched;
@@ -192,8 +195,9 @@ void run_loops_batched(const std::vector<Tracer::Loop>& loops, GraphEvaluator& e
     for (size_t k = 0; k < bn.size(); ++k)
       if (bn[k].node) ins[k] = ev({b.params[k] ? with_batch_axis(bn[k], batch) : bn[k].node})[0];
     std::vector<nx::Tensor> outs = run_batched_loop(loop, b, ins, batch, device);
-    const size_t nc = carry_count(loop);
+    const size_t nc = loop.n_carry;
     for (size_t m = 0; m < outs.size(); ++m) {
+      if (loop.outputs[m] < 0) continue;  // the trip counter: nothing reads it
       ir::NodeRef r = loop.body_roots[m];
       nx::Shape shape = r->shape;
       if (m >= nc) shape.insert(shape.begin(), loop.trips);  // a y, stacked (Tracer::add_loop)

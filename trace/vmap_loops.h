@@ -1,6 +1,7 @@
 // rune::vmap's rule for loops (scan, fori_loop, while_loop): a loop stays a loop. vmap traces f
-// with loop recording on, so each loop f runs is a Tracer::Loop (a body graph over the carry and
-// its captures, run `trips` times or while its predicate holds). Batching one is, as lax's
+// with loop recording on, so each loop f runs is a Tracer::Loop, lowered first so that its body
+// reads its rows by a trip counter (detail::lower_rows: a body graph over the carry and its
+// operands, run `trips` times or while its predicate holds). Batching one is, as lax's
 // batching rules: find which carry leaves become batched (a fixed point: a leaf is batched when
 // its initial value is, or when the body makes it so from batched inputs), batch the body graph
 // once, and issue the loop again through rune's own scan_flat / while_flat with the batched body,
@@ -44,8 +45,8 @@ std::vector<nx::Tensor> run_batched_loop(const Tracer::Loop& loop, const LoopBat
                                          const std::vector<nx::Tensor>& inputs, int64_t batch,
                                          nx::Device device);
 
-// Runs a vmap trace's loops (in trace order) batched: each loop's inputs are evaluated by `ev`
-// from their batched forms over `inputs` (a per-example Param -> its batched Param, as
+// Runs a vmap trace's loops (in trace order, as recorded) batched: each loop's inputs are evaluated
+// by `ev` from their batched forms over `inputs` (a per-example Param -> its batched Param, as
 // batch_nodes takes), and each result is bound in `ev`: a batched one as a new param that
 // `inputs` maps the loop's per-example result param to, a shared one to that param itself.
 void run_loops_batched(const std::vector<Tracer::Loop>& loops, GraphEvaluator& ev,

@@ -6,7 +6,9 @@
 #include "core/interop.h"  // from_blob, DLPack
 #include "core/io.h"
 #include "core/nn.h"  // issue 18, part "math"
+#include "core/norm.h"  // issue 40: batch_norm, group_norm
 #include "core/ops.h"
 #include "core/random.h"
+#include "core/resize.h"  // issue 40: nx::resize
 #include "core/tensor.h"
 #include "core/window.h"  // issue 40: windowed reductions, pooling

@@ -116,10 +116,8 @@ Tensor reduce_window(const Tensor& x, WindowReduce op, const Shape& window,
   return reduce_window_impl("nx::reduce_window", x, op, window, options);
 }
 
-namespace nn {
-namespace {
+namespace detail {
 
-// The spatial axes of x under `layout` ("" or N, C first or last), or fail.
 std::vector<int> spatial_axes(const std::string& api, const Tensor& x, const std::string& layout) {
   const int nd = x.ndim();
   if (nd < 3)
@@ -138,6 +136,11 @@ std::vector<int> spatial_axes(const std::string& api, const Tensor& x, const std
   }
   return sp;
 }
+
+}  // namespace detail
+
+namespace nn {
+namespace {
 
 // The per-axis window options of a pool over the spatial axes `sp`.
 WindowOptions pool_window(const std::string& api, const Tensor& x, const std::vector<int>& sp,

@@ -1,5 +1,5 @@
-// Internal helpers shared by core/conv.cpp and core/window.cpp: windows gathered as nx ops.
-// Not part of the public API.
+// Internal helpers shared by core/conv.cpp, core/window.cpp and core/resize.cpp: windows gathered
+// as nx ops. Not part of the public API.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,6 +32,10 @@ std::vector<std::pair<int64_t, int64_t>> resolve_padding(const std::string& api,
                                                          const std::vector<int64_t>& in,
                                                          const std::vector<int64_t>& eff,
                                                          const std::vector<int64_t>& stride);
+// The spatial axes of x (at least 3-d) under `layout`: "" or channels first ("NC..."), channels
+// last ("N...C"); raises naming `api` for another layout or too few axes. The pools' and
+// nx::resize's layouts.
+std::vector<int> spatial_axes(const std::string& api, const Tensor& x, const std::string& layout);
 // "[1, 2, 3]" for messages.
 std::string list_text(const std::vector<int64_t>& v);
 

@@ -10,6 +10,7 @@
 #include "trace/control_flow.h"
 #include "trace/graph_eval.h"
 #include "trace/scan_vjp.h"
+#include "trace/structured.h"
 #include "trace/trace_flat.h"
 #include "trace/vjp.h"
 
@@ -35,66 +36,101 @@ Bound trace(const char* api, const std::vector<nx::Tensor>& params, const FlatFn
   return t;
 }
 
-// Evaluates the traced graph's outputs and its params' gradients for `roots` receiving `cots`,
-// running the scans kept whole (t.loops, in trace order) as loops: each forward, saving its
-// carries where a gradient flows through it, then, last scan first, the reverse scan of its body's
-// vjp (trace/scan_vjp.h) on its results' cotangents, whose results seed the cotangents of the
-// scan's inputs. Returns the outputs, then the gradients.
-std::vector<nx::Tensor> evaluate_with_scans(const Bound& t, const std::vector<ir::NodeRef>& roots,
-                                            const std::vector<ir::NodeRef>& cots) {
-  GraphEvaluator ev(t.bindings, t.device);
-  // Which nodes depend on the differentiated params (through earlier scans' results too).
-  std::unordered_set<int> live;
-  for (ir::NodeRef p : t.params) live.insert(ir::arg_load(p).param);
+}  // namespace
+
+// Autodiff's state while it runs a trace's equations (trace/structured.h's vjp rules): the
+// forward values, which params and nodes depend on the differentiated params, the checkpoint
+// blocks, and the seeds of the backward pass (roots receiving cotangents), which each backward
+// half extends with the cotangents of its equation's inputs.
+struct Differentiation {
+  nx::Device device;
+  GraphEvaluator ev;
+  std::unordered_set<int> live;  // params that depend on the differentiated params
   std::unordered_map<ir::NodeRef, bool> depends;
-  std::vector<std::vector<bool>> wants(t.loops.size());
-  std::vector<ScanRun> runs(t.loops.size());
-  for (size_t k = 0; k < t.loops.size(); ++k) {
-    const Tracer::Loop& s = t.loops[k];
-    for (ir::NodeRef n : ir::toposort(s.inputs)) {
-      if (depends.count(n)) continue;
-      bool d = n->op == ir::Op::Param && live.count(ir::arg_load(n).param);
-      for (ir::NodeRef src : n->src) d = d || depends.at(src);
-      depends[n] = d;
-    }
-    bool needed = false;
-    for (ir::NodeRef in : s.inputs) {
-      wants[k].push_back(ir::is_float(in->dtype) && depends.at(in));
-      needed = needed || wants[k].back();
-    }
-    runs[k] = run_scan(s, ev(s.inputs), needed, t.device);
-    for (size_t i = 0; i < s.outputs.size(); ++i) {
-      ev.bind(s.outputs[i], runs[k].outputs[i]);
-      if (needed) live.insert(s.outputs[i]);
-    }
-    if (!needed) wants[k].clear();
+  std::vector<Tracer::Checkpoint> checkpoints;
+  std::vector<ir::NodeRef> seed_roots, seed_cots;
+};
+
+Backward vjp_check(const Tracer::Check& c, Differentiation& d) {
+  eval_check(c, d.ev);
+  return {};
+}
+
+Backward vjp_checkpoint(const Tracer::Checkpoint& c, Differentiation& d) {
+  d.checkpoints.push_back(c);
+  return {};
+}
+
+// A scan kept whole runs forward, saving its carries where a gradient flows through it; its
+// backward half is the reverse scan of its body's vjp (trace/scan_vjp.h) on its results'
+// cotangents, whose results seed the cotangents of the scan's inputs.
+Backward vjp_loop(const Tracer::Loop& s, Differentiation& d) {
+  for (ir::NodeRef n : ir::toposort(s.inputs)) {
+    if (d.depends.count(n)) continue;
+    bool dep = n->op == ir::Op::Param && d.live.count(ir::arg_load(n).param);
+    for (ir::NodeRef src : n->src) dep = dep || d.depends.at(src);
+    d.depends[n] = dep;
   }
-  std::vector<nx::Tensor> outs = ev(t.outputs);
-  // f's checks keep their forward meaning: replayed (raised, or recorded in the enclosing
-  // trace) before the backward pass.
-  std::vector<ir::NodeRef> check_roots;
-  append_check_roots(t.checks, check_roots);
-  replay_checks(t.checks, ev(check_roots), 0, t.device);
-  std::vector<ir::NodeRef> seed_roots = roots, seed_cots = cots;
-  for (size_t k = t.loops.size(); k-- > 0;) {
-    const Tracer::Loop& s = t.loops[k];
-    if (wants[k].empty()) continue;
+  auto wants = std::make_shared<std::vector<bool>>();
+  bool needed = false;
+  for (ir::NodeRef in : s.inputs) {
+    wants->push_back(ir::is_float(in->dtype) && d.depends.at(in));
+    needed = needed || wants->back();
+  }
+  auto run = std::make_shared<ScanRun>(run_scan(s, d.ev(s.inputs), needed, d.device));
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    d.ev.bind(s.outputs[i], run->outputs[i]);
+    if (needed) d.live.insert(s.outputs[i]);
+  }
+  if (!needed) return {};
+  return [&s, wants, run](Differentiation& d) {
     std::vector<ir::NodeRef> results;
     for (size_t i = 0; i < s.outputs.size(); ++i)
-      results.push_back(ir::contiguous_param(s.outputs[i], runs[k].outputs[i].dtype(),
-                                             runs[k].outputs[i].shape()));
+      results.push_back(
+          ir::contiguous_param(s.outputs[i], run->outputs[i].dtype(), run->outputs[i].shape()));
     std::vector<nx::Tensor> result_cts =
-        ev(vjp_nodes(seed_roots, seed_cots, results, t.checkpoints));
+        d.ev(vjp_nodes(d.seed_roots, d.seed_cots, results, d.checkpoints));
     std::vector<nx::Tensor> input_cts =
-        scan_vjp(s, ev(s.inputs), runs[k], result_cts, wants[k], t.device);
+        scan_vjp(s, d.ev(s.inputs), *run, result_cts, *wants, d.device);
     for (size_t i = 0; i < s.inputs.size(); ++i) {
-      if (!wants[k][i] || !input_cts[i].defined()) continue;
-      seed_roots.push_back(s.inputs[i]);
-      seed_cots.push_back(ir::contiguous_param(ev.add_binding(input_cts[i]), input_cts[i].dtype(),
-                                               input_cts[i].shape()));
+      if (!(*wants)[i] || !input_cts[i].defined()) continue;
+      d.seed_roots.push_back(s.inputs[i]);
+      d.seed_cots.push_back(ir::contiguous_param(d.ev.add_binding(input_cts[i]),
+                                                 input_cts[i].dtype(), input_cts[i].shape()));
     }
-  }
-  std::vector<nx::Tensor> grads = ev(vjp_nodes(seed_roots, seed_cots, t.params, t.checkpoints));
+  };
+}
+
+void jvp_loop(const Tracer::Loop& loop, GraphEvaluator&) {
+  throw std::logic_error(std::string(loop.api) +
+                         ": rune::jvp's trace replays loops; it records none");
+}
+
+namespace {
+
+// Evaluates the traced graph's outputs and its params' gradients for `roots` receiving `cots`:
+// f's structured primitives by their vjp rules in program order (forward: checks raised, scans
+// run as loops), the outputs, then the equations' backward halves in reverse order, each
+// seeding more cotangents, and the params' gradients. Returns the outputs, then the gradients.
+std::vector<nx::Tensor> evaluate_with_rules(const Bound& t, const std::vector<ir::NodeRef>& roots,
+                                            const std::vector<ir::NodeRef>& cots) {
+  Differentiation d{t.device, GraphEvaluator(t.bindings, t.device), {}, {}, {}, roots, cots};
+  for (ir::NodeRef p : t.params) d.live.insert(ir::arg_load(p).param);
+  std::vector<Backward> backward;
+  for (const auto& e : t.equations)
+    backward.push_back(std::visit(
+        Overloaded{
+#define STRUCTURED(Row, eval, vjp, jvp, batch, stage) \
+  [&](const Tracer::Row& r) { return vjp(r, d); },
+#include "trace/structured.def"
+#undef STRUCTURED
+        },
+        e));
+  std::vector<nx::Tensor> outs = d.ev(t.outputs);
+  for (size_t k = backward.size(); k-- > 0;)
+    if (backward[k]) backward[k](d);
+  std::vector<nx::Tensor> grads =
+      d.ev(vjp_nodes(d.seed_roots, d.seed_cots, t.params, d.checkpoints));
   outs.insert(outs.end(), grads.begin(), grads.end());
   return outs;
 }
@@ -144,21 +180,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> vjp_flat(
   }
   std::vector<ir::NodeRef> differentiated(t.outputs.begin(),
                                           t.outputs.begin() + static_cast<long>(n_diff));
-  std::vector<nx::Tensor> vals;
-  if (t.loops.empty()) {
-    auto grads = vjp_nodes(differentiated, cots, t.params, t.checkpoints);
-    std::vector<ir::NodeRef> roots = t.outputs;
-    roots.insert(roots.end(), grads.begin(), grads.end());
-    const size_t n_roots = roots.size();
-    // f's checks keep their forward meaning (raised, or recorded in the enclosing trace), so a
-    // training step never sees a loss the forward pass alone would have refused.
-    append_check_roots(t.checks, roots);
-    vals = evaluate(roots, t.bindings, t.device);
-    replay_checks(t.checks, vals, n_roots, t.device);
-    vals.resize(n_roots);
-  } else {
-    vals = evaluate_with_scans(t, differentiated, cots);
-  }
+  std::vector<nx::Tensor> vals = evaluate_with_rules(t, differentiated, cots);
   std::vector<nx::Tensor> outs(vals.begin(), vals.begin() + static_cast<long>(t.outputs.size()));
   std::vector<nx::Tensor> gs(vals.begin() + static_cast<long>(t.outputs.size()), vals.end());
   return {outs, gs};
@@ -203,11 +225,18 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> jvp_flat(
   for (const auto& x : tangents) bindings.push_back(x);
   std::vector<ir::NodeRef> roots = t.outputs;
   roots.insert(roots.end(), jt.begin(), jt.end());
-  const size_t n_roots = roots.size();
-  append_check_roots(t.checks, roots);
-  auto vals = evaluate(roots, bindings, t.device);
-  replay_checks(t.checks, vals, n_roots, t.device);
-  vals.resize(n_roots);  // the tangents end before the checks' values
+  GraphEvaluator ev(bindings, t.device);
+  // f's structured primitives by their jvp rules, in program order: its checks keep their
+  // forward meaning (raised, or recorded in the enclosing trace).
+  for (const auto& e : t.equations)
+    std::visit(
+        Overloaded{
+#define STRUCTURED(Row, eval, vjp, jvp, batch, stage) [&](const Tracer::Row& r) { jvp(r, ev); },
+#include "trace/structured.def"
+#undef STRUCTURED
+        },
+        e);
+  auto vals = ev(roots);
   return {std::vector<nx::Tensor>(vals.begin(), vals.begin() + static_cast<long>(m)),
           std::vector<nx::Tensor>(vals.begin() + static_cast<long>(m), vals.end())};
 }

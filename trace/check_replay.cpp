@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/ops.h"
+#include "trace/structured.h"
 
 namespace rune::detail {
 
@@ -42,60 +43,53 @@ std::exception_ptr with_note(std::exception_ptr e, const std::string& what) {
 
 }  // namespace
 
-void append_check_roots(const std::vector<Tracer::Check>& checks, std::vector<ir::NodeRef>& roots) {
-  for (const auto& c : checks) {
-    roots.push_back(c.first_false);
-    roots.insert(roots.end(), c.data.begin(), c.data.end());
-  }
+std::vector<ir::NodeRef> check_nodes(const Tracer::Check& c) {
+  std::vector<ir::NodeRef> r{c.first_false};
+  r.insert(r.end(), c.data.begin(), c.data.end());
+  return r;
 }
 
-void replay_checks(const std::vector<Tracer::Check>& checks, const std::vector<nx::Tensor>& vals,
-                   size_t at, nx::Device device) {
-  for (const auto& c : checks) {
-    nx::Tensor first = vals.at(at++);
-    std::vector<nx::Tensor> data(vals.begin() + static_cast<long>(at),
-                                 vals.begin() + static_cast<long>(at + c.data.size()));
-    at += c.data.size();
-    nx::CreateOn on(device);
-    nx::Tensor ok = nx::reshape(nx::not_equal(nx::arange(c.size), first), c.shape);
-    nx::detail::check_flat(ok, data, c.fail);
-  }
+void replay_check(const Tracer::Check& c, const std::vector<nx::Tensor>& vals, nx::Device device) {
+  nx::Tensor first = vals.at(0);
+  std::vector<nx::Tensor> data(vals.begin() + 1, vals.end());
+  nx::CreateOn on(device);
+  nx::Tensor ok = nx::reshape(nx::not_equal(nx::arange(c.size), first), c.shape);
+  nx::detail::check_flat(ok, data, c.fail);
 }
 
-void replay_batched_checks(const char* api, const std::vector<Tracer::Check>& checks,
-                           const std::vector<nx::Tensor>& vals, size_t at, int64_t batch,
-                           nx::Device device) {
-  for (const Tracer::Check& c : checks) {
-    const nx::Tensor& first = vals.at(at++);
-    const size_t data_at = at;
-    at += c.data.size();
-    const size_t rank = c.shape.size();
-    nx::Shape grid{1}, per_example{batch};
-    grid.insert(grid.end(), c.shape.begin(), c.shape.end());
-    per_example.insert(per_example.end(), rank, 1);
-    nx::CreateOn on(device);
-    // ok[b, i...] is false exactly at example b's first failing element, so the first false
-    // element in C order is the first failing example's, at its own index.
-    nx::Tensor ok =
-        nx::not_equal(nx::reshape(nx::arange(c.size), grid), nx::reshape(first, per_example));
-    // Each datum broadcasts to the example's shape: align its axes to ok's after the batch axis.
-    std::vector<nx::Tensor> aligned;
-    for (size_t j = data_at; j < at; ++j) {
-      const nx::Tensor& d = vals[j];
-      nx::Shape s{batch};
-      s.insert(s.end(), rank - static_cast<size_t>(d.ndim() - 1), 1);
-      s.insert(s.end(), d.shape().begin() + 1, d.shape().end());
-      aligned.push_back(nx::reshape(d, s));
-    }
-    std::string where = std::string(api) + ": example ";
-    nx::CheckFail fail = [f = c.fail, where, batch](const std::vector<int64_t>& index,
-                                                    const std::vector<nx::Tensor>& at) {
-      std::vector<int64_t> inner(index.begin() + 1, index.end());
-      return with_note(f(inner, at), where + std::to_string(index[0]) + " of " +
-                                         std::to_string(batch) + " fails");
-    };
-    nx::detail::check_flat(ok, aligned, std::move(fail));
+void eval_check(const Tracer::Check& c, GraphEvaluator& ev) {
+  replay_check(c, ev(check_nodes(c)), ev.device());
+}
+
+void replay_batched_check(const char* api, const Tracer::Check& c,
+                          const std::vector<nx::Tensor>& vals, int64_t batch, nx::Device device) {
+  const nx::Tensor& first = vals.at(0);
+  const size_t rank = c.shape.size();
+  nx::Shape grid{1}, per_example{batch};
+  grid.insert(grid.end(), c.shape.begin(), c.shape.end());
+  per_example.insert(per_example.end(), rank, 1);
+  nx::CreateOn on(device);
+  // ok[b, i...] is false exactly at example b's first failing element, so the first false
+  // element in C order is the first failing example's, at its own index.
+  nx::Tensor ok =
+      nx::not_equal(nx::reshape(nx::arange(c.size), grid), nx::reshape(first, per_example));
+  // Each datum broadcasts to the example's shape: align its axes to ok's after the batch axis.
+  std::vector<nx::Tensor> aligned;
+  for (size_t j = 1; j < vals.size(); ++j) {
+    const nx::Tensor& d = vals[j];
+    nx::Shape s{batch};
+    s.insert(s.end(), rank - static_cast<size_t>(d.ndim() - 1), 1);
+    s.insert(s.end(), d.shape().begin() + 1, d.shape().end());
+    aligned.push_back(nx::reshape(d, s));
   }
+  std::string where = std::string(api) + ": example ";
+  nx::CheckFail fail = [f = c.fail, where, batch](const std::vector<int64_t>& index,
+                                                  const std::vector<nx::Tensor>& at) {
+    std::vector<int64_t> inner(index.begin() + 1, index.end());
+    return with_note(f(inner, at),
+                     where + std::to_string(index[0]) + " of " + std::to_string(batch) + " fails");
+  };
+  nx::detail::check_flat(ok, aligned, std::move(fail));
 }
 
 }  // namespace rune::detail

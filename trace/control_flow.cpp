@@ -30,9 +30,10 @@ std::string aval_text(nx::DType t, const nx::Shape& s) {
 // replay (the arguments, then the concrete tensors and enclosing-trace values it captured).
 struct Body {
   std::vector<ir::NodeRef> outputs;
-  std::vector<nx::Tensor> bindings;  // undefined for an inner loop's results (bound by `loops`)
-  std::vector<Tracer::Check> checks;
-  std::vector<Tracer::Loop> loops;  // loops inside the body, recorded (see `nests_loops`)
+  std::vector<nx::Tensor> bindings;  // undefined for an inner loop's results (bound by its loop)
+  // Its structured primitives in program order: checks, checkpoint blocks, and loops where it
+  // records them (see `nests_loops`).
+  std::vector<Tracer::Equation> equations;
   size_t n_args = 0;
   nx::Device device;
 };
@@ -59,8 +60,7 @@ Body trace_body(const char* api, const Avals& in, nx::Device device, const FlatB
   b.n_args = in.size();
   b.bindings.resize(in.size());
   b.bindings.insert(b.bindings.end(), t.captured.begin(), t.captured.end());
-  b.checks = std::move(t.checks);
-  b.loops = std::move(t.loops);
+  b.equations = std::move(t.equations);
   b.device = device;
   return b;
 }
@@ -75,12 +75,12 @@ Tracer::Loop loop_of(const char* api, Tracer& outer, const Body& lb,
   for (const auto& c : args) loop.inputs.push_back(outer.node_of(c));
   for (size_t k = lb.n_args; k < lb.bindings.size(); ++k)
     loop.inputs.push_back(lb.bindings[k].defined() ? outer.node_of(lb.bindings[k]) : nullptr);
-  loop.body_loops = lb.loops;
+  loop.body = lb.equations;
   return loop;
 }
 
-// One iteration: the traced graph replayed on `args` through the current interpreter, with the
-// body's checks (trace/check_replay.h).
+// One iteration: the traced graph replayed on `args` through the current interpreter, after its
+// equations (eval_equations: its checks raise, its loops are bound again).
 std::vector<nx::Tensor> run_body(Body& b, const std::vector<nx::Tensor>& args);
 
 // The body of a recorded loop, bound to its inputs (the carry and rows are bound per iteration).
@@ -89,7 +89,7 @@ Body body_of(const Tracer::Loop& loop, std::vector<nx::Tensor> inputs, nx::Devic
   body.outputs = loop.body_roots;
   if (loop.cond_root) body.outputs.push_back(loop.cond_root);
   body.bindings = std::move(inputs);
-  body.loops = loop.body_loops;
+  body.equations = loop.body;
   body.n_args = loop.n_carry + loop.n_xs;
   body.device = device;
   return body;
@@ -121,23 +121,19 @@ std::vector<nx::Tensor> run_loop_record(const Tracer::Loop& loop, std::vector<nx
   return results;
 }
 
-// The body's own loops are bound again where it is replayed (bind_loop).
 std::vector<nx::Tensor> run_body(Body& b, const std::vector<nx::Tensor>& args) {
   for (size_t i = 0; i < b.n_args; ++i) b.bindings[i] = args[i];
-  std::vector<ir::NodeRef> roots = b.outputs;
-  append_check_roots(b.checks, roots);
   GraphEvaluator ev(b.bindings, b.device);
-  for (const Tracer::Loop& inner : b.loops) {
-    std::vector<nx::Tensor> ins;
-    for (ir::NodeRef in : inner.inputs) ins.push_back(in ? ev({in})[0] : nx::Tensor());
-    std::vector<nx::Tensor> outs = bind_loop(inner, ins, b.device);
-    for (size_t k = 0; k < outs.size(); ++k)
-      if (inner.outputs[k] >= 0) ev.bind(inner.outputs[k], outs[k]);
-  }
-  std::vector<nx::Tensor> vals = ev(roots);
-  replay_checks(b.checks, vals, b.outputs.size(), b.device);
-  vals.resize(b.outputs.size());
-  return vals;
+  eval_equations(b.equations, ev);
+  return ev(b.outputs);
+}
+
+// Whether `b` recorded a check: it is then replayed per iteration, never kept whole (a loop step
+// or a scan autodiff differentiates has no checks in its body).
+bool has_checks(const Body& b) {
+  for (const auto& e : b.equations)
+    if (std::holds_alternative<Tracer::Check>(e)) return true;
+  return false;
 }
 
 Avals avals_of(const std::vector<nx::Tensor>& ts) {
@@ -202,6 +198,25 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> record_scan(
 
 bool differentiating() { return differentiating_depth > 0; }
 
+void eval_loop(const Tracer::Loop& loop, GraphEvaluator& ev) {
+  std::vector<nx::Tensor> ins;
+  for (ir::NodeRef in : loop.inputs) ins.push_back(in ? ev({in})[0] : nx::Tensor());
+  std::vector<nx::Tensor> outs = bind_loop(loop, ins, ev.device());
+  for (size_t k = 0; k < outs.size(); ++k)
+    if (loop.outputs[k] >= 0) ev.bind(loop.outputs[k], outs[k]);
+}
+
+void eval_equations(const std::vector<Tracer::Equation>& eqs, GraphEvaluator& ev) {
+  for (const auto& e : eqs)
+    std::visit(
+        Overloaded{
+#define STRUCTURED(Row, eval, vjp, jvp, batch, stage) [&](const Tracer::Row& r) { eval(r, ev); },
+#include "trace/structured.def"
+#undef STRUCTURED
+        },
+        e);
+}
+
 std::vector<nx::Tensor> bind_loop(const Tracer::Loop& loop, const std::vector<nx::Tensor>& inputs,
                                   nx::Device device) {
   if (Tracer* t = loop_trace()) {
@@ -217,16 +232,18 @@ Tracer::Loop lower_rows(const Tracer::Loop& s, nx::Device device) {
   Tracer::Loop r;
   if (s.n_xs == 0) {
     r = s;
-    for (auto& inner : r.body_loops) inner = lower_rows(inner, device);
+    for (auto& e : r.body)
+      if (auto* inner = std::get_if<Tracer::Loop>(&e)) *inner = lower_rows(*inner, device);
     return r;
   }
   const size_t nc = s.n_carry, n_args = nc + s.n_xs;
   // Which rows and operands the body (or a loop inside it) reads.
   std::vector<bool> read(s.inputs.size(), false);
   std::vector<ir::NodeRef> roots = s.body_roots;
-  for (const auto& inner : s.body_loops)
-    for (ir::NodeRef in : inner.inputs)
-      if (in) roots.push_back(in);
+  for (const auto& e : s.body)
+    if (const auto* inner = std::get_if<Tracer::Loop>(&e))
+      for (ir::NodeRef in : inner->inputs)
+        if (in) roots.push_back(in);
   for (ir::NodeRef n : ir::toposort(roots))
     if (n->op == ir::Op::Param) read.at(static_cast<size_t>(ir::arg_load(n).param)) = true;
   const bool reads_rows =
@@ -294,7 +311,10 @@ Tracer::Loop lower_rows(const Tracer::Loop& s, nx::Device device) {
     r.inputs.push_back(nullptr);  // the result of one of its loops
   }
   r.body_roots = std::move(t.outputs);
-  for (auto& inner : t.loops) r.body_loops.push_back(lower_rows(inner, device));
+  for (auto& e : t.equations) {  // loops recorded again by run_body
+    if (auto* inner = std::get_if<Tracer::Loop>(&e)) *inner = lower_rows(*inner, device);
+    r.body.push_back(std::move(e));
+  }
   r.n_carry = n_front;
   r.trips = s.trips;
   r.outputs.assign(s.outputs.begin(), s.outputs.begin() + static_cast<long>(nc));
@@ -327,7 +347,7 @@ std::pair<std::vector<nx::Tensor>, std::vector<nx::Tensor>> scan_flat(
   // loop step of rune::jit's program, a batched loop under rune::vmap, a loop that autodiff
   // differentiates as a loop (trace/scan_vjp.h), not as its replayed iterations. A body with
   // checks is replayed per iteration instead (its checks become the enclosing trace's).
-  if (Tracer* outer = loop_trace(); outer && length > 0 && b.checks.empty())
+  if (Tracer* outer = loop_trace(); outer && length > 0 && !has_checks(b))
     return record_scan(api, *outer, b, init, xs, length, counter_lo);
   const size_t n_carry = init.size(), n_y = b.outputs.size() - n_carry;
   std::vector<nx::Tensor> carry = init;
@@ -388,7 +408,7 @@ std::vector<nx::Tensor> while_flat(const FlatBody& cond, const FlatBody& body,
                                 std::to_string(b.outputs.size()) + " tensors for a carry of " +
                                 std::to_string(init.size()));
   if (outer) {
-    if (!b.checks.empty() || !c.checks.empty())
+    if (has_checks(b) || has_checks(c))
       throw jit_error(std::string(api) +
                       ": a body or predicate with checks (e.g. index bounds) "
                       "cannot run as a loop step of rune::jit yet");

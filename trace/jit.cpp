@@ -365,7 +365,11 @@ Traced trace_program(const Flat& args, const Key& key, const JitCore::TraceFn& t
   for (const auto& r : result.leaves) t.roots.push_back(tracer.node_of(r));
   auto c = std::make_shared<Compiled>();
   c->n_results = t.roots.size();
-  c->checks = tracer.checks();
+  // The structured primitives by their stage rules (trace/structured.def): checks become outputs
+  // of the program, loops its loop steps.
+  detail::Staging staging;
+  staging.checks = &c->checks;
+  detail::stage_equations(tracer.equations(), staging);
   for (const auto& k : c->checks) t.roots.push_back(k.first_false);
   if (!c->checks.empty())
     c->roots_id = ir::add_node_roots([cp = c.get()](std::vector<ir::NodeRef>& r) {
@@ -373,7 +377,7 @@ Traced trace_program(const Flat& args, const Key& key, const JitCore::TraceFn& t
     });
   c->captured = tracer.captured();
   c->n_params = static_cast<int>(args.leaves.size() + c->captured.size());
-  t.loops = tracer.loops();
+  t.loops = std::move(staging.loops);
   check_data_outside_loops(c->checks, t.loops);
   for (auto& cap : c->captured)  // undefined: a loop's result, bound inside the program
     if (cap.defined() && !cap.is_traced() && !(cap.device() == device))

@@ -25,7 +25,9 @@ std::vector<T> slice(const std::vector<T>& v, size_t from, size_t to) {
 ScanRun run_scan(const Tracer::Loop& s, const std::vector<nx::Tensor>& inputs, bool save_carries,
                  nx::Device device) {
   // Traced under differentiation, its body records no loops (trace/structured.h).
-  if (s.trips < 0 || !s.body_loops.empty())
+  bool nests = false;
+  for (const auto& e : s.body) nests = nests || std::holds_alternative<Tracer::Loop>(e);
+  if (s.trips < 0 || nests)
     throw std::logic_error(std::string(s.api) + ": autodiff met a loop it cannot differentiate");
   const size_t nc = s.n_carry, n_args = s.n_carry + s.n_xs;
   const size_t n_y = s.body_roots.size() - nc;

@@ -186,9 +186,12 @@ std::shared_ptr<const runtime::Program> compile_lowered(const std::vector<ir::No
     append(*pre, map);
     auto plan = std::make_shared<LoopPlan>();
     const int body_params = static_cast<int>(loop.inputs.size());
-    plan->body = loop.body_loops.empty()
+    detail::Staging
+        body;  // a loop step's body has no checks (control_flow.cpp replays such a body)
+    detail::stage_equations(loop.body, body);
+    plan->body = body.loops.empty()
                      ? codegen::compile(loop.body_roots, body_params, device)
-                     : compile_lowered(loop.body_roots, loop.body_loops, body_params, device);
+                     : compile_lowered(loop.body_roots, body.loops, body_params, device);
     for (size_t k = 0; k < loop.inputs.size(); ++k)
       if (!loop.inputs[k]) plan->unbound.push_back(k);
     plan->trips = loop.trips;
@@ -257,5 +260,28 @@ std::shared_ptr<const runtime::Program> compile_with_loops(const std::vector<ir:
   for (const auto& loop : loops) lowered.push_back(detail::lower_rows(loop, device));
   return compile_lowered(roots, lowered, n_params, device);
 }
+
+namespace detail {
+
+void stage_check(const Tracer::Check& c, Staging& s) {
+  if (!s.checks)
+    throw std::logic_error(std::string("rune::jit: a check in the body of a loop step"));
+  s.checks->push_back(c);
+}
+
+void stage_loop(const Tracer::Loop& loop, Staging& s) { s.loops.push_back(loop); }
+
+void stage_equations(const std::vector<Tracer::Equation>& eqs, Staging& s) {
+  for (const auto& e : eqs)
+    std::visit(
+        Overloaded{
+#define STRUCTURED(Row, eval, vjp, jvp, batch, stage) [&](const Tracer::Row& r) { stage(r, s); },
+#include "trace/structured.def"
+#undef STRUCTURED
+        },
+        e);
+}
+
+}  // namespace detail
 
 }  // namespace rune

@@ -37,10 +37,15 @@ Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device de
     t.outputs.push_back(tracer.node_of(o));
   }
   t.captured = tracer.captured();
-  t.checkpoints = tracer.checkpoints();
-  t.checks = tracer.checks();
-  t.loops = tracer.loops();
+  t.equations = tracer.equations();
   return t;
+}
+
+std::vector<Tracer::Checkpoint> checkpoints_of(const Traced& t) {
+  std::vector<Tracer::Checkpoint> r;
+  for (const auto& e : t.equations)
+    if (const auto* c = std::get_if<Tracer::Checkpoint>(&e)) r.push_back(*c);
+  return r;
 }
 
 }  // namespace rune::detail

@@ -23,9 +23,9 @@ struct Traced {
   std::vector<ir::NodeRef> params, outputs;
   std::vector<nx::Tensor> captured;  // bound to Params first_capture, first_capture + 1, ...
   nx::Device device;                 // where the graph runs
-  std::vector<Tracer::Checkpoint> checkpoints;  // rune::checkpoint blocks met while tracing
-  std::vector<Tracer::Check> checks;            // nx::check calls recorded while tracing
-  std::vector<Tracer::Loop> loops;  // with records_loops: the loops kept whole, in trace order
+  // The structured primitives recorded (trace/structured.def), in program order: nx::check
+  // calls, rune::checkpoint blocks, and with records_loops the loops kept whole.
+  std::vector<Tracer::Equation> equations;
 };
 
 // Where a function of these tensors is traced and runs: the first one's device (the default
@@ -39,5 +39,8 @@ nx::Device device_of(const std::vector<nx::Tensor>& ts);
 Traced trace_flat(const char* api, const std::vector<Aval>& avals, nx::Device device,
                   const FlatFn& f, int first_capture, const char* fn_name = "f",
                   bool records_loops = false);
+
+// The rune::checkpoint blocks among t's equations, in program order.
+std::vector<Tracer::Checkpoint> checkpoints_of(const Traced& t);
 
 }  // namespace rune::detail

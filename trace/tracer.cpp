@@ -69,7 +69,7 @@ void Tracer::record_check(const nx::Tensor& ok, const std::vector<nx::Tensor>& d
   c.shape = ok.shape();
   for (const auto& d : data) c.data.push_back(node_of(d));
   c.fail = std::move(fail);
-  checks_.push_back(std::move(c));
+  equations_.emplace_back(std::move(c));
 }
 
 void Tracer::check_readable(const nx::Tensor& t, const char* api) {
@@ -95,7 +95,7 @@ std::vector<nx::Tensor> Tracer::add_loop(Loop loop) {
     if (k >= loop.n_carry) s.insert(s.begin(), loop.trips);  // a row, stacked
     out.push_back(unbound_param(r->dtype, s, loop.outputs));
   }
-  loops_.push_back(std::move(loop));
+  equations_.emplace_back(std::move(loop));
   return out;
 }
 

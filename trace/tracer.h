@@ -5,12 +5,22 @@
 #pragma once
 #include <memory>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "core/check.h"
 #include "core/interpreter.h"
 
 namespace rune {
+
+namespace detail {
+// std::variant of the types after the first (which is there so that each row of a list can
+// begin with a comma).
+template <class First, class... Rows>
+struct RowVariant {
+  using type = std::variant<Rows...>;
+};
+}  // namespace detail
 
 class Tracer final : public nx::Interpreter {
  public:
@@ -29,7 +39,15 @@ class Tracer final : public nx::Interpreter {
   void record_check(const nx::Tensor& ok, const std::vector<nx::Tensor>& data,
                     nx::CheckFail fail) override;
 
-  // A check recorded while tracing: its first-failing-index output and what builds its error.
+  int n_args() const { return n_args_; }
+
+  // The structured primitives (trace/structured.def): what a trace records whole, as equations
+  // of the program in the order they ran, instead of flattening them into graph nodes. Each
+  // names its inputs by graph nodes; its results (if any) are params of the trace, bound when
+  // a transformation runs it by its rule for the row (trace/structured.h).
+  //
+  // A check (nx::check) recorded while tracing: its first-failing-index output and what builds
+  // its error.
   struct Check {
     ir::NodeRef first_false;  // int64 scalar: first false flat index of ok, or ok's size
     int64_t size;
@@ -37,34 +55,36 @@ class Tracer final : public nx::Interpreter {
     std::vector<ir::NodeRef> data;
     nx::CheckFail fail;
   };
-  const std::vector<Check>& checks() const { return checks_; }
-
-  // A rune::checkpoint block recorded in this trace: its inputs' and outputs' nodes. Its inner
-  // nodes are recomputed by the backward pass instead of stored (trace/checkpoint.h).
+  // A rune::checkpoint block: its inputs' and outputs' nodes. Its inner nodes are recomputed by
+  // the backward pass instead of stored (trace/checkpoint.h).
   struct Checkpoint {
     std::vector<ir::NodeRef> inputs, outputs;
   };
-  void record_checkpoint(Checkpoint c) { checkpoints_.push_back(std::move(c)); }
-  const std::vector<Checkpoint>& checkpoints() const { return checkpoints_; }
-
-  int n_args() const { return n_args_; }
-
+  struct Loop;
+  // One equation: a row of trace/structured.def.
+  using Equation = detail::RowVariant<void
+#define STRUCTURED(Row, eval, vjp, jvp, batch, stage) , Row
+#include "trace/structured.def"
+#undef STRUCTURED
+                                      >::type;
   // A loop of the program (rune::scan, fori_loop, while_loop), kept whole by a trace that
-  // records loops (records_loops): the one form of a loop that every transformation reads
-  // (trace/structured.h). Its body is a graph over params bound to `inputs`, in this order: the
-  // carry (n_carry), one row of each xs (n_xs), then the operands it captured. One run of the
-  // body gives the new carry, then one row of each y; the loop's results are the final carry,
-  // then the rows stacked on a new axis 0 ([trips, ...]).
+  // records loops (records_loops): the one form of a loop that every transformation reads. Its body
+  // is a graph over params bound to `inputs`, in this order: the carry (n_carry), one row of each
+  // xs (n_xs), then the operands it captured. One run of the body gives the new carry, then one row
+  // of each y; the loop's results are the final carry, then the rows stacked on a new axis 0
+  // ([trips, ...]).
   struct Loop {
     const char* api = "rune::scan";  // names the loop in messages
     // This trace's nodes: init, xs, then the operands; nullptr for a body param that is the
-    // result of one of body_loops (bound inside the body).
+    // result of a loop in `body` (bound inside the body).
     std::vector<ir::NodeRef> inputs;
     std::vector<ir::NodeRef> body_roots;  // the new carry, then the ys' rows
     // while_loop: a bool scalar over the body's params, read before each iteration (trips = -1;
     // a while loop has no xs and no ys).
     ir::NodeRef cond_root = {};
-    std::vector<Loop> body_loops;  // loops inside the body, recorded in its trace in order
+    // The structured primitives of the body, recorded in its trace in program order: loops and
+    // checkpoint blocks (a body with checks is replayed per iteration, never kept whole).
+    std::vector<Equation> body;
     size_t n_carry = 0, n_xs = 0;
     int64_t trips = 0;  // a fixed trip count (scan, fori_loop), or -1: while cond_root holds
     // fori_loop: xs[0] is its step counter counter_lo, counter_lo + 1, ..., so a row is
@@ -84,7 +104,9 @@ class Tracer final : public nx::Interpreter {
   // stacked ys: params after the captures so far, with no concrete value (captured() holds an
   // undefined tensor), bound when a transformation runs the loop.
   std::vector<nx::Tensor> add_loop(Loop loop);
-  const std::vector<Loop>& loops() const { return loops_; }
+  void record_checkpoint(Checkpoint c) { equations_.emplace_back(std::move(c)); }
+  // The structured primitives recorded, in program order.
+  const std::vector<Equation>& equations() const { return equations_; }
   // Concrete tensors the trace captured, in param order after the arguments.
   const std::vector<nx::Tensor>& captured() const { return captured_; }
 
@@ -95,9 +117,7 @@ class Tracer final : public nx::Interpreter {
   nx::Device device_;
   int n_args_;
   std::vector<nx::Tensor> captured_;
-  std::vector<Check> checks_;
-  std::vector<Checkpoint> checkpoints_;
-  std::vector<Loop> loops_;
+  std::vector<Equation> equations_;
   // The param each captured value became, by its TensorImpl's address; `tensor` tells whether
   // that TensorImpl is still the one at the address (node_of).
   struct Lifted {

@@ -105,22 +105,29 @@ std::vector<nx::Tensor> vmap_flat(const char* api, const std::vector<nx::Tensor>
     out_at.push_back(a < 0 ? a + r : a);
   }
   GraphEvaluator ev(bindings, device);
-  run_loops_batched(t.loops, ev, inputs, batch, device);
-  // f's checks are batched with its outputs: each check's first failing index becomes one per
-  // example, and its data gain the batch axis (trace/check_replay.h).
-  std::vector<ir::NodeRef> per_example = t.outputs;
-  append_check_roots(t.checks, per_example);
-  auto batched = batch_nodes(per_example, inputs, batch);
+  // f's structured primitives, in program order, by their batch rules (trace/structured.def).
+  Batching b{api, ev, inputs, batch, device};
+  for (const auto& e : t.equations)
+    std::visit(
+        Overloaded{
+#define STRUCTURED(Row, eval, vjp, jvp, batch, stage) [&](const Tracer::Row& r) { batch(r, b); },
+#include "trace/structured.def"
+#undef STRUCTURED
+        },
+        e);
+  auto batched = batch_nodes(t.outputs, inputs, batch);
   std::vector<ir::NodeRef> roots;
   for (size_t o = 0; o < t.outputs.size(); ++o)
     roots.push_back(move_axis(with_batch_axis(batched[o], batch), 0, out_at[o]));
-  const size_t n_out = roots.size();
-  for (size_t k = n_out; k < batched.size(); ++k)
-    roots.push_back(with_batch_axis(batched[k], batch));
-  std::vector<nx::Tensor> vals = ev(roots);
-  replay_batched_checks(api, t.checks, vals, n_out, batch, device);
-  vals.resize(n_out);
-  return vals;
+  return ev(roots);
+}
+
+void batch_check(const Tracer::Check& c, Batching& b) {
+  // Each check's first failing index becomes one per example, and its data gain the batch axis.
+  std::vector<ir::NodeRef> roots;
+  for (const BatchedNode& n : batch_nodes(check_nodes(c), b.inputs, b.batch))
+    roots.push_back(with_batch_axis(n, b.batch));
+  replay_batched_check(b.api, c, b.ev(roots), b.batch, b.device);
 }
 
 namespace {

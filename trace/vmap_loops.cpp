@@ -14,12 +14,27 @@ namespace rune::detail {
 
 namespace {
 
+// The loops in the body of a lowered loop, in order. Its other equations can only be
+// checkpoint blocks, which only autodiff reads: a body with checks is never kept whole.
+std::vector<const Tracer::Loop*> body_loops(const Tracer::Loop& loop) {
+  std::vector<const Tracer::Loop*> r;
+  for (const auto& e : loop.body)
+    std::visit(Overloaded{[&](const Tracer::Loop& inner) { r.push_back(&inner); },
+                          [](const Tracer::Checkpoint&) {},
+                          [&](const Tracer::Check&) {
+                            throw std::logic_error(std::string(loop.api) +
+                                                   ": a loop kept whole has a check in its body");
+                          }},
+               e);
+  return r;
+}
+
 // Every node the body of `loop` computes from: its roots, its predicate, its loops' inputs.
 std::vector<ir::NodeRef> body_nodes(const Tracer::Loop& loop) {
   std::vector<ir::NodeRef> r = loop.body_roots;
   if (loop.cond_root) r.push_back(loop.cond_root);
-  for (const auto& inner : loop.body_loops)
-    for (ir::NodeRef in : inner.inputs)
+  for (const Tracer::Loop* inner : body_loops(loop))
+    for (ir::NodeRef in : inner->inputs)
       if (in) r.push_back(in);
   return r;
 }
@@ -62,13 +77,14 @@ std::vector<nx::Tensor> run_body_batched(const Tracer::Loop& loop, const LoopBat
                                          const std::vector<nx::Tensor>& carry, int64_t batch,
                                          nx::Device device) {
   const size_t nc = loop.n_carry;
-  // b.params covers the inner loops' results too (batch_loop), so this map reads them batched.
+  // b.params covers the inner loops' results too (loop_batching), so this map reads them batched.
   const auto map = batched_params(loop, b.params, batch);
   std::vector<nx::Tensor> bind = inputs;
   for (size_t i = 0; i < nc; ++i) bind[i] = carry[i];
   GraphEvaluator ev(bind, device);
-  for (size_t j = 0; j < loop.body_loops.size(); ++j) {
-    const Tracer::Loop& inner = loop.body_loops[j];
+  const std::vector<const Tracer::Loop*> inners = body_loops(loop);
+  for (size_t j = 0; j < inners.size(); ++j) {
+    const Tracer::Loop& inner = *inners[j];
     const LoopBatching& ib = b.inner[j];
     std::vector<BatchedNode> bn = batched_inputs(inner, map, batch);
     std::vector<nx::Tensor> ins(inner.inputs.size());
@@ -98,7 +114,7 @@ nx::Tensor move_axis(const nx::Tensor& x, int64_t from, int64_t to) {
   return nx::permute(x, perm);
 }
 
-LoopBatching batch_loop(const Tracer::Loop& loop, std::vector<bool> batched, int64_t batch) {
+LoopBatching loop_batching(const Tracer::Loop& loop, std::vector<bool> batched, int64_t batch) {
   const size_t nc = loop.n_carry;
   batched.resize(loop.inputs.size(), false);
   for (size_t k = 0; k < loop.inputs.size() && k < batched.size(); ++k)
@@ -109,11 +125,12 @@ LoopBatching batch_loop(const Tracer::Loop& loop, std::vector<bool> batched, int
     LoopBatching r;
     r.params = batched;
     auto map = batched_params(loop, r.params, batch);
-    for (const auto& inner : loop.body_loops) {
+    for (const Tracer::Loop* inner_loop : body_loops(loop)) {
+      const Tracer::Loop& inner = *inner_loop;
       std::vector<BatchedNode> bn = batched_inputs(inner, map, batch);
       std::vector<bool> in(bn.size());
       for (size_t k = 0; k < bn.size(); ++k) in[k] = bn[k].batched;
-      r.inner.push_back(batch_loop(inner, in, batch));
+      r.inner.push_back(loop_batching(inner, in, batch));
       for (size_t m = 0; m < inner.outputs.size(); ++m)
         if (inner.outputs[m] >= 0)
           r.params[static_cast<size_t>(inner.outputs[m])] = r.inner.back().outputs[m];
@@ -181,36 +198,33 @@ std::vector<nx::Tensor> run_batched_loop(const Tracer::Loop& loop, const LoopBat
   return while_flat(cond, step, init, {});
 }
 
-void run_loops_batched(const std::vector<Tracer::Loop>& loops, GraphEvaluator& ev,
-                       std::unordered_map<ir::NodeRef, ir::NodeRef>& inputs, int64_t batch,
-                       nx::Device device) {
-  for (const Tracer::Loop& recorded : loops) {
-    // Its rows read by a trip counter (trace/structured.h): batching them is batching the reads.
-    const Tracer::Loop loop = lower_rows(recorded, device);
-    std::vector<BatchedNode> bn = batched_inputs(loop, inputs, batch);
-    std::vector<bool> given(bn.size());
-    for (size_t k = 0; k < bn.size(); ++k) given[k] = bn[k].batched;
-    LoopBatching b = batch_loop(loop, given, batch);
-    std::vector<nx::Tensor> ins(loop.inputs.size());
-    for (size_t k = 0; k < bn.size(); ++k)
-      if (bn[k].node) ins[k] = ev({b.params[k] ? with_batch_axis(bn[k], batch) : bn[k].node})[0];
-    std::vector<nx::Tensor> outs = run_batched_loop(loop, b, ins, batch, device);
-    const size_t nc = loop.n_carry;
-    for (size_t m = 0; m < outs.size(); ++m) {
-      if (loop.outputs[m] < 0) continue;  // the trip counter: nothing reads it
-      ir::NodeRef r = loop.body_roots[m];
-      nx::Shape shape = r->shape;
-      if (m >= nc) shape.insert(shape.begin(), loop.trips);  // a y, stacked (Tracer::add_loop)
-      if (!b.outputs[m]) {
-        ev.bind(loop.outputs[m], outs[m]);
-        continue;
-      }
-      nx::Shape batched{batch};
-      batched.insert(batched.end(), shape.begin(), shape.end());
-      const int index = ev.add_binding(outs[m]);
-      inputs[ir::contiguous_param(loop.outputs[m], r->dtype, shape)] =
-          ir::contiguous_param(index, r->dtype, batched);
+void batch_loop(const Tracer::Loop& recorded, Batching& bt) {
+  const int64_t batch = bt.batch;
+  // Its rows read by a trip counter (trace/structured.h): batching them is batching the reads.
+  const Tracer::Loop loop = lower_rows(recorded, bt.device);
+  std::vector<BatchedNode> bn = batched_inputs(loop, bt.inputs, batch);
+  std::vector<bool> given(bn.size());
+  for (size_t k = 0; k < bn.size(); ++k) given[k] = bn[k].batched;
+  LoopBatching b = loop_batching(loop, given, batch);
+  std::vector<nx::Tensor> ins(loop.inputs.size());
+  for (size_t k = 0; k < bn.size(); ++k)
+    if (bn[k].node) ins[k] = bt.ev({b.params[k] ? with_batch_axis(bn[k], batch) : bn[k].node})[0];
+  std::vector<nx::Tensor> outs = run_batched_loop(loop, b, ins, batch, bt.device);
+  const size_t nc = loop.n_carry;
+  for (size_t m = 0; m < outs.size(); ++m) {
+    if (loop.outputs[m] < 0) continue;  // the trip counter: nothing reads it
+    ir::NodeRef r = loop.body_roots[m];
+    nx::Shape shape = r->shape;
+    if (m >= nc) shape.insert(shape.begin(), loop.trips);  // a y, stacked (Tracer::add_loop)
+    if (!b.outputs[m]) {
+      bt.ev.bind(loop.outputs[m], outs[m]);
+      continue;
     }
+    nx::Shape batched{batch};
+    batched.insert(batched.end(), shape.begin(), shape.end());
+    const int index = bt.ev.add_binding(outs[m]);
+    bt.inputs[ir::contiguous_param(loop.outputs[m], r->dtype, shape)] =
+        ir::contiguous_param(index, r->dtype, batched);
   }
 }
 

@@ -33,9 +33,9 @@ struct LoopBatching {
   std::vector<LoopBatching> inner;
 };
 
-// The batching of `loop` when its body params `batched` (indexed like loop.inputs; entries for
-// inner loops' results are ignored) are batched.
-LoopBatching batch_loop(const Tracer::Loop& loop, std::vector<bool> batched, int64_t batch);
+// The batching of `loop` (lowered: trace/structured.h) when its body params `batched` (indexed
+// like loop.inputs; entries for inner loops' results are ignored) are batched.
+LoopBatching loop_batching(const Tracer::Loop& loop, std::vector<bool> batched, int64_t batch);
 
 // Runs `loop` batched through the current interpreter. inputs[k] is body param k's value
 // (undefined where loop.inputs[k] is null), with a batch axis 0 of extent `batch` exactly where
@@ -45,12 +45,17 @@ std::vector<nx::Tensor> run_batched_loop(const Tracer::Loop& loop, const LoopBat
                                          const std::vector<nx::Tensor>& inputs, int64_t batch,
                                          nx::Device device);
 
-// Runs a vmap trace's loops (in trace order, as recorded) batched: each loop's inputs are evaluated
-// by `ev` from their batched forms over `inputs` (a per-example Param -> its batched Param, as
-// batch_nodes takes), and each result is bound in `ev`: a batched one as a new param that
-// `inputs` maps the loop's per-example result param to, a shared one to that param itself.
-void run_loops_batched(const std::vector<Tracer::Loop>& loops, GraphEvaluator& ev,
-                       std::unordered_map<ir::NodeRef, ir::NodeRef>& inputs, int64_t batch,
-                       nx::Device device);
+// rune::vmap's state while it runs a trace's equations (trace/structured.h's batch rules): `ev`
+// evaluates the batched graph, `inputs` maps a per-example Param to its batched Param (as
+// batch_nodes takes). A loop's results are bound in `ev` by batch_loop: a batched one as a new
+// param that `inputs` maps the loop's per-example result param to, a shared one to that param
+// itself.
+struct Batching {
+  const char* api;
+  GraphEvaluator& ev;
+  std::unordered_map<ir::NodeRef, ir::NodeRef>& inputs;
+  int64_t batch;
+  nx::Device device;
+};
 
 }  // namespace rune::detail

@@ -95,8 +95,8 @@ size_t residuals(bool remat) {
   auto t = rune::detail::trace_flat(
       "test", avals, nx::Device::cpu(), [&](const V& p) { return V{loss(p, x, remat)}; }, kLayers);
   auto one = ir::make(ir::Op::Const, nx::float64, {}, {}, 1.0);
-  auto grads = rune::vjp_nodes(t.outputs, {one}, t.params, t.checkpoints);
-  EXPECT_EQ(t.checkpoints.size(), remat ? static_cast<size_t>(kLayers) : 0u);
+  auto grads = rune::vjp_nodes(t.outputs, {one}, t.params, rune::detail::checkpoints_of(t));
+  EXPECT_EQ(rune::detail::checkpoints_of(t).size(), remat ? static_cast<size_t>(kLayers) : 0u);
   return rune::count_residuals(grads, t.outputs);
 }
 
@@ -176,7 +176,7 @@ size_t deep_residuals(bool remat) {
       "test", avals, nx::Device::cpu(), [&](const V& p) { return V{deep_loss(p, x, remat)}; },
       kDeepLayers);
   auto one = ir::make(ir::Op::Const, nx::float64, {}, {}, 1.0);
-  auto grads = rune::vjp_nodes(t.outputs, {one}, t.params, t.checkpoints);
+  auto grads = rune::vjp_nodes(t.outputs, {one}, t.params, rune::detail::checkpoints_of(t));
   return rune::count_residuals(grads, t.outputs);
 }
 

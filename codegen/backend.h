@@ -35,7 +35,7 @@ std::string kernel_symbol(const std::string& text);
 // Replaces every occurrence of `from` in s (the placeholder name a renderer was given).
 void replace_all(std::string& s, const std::string& from, const std::string& to);
 
-// The backends (codegen/host_backend.cpp, codegen/gpu_backend.cpp).
+// The backends (codegen/cpu/host_backend.cpp, codegen/gpu/gpu_backend.cpp).
 std::unique_ptr<Backend> make_host_backend();
 std::unique_ptr<Backend> make_gpu_backend(runtime::DeviceKind kind);
 // The GPU backend's target for `kind` (set_gpu_target_for_testing); under the compile lock.

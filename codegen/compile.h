@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/c_renderer.h"
+#include "codegen/gpu/c_renderer.h"
 #include "ir/node.h"
 #include "runtime/device.h"
 #include "runtime/program.h"

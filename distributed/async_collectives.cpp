@@ -8,7 +8,7 @@
 
 #include "core/interpreter.h"
 #include "core/io_internal.h"
-#include "distributed/progress_queue.h"
+#include "distributed/host/progress_queue.h"
 #include "ir/node.h"
 
 namespace rune::distributed {

@@ -1,5 +1,5 @@
 // Split collectives: all_reduce_start returns at once with a handle while the collective's
-// messages move on the communicator's progress thread (distributed/progress_queue.h); wait()
+// messages move on the communicator's progress thread (distributed/host/progress_queue.h); wait()
 // returns the result, with the bits of the blocking all_reduce. As JAX / XLA's async
 // collective-start / collective-done pair, each half is one primitive (an ir::Op::HostCall):
 // eagerly a one-op program, inside rune::jit one step of the compiled program, so work between
@@ -24,8 +24,8 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "distributed/collective_kernels.h"
 #include "distributed/collectives.h"
+#include "distributed/host/collective_kernels.h"
 
 namespace rune::distributed {
 

@@ -4,7 +4,7 @@
 // collectives in the same order; the header exchange of each collective checks that anyway.
 //
 // Bits: a bucket is its leaves' elements concatenated, reduced elementwise in rank order
-// (distributed/collective_kernels.h), so each element gets exactly the fold a per-leaf
+// (distributed/host/collective_kernels.h), so each element gets exactly the fold a per-leaf
 // all_reduce gives it, whatever the cap.
 #pragma once
 #include <cstddef>

@@ -5,7 +5,7 @@
 
 #include "core/interpreter.h"
 #include "core/ops.h"
-#include "distributed/gpu_collective_queue.h"
+#include "distributed/gpu/gpu_collective_queue.h"
 #include "ir/full.h"
 #include "ir/node.h"
 #include "runtime/gpu/context.h"

@@ -5,14 +5,14 @@
 // the bits of the eager call. Its vjp rule makes it differentiable (docs/distributed.md).
 #pragma once
 #include "core/tensor.h"
-#include "distributed/collective_kernels.h"
-#include "distributed/gpu_communicator.h"
+#include "distributed/gpu/gpu_communicator.h"
+#include "distributed/host/collective_kernels.h"
 
 namespace rune::distributed::detail {
 
 // call applied to x (concrete or traced) through the current interpreter; the result has
 // x's dtype and `out_shape`. On a GPU (CUDA:n, HIP:n) the step queues NCCL / RCCL on the device's
-// stream (distributed/gpu_collective_queue.h) over the GPU communicator of comm's rank on that
+// stream (distributed/gpu/gpu_collective_queue.h) over the GPU communicator of comm's rank on that
 // device (made on first use), eagerly and inside programs for the device; where the library is
 // absent a concrete x runs on a host copy, as on every other device (CPU:n), and comes back
 // (so MPI is only called from the thread that calls the collective).

@@ -10,8 +10,8 @@
 #include "core/ops.h"
 #include "distributed/buckets.h"
 #include "distributed/collective_fn.h"
-#include "distributed/collective_kernels.h"
-#include "distributed/gpu_grouped.h"
+#include "distributed/gpu/gpu_grouped.h"
+#include "distributed/host/collective_kernels.h"
 #include "ir/dtype.h"
 #include "ir/shape.h"
 

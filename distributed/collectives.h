@@ -21,7 +21,7 @@
 #pragma once
 #include "core/tensor.h"
 #include "distributed/communicator.h"
-#include "distributed/gpu_communicator.h"
+#include "distributed/gpu/gpu_communicator.h"
 
 namespace rune::distributed {
 
@@ -41,7 +41,7 @@ nx::Tensor reduce_scatter(const Communicator& comm, const nx::Tensor& x,
 // Rank root's x on every rank (each rank passes a tensor of that dtype and shape).
 nx::Tensor broadcast(const Communicator& comm, const nx::Tensor& x, int root = 0);
 
-// The same collectives over a GPU communicator (distributed/gpu_communicator.h): x on g's
+// The same collectives over a GPU communicator (distributed/gpu/gpu_communicator.h): x on g's
 // device, concrete or traced (inside rune::jit: one step of the device's program), queued on the
 // device's stream through NCCL / RCCL, with the bits of the host path (sum, mean and max are
 // folded in rank order by a rune kernel unless g.native_reductions()). One thread per rank.

@@ -1,5 +1,5 @@
 // The communicator: rank, size, timeout and the broken state over one transport (MPI under an
-// MPI launcher, TCP after a RUNE_MASTER_ADDR rendezvous; distributed/transport.h).
+// MPI launcher, TCP after a RUNE_MASTER_ADDR rendezvous; distributed/host/transport.h).
 #include "distributed/communicator.h"
 
 #include <atomic>
@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "distributed/progress_queue.h"
-#include "distributed/transport.h"
+#include "distributed/host/progress_queue.h"
+#include "distributed/host/transport.h"
 #include "ir/env.h"
 
 namespace rune::distributed {

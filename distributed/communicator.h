@@ -1,7 +1,7 @@
 // rune::distributed: a communicator over the processes of one job and the point-to-point
 // exchange the collectives (distributed/collectives.h) are built from. The ranks are started by
 // an MPI launcher (mpirun; the MPI transport), or by anything that sets RUNE_RANK,
-// RUNE_WORLD_SIZE and RUNE_MASTER_ADDR (the TCP transport, distributed/transport.h). Built
+// RUNE_WORLD_SIZE and RUNE_MASTER_ADDR (the TCP transport, distributed/host/transport.h). Built
 // without MPI, only the TCP transport is there: init() under a launcher raises saying so.
 //
 // Invariants: every wait has a deadline (the communicator's timeout, RUNE_DISTRIBUTED_TIMEOUT

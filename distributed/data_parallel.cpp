@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "distributed/gpu_communicator_impl.h"
+#include "distributed/gpu/gpu_communicator_impl.h"
 
 namespace rune::distributed::detail {
 

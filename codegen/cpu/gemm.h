@@ -5,7 +5,7 @@
 // +0 (ir/ops.def), whatever the blocking, the vector width or the thread split: a block of k
 // continues the chain from the partial result stored in the output. So the result never depends
 // on the machine, the number of threads or the problem's tiling, and the CUDA and HIP kernels
-// (codegen/c_renderer.cpp) give the same bits.
+// (codegen/gpu/c_renderer.cpp) give the same bits.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -57,9 +57,10 @@ using F16 = Half<0x7c00>;
 using BF16 = Half<0x7f80>;
 
 #if RUNE_HAVE_THRUST_OMP
-// Monotone integer keys of the sort order (the keys of the GPU kernels, codegen/c_renderer.cpp):
-// Thrust sorts integers under thrust::less with a radix sort, several times faster than a
-// comparison sort with Less<float>. Both zeros share a key; NaNs share the top key.
+// Monotone integer keys of the sort order (the keys of the GPU kernels,
+// codegen/gpu/c_renderer.cpp): Thrust sorts integers under thrust::less with a radix sort, several
+// times faster than a comparison sort with Less<float>. Both zeros share a key; NaNs share the top
+// key.
 uint32_t sort_key(float v) {
   uint32_t u;
   std::memcpy(&u, &v, 4);

@@ -2,7 +2,7 @@
 // the last axis of a contiguous operand, row by row.
 //
 // Sorts are ascending and stable under one order shared with the CUDA/HIP rank sort
-// (codegen/c_renderer.cpp): NaN after everything, -0 equal to +0, ties keep their input order.
+// (codegen/gpu/c_renderer.cpp): NaN after everything, -0 equal to +0, ties keep their input order.
 // A stable sort's result is unique, so every algorithm (Thrust's parallel merge sort, the
 // standard library's, the GPU rank sort) gives the same bits. A single long row is sorted with
 // thrust::stable_sort on Thrust's OpenMP system where the build found Thrust and OpenMP

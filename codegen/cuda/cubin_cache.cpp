@@ -1,7 +1,7 @@
 #include "codegen/cuda/cubin_cache.h"
 
 #include "codegen/cuda/nvrtc.h"
-#include "codegen/gpu_binary_cache.h"
+#include "codegen/gpu/gpu_binary_cache.h"
 
 namespace codegen::cuda {
 

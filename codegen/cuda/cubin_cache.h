@@ -1,4 +1,4 @@
-// NVRTC behind the GPU binary disk cache (codegen/gpu_binary_cache.h).
+// NVRTC behind the GPU binary disk cache (codegen/gpu/gpu_binary_cache.h).
 #pragma once
 #include <string>
 

@@ -1,4 +1,4 @@
-// The CUDA dialect of the shared C-like renderer (codegen/c_renderer.h), for NVRTC: the SIMT
+// The CUDA dialect of the shared C-like renderer (codegen/gpu/c_renderer.h), for NVRTC: the SIMT
 // dialect CUDA and HIP share (codegen/gpu/simt_dialect.h) with CUDA's own words: the warp
 // shuffles with a mask, the correctly rounded float32 sqrt and fma intrinsics, the tensor-core
 // and cp.async helpers of sm_80 and later.

@@ -2,8 +2,8 @@
 
 #include <stdexcept>
 
-#include "codegen/c_renderer.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/gpu/c_renderer.h"
 #include "codegen/gpu/device_desc.h"
 
 namespace codegen {

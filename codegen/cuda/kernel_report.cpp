@@ -4,8 +4,8 @@
 #include <regex>
 #include <sstream>
 
-#include "codegen/c_renderer.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/gpu/c_renderer.h"
 #include "codegen/gpu/device_desc.h"
 
 namespace codegen::cuda {

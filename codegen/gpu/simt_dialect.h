@@ -7,7 +7,7 @@
 #pragma once
 #include <string>
 
-#include "codegen/c_renderer.h"
+#include "codegen/gpu/c_renderer.h"
 
 namespace codegen::gpu {
 

@@ -1,6 +1,6 @@
 #include "codegen/hip/code_object_cache.h"
 
-#include "codegen/gpu_binary_cache.h"
+#include "codegen/gpu/gpu_binary_cache.h"
 #include "codegen/hip/hiprtc.h"
 
 namespace codegen::hip {

@@ -1,4 +1,4 @@
-// hiprtc behind the GPU binary disk cache (codegen/gpu_binary_cache.h).
+// hiprtc behind the GPU binary disk cache (codegen/gpu/gpu_binary_cache.h).
 #pragma once
 #include <string>
 

@@ -1,4 +1,4 @@
-// The HIP dialect of the shared C-like renderer (codegen/c_renderer.h), for hiprtc: the SIMT
+// The HIP dialect of the shared C-like renderer (codegen/gpu/c_renderer.h), for hiprtc: the SIMT
 // dialect CUDA and HIP share (codegen/gpu/simt_dialect.h) with HIP's own words.
 //
 // hiprtc declares the HIP device builtins (blockIdx, __float_as_uint, floorf, ...) without any

@@ -9,7 +9,7 @@
 // the result (integers: the keys turned back into values; floats: the input gathered through
 // the sorted positions, so -0 and NaN payloads keep their bits; argsort: the positions).
 //
-// Keys are those of codegen/cpu/sort_scan.cpp and codegen/c_renderer.cpp: unsigned integers
+// Keys are those of codegen/cpu/sort_scan.cpp and codegen/gpu/c_renderer.cpp: unsigned integers
 // whose `<` is the sort order. Integers flip their sign bit (injective: the key gives the value
 // back); floats map sign-magnitude bits to a monotone key with both zeros on one key and every
 // NaN on the top key; 16-bit floats and bytes widen to 32-bit keys. The only keys two distinct

@@ -2,7 +2,7 @@
 // when the toolkit is there at build time, is loaded with dlopen the first time a sort or
 // argsort is compiled for a device driven by the real CUDA driver (libcuda). Everywhere else
 // (HIP, a fake driver, a build without nvcc, RUNE_CUB_MODULE=0) sorts run the rendered rank
-// sort (codegen/c_renderer.cpp). docs/sort.md says why and what is tested where.
+// sort (codegen/gpu/c_renderer.cpp). docs/sort.md says why and what is tested where.
 //
 // No CUDA header here: the module's interface is the plain C of runtime/cuda/cub_sort_api.h.
 #pragma once

@@ -1,4 +1,4 @@
-// Launch geometry of the rendered kernels (codegen/c_renderer.h): every entry point is a
+// Launch geometry of the rendered kernels (codegen/gpu/c_renderer.h): every entry point is a
 // grid-stride loop over its n work items, so any grid is correct; the grid is sized to fill
 // the device (a few blocks per multiprocessor) without launching blocks that would find no work.
 #pragma once

@@ -1,5 +1,5 @@
 // A fake NCCL (libfake_nccl.so) for tests without a GPU: the entry points rune loads
-// (distributed/gpu_collectives.h), over the fake CUDA driver's device memory, which is host
+// (distributed/gpu/gpu_collectives.h), over the fake CUDA driver's device memory, which is host
 // memory (tests/gpu_runtime/fake_driver.h). The ranks of a communicator are devices of this
 // process: ncclCommInitAll, or ncclCommInitRank with one unique id from several threads (or one
 // thread inside a group). Loaded through rune's own dlopen path (RUNE_NCCL_LIBRARY).

@@ -37,7 +37,7 @@
 #include "core/nx.h"
 #include "distributed/async_collectives.h"
 #include "distributed/data_parallel.h"
-#include "distributed/progress_queue.h"
+#include "distributed/host/progress_queue.h"
 #include "rank_launcher.h"
 #include "runtime/profile.h"
 #include "trace/rune.h"

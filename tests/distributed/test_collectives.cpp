@@ -9,7 +9,7 @@
 
 #include "core/nx.h"
 #include "distributed/collectives.h"
-#include "distributed/gpu_collectives.h"
+#include "distributed/gpu/gpu_collectives.h"
 #include "world.h"
 
 namespace dist = rune::distributed;

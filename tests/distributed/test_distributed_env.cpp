@@ -9,7 +9,7 @@
 #include <string>
 
 #include "distributed/communicator.h"
-#include "distributed/gpu_communicator.h"
+#include "distributed/gpu/gpu_communicator.h"
 
 namespace {
 

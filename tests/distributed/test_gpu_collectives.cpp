@@ -1,4 +1,4 @@
-// NCCL / RCCL loading (distributed/gpu_collectives.h): resolution on this machine, and the
+// NCCL / RCCL loading (distributed/gpu/gpu_collectives.h): resolution on this machine, and the
 // messages where a library is absent or is not a collective library, or fails to make a
 // communicator. No GPU needed (the fake NCCL's tests: test_nccl_collectives.cpp).
 #include <dlfcn.h>
@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "distributed/communicator.h"
-#include "distributed/gpu_collectives.h"
-#include "distributed/gpu_communicator.h"
+#include "distributed/gpu/gpu_collectives.h"
+#include "distributed/gpu/gpu_communicator.h"
 #include "gpu_runtime/fake_driver.h"
 
 namespace dist = rune::distributed;

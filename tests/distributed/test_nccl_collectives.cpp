@@ -16,7 +16,7 @@
 #include "core/io_internal.h"
 #include "distributed/collectives.h"
 #include "distributed/data_parallel.h"
-#include "distributed/gpu_communicator_impl.h"
+#include "distributed/gpu/gpu_communicator_impl.h"
 #include "gpu_runtime/fake_driver.h"
 #include "runtime/gpu/context.h"
 #include "trace/rune.h"
@@ -61,7 +61,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return nx::io::read_bytes(a, "test") == nx::io::read_bytes(b, "test");
 }
 
-// The host path's fold (distributed/collective_kernels.cpp) on the host: left to right in the
+// The host path's fold (distributed/host/collective_kernels.cpp) on the host: left to right in the
 // dtype (16-bit floats: in float32, rounded once), Mean divided by the count.
 Tensor host_fold(const std::vector<Tensor>& xs, dist::ReduceOp op) {
   const nx::DType t = xs[0].dtype();

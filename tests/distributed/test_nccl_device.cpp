@@ -11,7 +11,7 @@
 
 #include "core/io_internal.h"
 #include "distributed/collectives.h"
-#include "distributed/gpu_communicator_impl.h"
+#include "distributed/gpu/gpu_communicator_impl.h"
 #include "runtime/gpu/context.h"
 #include "trace/rune.h"
 

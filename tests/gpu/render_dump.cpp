@@ -15,7 +15,7 @@
 // Test executables get trace/rune.h from their precompiled header; the corpus needs it first.
 #include "trace/rune.h"
 // The corpus and what it renders with:
-#include "codegen/c_renderer.h"
+#include "codegen/gpu/c_renderer.h"
 #include "codegen/gpu/device_desc.h"
 #include "codegen/lower.h"
 #include "gpu/gpu_corpus.h"

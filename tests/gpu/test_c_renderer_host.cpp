@@ -15,7 +15,7 @@
 #include <fstream>
 #include <limits>
 
-#include "codegen/c_renderer.h"
+#include "codegen/gpu/c_renderer.h"
 #include "gpu_test_util.h"
 
 namespace {

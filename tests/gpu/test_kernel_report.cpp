@@ -5,10 +5,10 @@
 // without spills or stack.
 #include <gtest/gtest.h>
 
-#include "codegen/c_renderer.h"
 #include "codegen/cuda/gpu_source_check.h"
 #include "codegen/cuda/kernel_report.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/gpu/c_renderer.h"
 #include "codegen/gpu/device_desc.h"
 #include "gpu_corpus.h"
 

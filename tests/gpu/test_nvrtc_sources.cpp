@@ -13,9 +13,9 @@
 #include <set>
 #include <thread>
 
-#include "codegen/c_renderer.h"
 #include "codegen/cuda/gpu_source_check.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/gpu/c_renderer.h"
 #include "codegen/gpu/device_desc.h"
 #include "gpu_corpus.h"
 

@@ -5,7 +5,7 @@
 // object whose path is the module image. A launch runs the grid-stride loop on 8 threads (thread
 // t takes the work items t, t + 8, ...), which are the 8 lanes of every reduction group: the
 // dialect's lane exchange is a barrier-synchronised exchange between them, so the reductions'
-// lane-thread path (codegen/c_renderer.h) runs here exactly as rendered for a GPU. The threads
+// lane-thread path (codegen/gpu/c_renderer.h) runs here exactly as rendered for a GPU. The threads
 // are fibers on the launching host thread (fake_fibers.h), switched at each barrier.
 // Install it before anything asks for a CUDA device (install_fake_cuda()).
 #pragma once

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <functional>
 
-#include "codegen/c_renderer.h"
+#include "codegen/gpu/c_renderer.h"
 #include "fake_driver.h"
 #include "test_util.h"
 #include "trace/rune.h"

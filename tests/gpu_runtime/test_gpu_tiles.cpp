@@ -7,7 +7,7 @@
 #include <cstring>
 #include <functional>
 
-#include "codegen/c_renderer.h"
+#include "codegen/gpu/c_renderer.h"
 #include "fake_driver.h"
 #include "runtime/gpu/geometry.h"
 #include "test_util.h"

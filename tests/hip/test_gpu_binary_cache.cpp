@@ -1,4 +1,4 @@
-// The GPU binary disk cache (codegen/gpu_binary_cache.h) and its two users, cubin_for and
+// The GPU binary disk cache (codegen/gpu/gpu_binary_cache.h) and its two users, cubin_for and
 // code_object_for. Every source carries a nonce, so each run (and each test) has keys of its
 // own in the shared RUNE_CACHE_DIR, and removes the entries it made.
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include "codegen/cuda/cubin_cache.h"
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/disk_cache.h"
-#include "codegen/gpu_binary_cache.h"
+#include "codegen/gpu/gpu_binary_cache.h"
 #include "codegen/hip/code_object_cache.h"
 #include "codegen/hip/hiprtc.h"
 

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <set>
 
-#include "codegen/c_renderer.h"
+#include "codegen/gpu/c_renderer.h"
 #include "codegen/gpu/device_desc.h"
 #include "codegen/hip/hiprtc.h"
 #include "gpu_corpus.h"

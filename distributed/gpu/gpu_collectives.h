@@ -5,7 +5,7 @@
 //
 // This file: loading, symbol resolution, version queries and the communicator's unique id
 // (which needs no GPU: it is the address of the bootstrap rank 0 opens), shared over a rune
-// communicator. The communicators and collectives built on it: distributed/gpu_communicator.h.
+// communicator. The communicators and collectives built on it: distributed/gpu/gpu_communicator.h.
 #pragma once
 #include <array>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "distributed/gpu_collectives.h"
+#include "distributed/gpu/gpu_collectives.h"
 
 #include <algorithm>
 #include <cstdlib>

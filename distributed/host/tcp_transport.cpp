@@ -37,7 +37,7 @@
 #include <set>
 #include <thread>
 
-#include "distributed/transport.h"
+#include "distributed/host/transport.h"
 
 namespace rune::distributed::detail {
 

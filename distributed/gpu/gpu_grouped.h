@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "distributed/collective_kernels.h"
-#include "distributed/gpu_communicator.h"
+#include "distributed/gpu/gpu_communicator.h"
+#include "distributed/host/collective_kernels.h"
 
 namespace rune::distributed::detail {
 

@@ -1,4 +1,4 @@
-// The state behind a GpuCommunicator (distributed/gpu_communicator.h), for the files that queue
+// The state behind a GpuCommunicator (distributed/gpu/gpu_communicator.h), for the files that queue
 // its collectives; and the header check between the ranks of one process.
 #pragma once
 #include <condition_variable>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/gpu_communicator.h"
+#include "distributed/gpu/gpu_communicator.h"
 
 namespace rune::distributed {
 

@@ -1,4 +1,4 @@
-#include "codegen/gpu_binary_cache.h"
+#include "codegen/gpu/gpu_binary_cache.h"
 
 #include "codegen/disk_cache.h"
 

@@ -1,7 +1,7 @@
 // Prints a lowered kernel (codegen/lowered.h) as CUDA C / HIP C: every statement in order, every
 // core op (codegen/core_ops.h) by its one spelling, the dialect's words for threads, bit casts,
 // sqrt, fma and lane exchange. Nothing here decides how a kernel iterates.
-#include "codegen/c_renderer.h"
+#include "codegen/gpu/c_renderer.h"
 
 #include <bit>
 #include <cmath>

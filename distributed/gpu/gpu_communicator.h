@@ -1,7 +1,7 @@
 // A GPU communicator: one rank of an NCCL (CUDA) or RCCL (HIP) communicator, bound to one device,
 // over which rune::distributed's collectives move tensors that live on that device
-// (distributed/collectives.h has the calls; distributed/gpu_collective_queue.h what they queue).
-// Two ways to make one, as NCCL has:
+// (distributed/collectives.h has the calls; distributed/gpu/gpu_collective_queue.h what they
+// queue). Two ways to make one, as NCCL has:
 //   - one process per rank: gpu_communicator(comm, device). Rank 0 of the host communicator
 //     makes the unique id (ncclGetUniqueId) and broadcasts it over `comm`; every rank then calls
 //     ncclCommInitRank(size, id, rank). A host collective on a GPU tensor uses this one,
@@ -21,7 +21,7 @@
 
 #include "core/tensor.h"
 #include "distributed/communicator.h"
-#include "distributed/gpu_collectives.h"
+#include "distributed/gpu/gpu_collectives.h"
 
 namespace rune::distributed {
 

@@ -1,6 +1,6 @@
 // The NCCL / RCCL calls of each collective and the rank-order fold kernel
-// (distributed/gpu_collective_queue.h).
-#include "distributed/gpu_collective_queue.h"
+// (distributed/gpu/gpu_collective_queue.h).
+#include "distributed/gpu/gpu_collective_queue.h"
 
 #include <map>
 #include <mutex>

@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "distributed/transport.h"
+#include "distributed/host/transport.h"
 
 #ifdef RUNE_HAVE_MPI
 // C bindings only (Open MPI's mpi.h pulls in its C++ bindings from C++ otherwise).
@@ -39,7 +39,7 @@ class MpiTransport final : public Transport {
                 const std::vector<Message>& recvs, double timeout) override {
     // One thread at a time talks to MPI (initialised MPI_THREAD_SERIALIZED): a program with a
     // collective may run on a CPU:n device's stream thread, and split collectives move their
-    // messages on the communicator's progress thread (distributed/progress_queue.h). Every MPI
+    // messages on the communicator's progress thread (distributed/host/progress_queue.h). Every MPI
     // call of the transport is made under this lock, so SERIALIZED is enough.
     std::lock_guard lock(mu_);
     if (comm_ == MPI_COMM_NULL)

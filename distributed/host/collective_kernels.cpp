@@ -11,7 +11,7 @@
 // before that one rounding. That is nx's own rule for 16-bit floats (computed at float32,
 // rounded once per primitive), and float32's 24 bits make a 2-rank sum the correctly rounded
 // 16-bit sum (double rounding is harmless at 24 >= 2 * 11 + 2 bits).
-#include "distributed/collective_kernels.h"
+#include "distributed/host/collective_kernels.h"
 
 #include <atomic>
 #include <cmath>

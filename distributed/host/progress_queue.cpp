@@ -1,4 +1,4 @@
-#include "distributed/progress_queue.h"
+#include "distributed/host/progress_queue.h"
 
 #include "distributed/communicator.h"
 

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "distributed/gpu_communicator_impl.h"
-#include "distributed/transport.h"
+#include "distributed/gpu/gpu_communicator_impl.h"
+#include "distributed/host/transport.h"
 #include "ir/env.h"
 #include "runtime/gpu/context.h"
 

@@ -1,6 +1,6 @@
 // How a communicator's messages move between ranks: MPI (processes started by an MPI launcher,
-// distributed/mpi_transport.cpp) or TCP sockets between processes that met at a rendezvous
-// address (RUNE_MASTER_ADDR, distributed/tcp_transport.cpp). The collectives only ever call
+// distributed/host/mpi_transport.cpp) or TCP sockets between processes that met at a rendezvous
+// address (RUNE_MASTER_ADDR, distributed/host/tcp_transport.cpp). The collectives only ever call
 // exchange(), so they compute the same bits over either.
 #pragma once
 #include <memory>

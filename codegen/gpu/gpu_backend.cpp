@@ -195,7 +195,7 @@ class GpuBackend final : public Backend {
       int64_t outs = numel(k.shape);
       int64_t bytes = kernel_bytes(k);
       if (add_cub_sort(p, k, ctx)) continue;  // CUB's radix sort instead of the rank sort kernel
-      // A two-phase reduction (codegen/c_renderer.h) writes B partials per output into a
+      // A two-phase reduction (codegen/gpu/c_renderer.h) writes B partials per output into a
       // scratch slot in its first entry (_p1) and combines them in the second.
       auto slots = k.slots;
       int64_t combine_bytes = 0;

@@ -1,11 +1,11 @@
 // The grouped collectives of one thread over an in-process GPU communicator
-// (distributed/gpu_grouped.h).
-#include "distributed/gpu_grouped.h"
+// (distributed/gpu/gpu_grouped.h).
+#include "distributed/gpu/gpu_grouped.h"
 
 #include <string>
 
 #include "core/ops.h"
-#include "distributed/gpu_collective_queue.h"
+#include "distributed/gpu/gpu_collective_queue.h"
 #include "runtime/gpu/context.h"
 
 namespace rune::distributed::detail {

@@ -60,6 +60,16 @@ struct DriverEntries {
   static int graph_destroy(Handle graph) { return A::fn.GraphDestroy(graph); }
 };
 
+// Sets every entry of t (the rows of runtime/gpu/driver_table.def) to A's function of the same
+// name (A's own, or DriverEntries<A>'s); the optional ones (the graphs) only where `optional`.
+template <class A>
+void fill_driver_table(DriverTable& t, bool optional) {
+#define RUNE_DRIVER_ENTRY(field, need, ...) \
+  if (Need::need == Need::required || optional) t.field = A::field;
+#include "runtime/gpu/driver_table.def"
+#undef RUNE_DRIVER_ENTRY
+}
+
 // Loads A's library once per process (driver_for calls it under a once flag): a table, or the
 // reason there is none. The graph entries are set only where every optional row resolved.
 template <class A>
@@ -76,39 +86,7 @@ DriverLoad load_driver() {
   static DriverTable t;
   t.api = A::kApi;
   t.library = lib.name;
-  t.init = A::init;
-  t.device_count = A::device_count;
-  t.device_name = A::device_name;
-  t.device_arch = A::device_arch;
-  t.multiprocessors = A::multiprocessors;
-  t.warp_size = A::warp_size;
-  t.set_current = A::set_current;
-  t.mem_alloc = A::mem_alloc;
-  t.mem_free = A::mem_free;
-  t.host_alloc = A::host_alloc;
-  t.host_free = A::host_free;
-  t.memcpy_htod = A::memcpy_htod;
-  t.memcpy_dtoh = A::memcpy_dtoh;
-  t.memcpy_dtod = A::memcpy_dtod;
-  t.stream_create = A::stream_create;
-  t.stream_synchronize = A::stream_synchronize;
-  t.event_create = A::event_create;
-  t.event_record = A::event_record;
-  t.event_synchronize = A::event_synchronize;
-  t.event_elapsed_ms = A::event_elapsed_ms;
-  t.event_destroy = A::event_destroy;
-  t.module_load = A::module_load;
-  t.module_function = A::module_function;
-  t.launch = A::launch;
-  t.error_string = A::error_string;
-  if (graphs) {  // else null: programs launch step by step
-    t.begin_capture = A::begin_capture;
-    t.end_capture = A::end_capture;
-    t.graph_instantiate = A::graph_instantiate;
-    t.graph_launch = A::graph_launch;
-    t.graph_exec_destroy = A::graph_exec_destroy;
-    t.graph_destroy = A::graph_destroy;
-  }
+  fill_driver_table<A>(t, graphs);  // graphs: else null, programs launch step by step
   out.table = &t;
   return out;
 }

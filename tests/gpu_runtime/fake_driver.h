@@ -319,41 +319,15 @@ inline const runtime::gpu::DriverTable& table() {
     runtime::gpu::DriverTable t;
     t.api = "CUDA";
     t.library = "fake (host)";
-    t.init = init;
-    t.device_count = device_count;
-    t.device_name = device_name;
-    t.device_arch = device_arch;
-    t.multiprocessors = multiprocessors;
-    t.warp_size = warp_size;
+    // Every entry, the graphs' included, is the function of its name above: the rows of
+    // runtime/gpu/driver_table.def, as the CUDA and HIP loaders fill theirs.
+#define RUNE_DRIVER_ENTRY(field, need, ...) t.field = fake_gpu::field;
+#include "runtime/gpu/driver_table.def"
+#undef RUNE_DRIVER_ENTRY
     // The fake "GPU" reports sm_90 and has its capabilities (the host dialect emulates lane
     // exchanges, tensor-core steps and cp.async), but its threads are host threads: no unroll
     // hint for a lane thread's loop.
     t.adjust_info = [](runtime::gpu::DeviceInfo& info) { info.lane_unroll = 0; };
-    t.set_current = set_current;
-    t.mem_alloc = mem_alloc;
-    t.mem_free = mem_free;
-    t.host_alloc = host_alloc;
-    t.host_free = host_free;
-    t.memcpy_htod = memcpy_htod;
-    t.memcpy_dtoh = memcpy_dtoh;
-    t.memcpy_dtod = memcpy_dtod;
-    t.stream_create = stream_create;
-    t.stream_synchronize = stream_synchronize;
-    t.event_create = event_create;
-    t.event_record = event_record;
-    t.event_synchronize = event_synchronize;
-    t.event_elapsed_ms = event_elapsed_ms;
-    t.event_destroy = event_destroy;
-    t.module_load = module_load;
-    t.module_function = module_function;
-    t.launch = launch;
-    t.error_string = error_string;
-    t.begin_capture = begin_capture;
-    t.end_capture = end_capture;
-    t.graph_instantiate = graph_instantiate;
-    t.graph_launch = graph_launch;
-    t.graph_exec_destroy = graph_exec_destroy;
-    t.graph_destroy = graph_destroy;
     return t;
   }();
   return t;

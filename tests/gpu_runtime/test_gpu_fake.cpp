@@ -63,6 +63,16 @@ TEST(FakeGpuFibersDeathTest, ABarrierThatCannotCompleteAborts) {
       "a barrier can no longer complete \\(1 of 4 threads finished, 3 waiting\\)");
 }
 
+// The fake fills its table through the rows of runtime/gpu/driver_table.def, as the CUDA and HIP
+// loaders do: every entry is set, the graphs' included.
+TEST(FakeGpu, EveryDriverEntryIsFilled) {
+  const runtime::gpu::DriverTable& t = fake_gpu::table();
+#define RUNE_DRIVER_ENTRY(field, need, ...) EXPECT_NE(t.field, nullptr) << #field;
+#include "runtime/gpu/driver_table.def"
+#undef RUNE_DRIVER_ENTRY
+  EXPECT_TRUE(t.has_graphs());
+}
+
 TEST(FakeGpu, DeviceFactsAndCountErrors) {
   ASSERT_TRUE(installed);
   auto& c = runtime::gpu::context(kCuda, "test");

@@ -4,125 +4,35 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstdio>
-#include <functional>
 #include <map>
-#include <mutex>
-#include <set>
 #include <thread>
 
 #include "codegen/cuda/gpu_source_check.h"
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/gpu/c_renderer.h"
 #include "codegen/gpu/device_desc.h"
+#include "corpus_compile.h"
 #include "gpu_corpus.h"
 
 namespace {
 
 using namespace gpu_test;
 
-// Compiles every kernel (distinct renderings once) with NVRTC for each checked arch. Kernels
-// are compiled in batches, several per NVRTC program (each under its own name), which divides
-// NVRTC's fixed cost per program; a failing batch is recompiled kernel by kernel so the message
-// shows the one kernel's source and log.
-struct Result {
-  size_t kernels = 0, distinct = 0, compiles = 0;
-  double seconds = 0;
-  std::vector<std::string> failures;
-};
-
-constexpr size_t kBatch = 12;
-
-Result compile_all(const std::vector<Labelled>& ks) {
-  Result res;
-  auto t0 = std::chrono::steady_clock::now();
-  const auto& d = codegen::cuda_dialect();
-  // One rendering for every arch compiled: sm_90's plans (tensor cores and cp.async from sm_80;
-  // the default precision picks neither, and cp.async's helper compiles to a plain copy before).
-  const auto device = codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90");
-  std::vector<size_t> distinct;  // index of the first kernel of each distinct rendering
-  std::set<std::string> seen;
-  for (size_t i = 0; i < ks.size(); ++i) {
-    try {
-      if (seen.insert(codegen::render_c_kernel(ks[i].k, "rk", d, device)).second)
-        distinct.push_back(i);
-    } catch (const std::exception& e) {
-      res.failures.push_back(ks[i].label + ": render_c threw: " + e.what());
-    }
-  }
-  res.kernels = ks.size();
-  res.distinct = distinct.size();
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  auto compile = [&](const std::string& src, const char* arch) {
-    {
-      std::lock_guard lock(mu);
-      ++res.compiles;
-    }
-    codegen::cuda::nvrtc_compile(src, arch);
-  };
-  auto worker = [&] {
-    for (size_t b; (b = next++ * kBatch) < distinct.size();) {
-      size_t e = std::min(distinct.size(), b + kBatch);
-      std::string src = codegen::render_c_prelude(d);
-      for (size_t j = b; j < e; ++j)
-        src += codegen::render_c_kernel(ks[distinct[j]].k, "rk" + std::to_string(j), d, device);
-      for (const char* arch : codegen::kCheckArchs) {
-        try {
-          compile(src, arch);
-        } catch (const std::exception&) {
-          for (size_t j = b; j < e; ++j) {
-            try {
-              compile(codegen::render_c(ks[distinct[j]].k, "rk", d, device), arch);
-            } catch (const std::exception& ex) {
-              std::lock_guard lock(mu);
-              res.failures.push_back(ks[distinct[j]].label + ": " + ex.what());
-            }
-          }
-        }
-      }
-    }
-  };
-  unsigned n = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
-  std::vector<std::thread> threads;
-  for (unsigned i = 0; i < n; ++i) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return res;
-}
-
-std::atomic<size_t> g_compiles{0};
-std::atomic<size_t> g_kernels{0};
+// NVRTC for every checked arch, in batches of 12 kernels on up to 4 threads. One rendering for
+// every arch compiled: sm_90's plans (tensor cores and cp.async from sm_80; the default
+// precision picks neither, and cp.async's helper compiles to a plain copy before).
+const SourceCompiler kNvrtc{runtime::DeviceKind::CUDA,
+                            "sm_90",
+                            {std::begin(codegen::kCheckArchs), std::end(codegen::kCheckArchs)},
+                            12,
+                            std::clamp(std::thread::hardware_concurrency(), 1u, 4u)};
 
 void expect_all_compile(const std::vector<Labelled>& ks) {
-  ASSERT_FALSE(ks.empty());
-  Result r = compile_all(ks);
-  g_compiles += r.compiles;
-  g_kernels += r.kernels;
-  std::printf("  %zu kernels, %zu distinct, %zu NVRTC programs (%zu archs) in %.2f s\n", r.kernels,
-              r.distinct, r.compiles, std::size(codegen::kCheckArchs), r.seconds);
-  for (size_t i = 0; i < r.failures.size() && i < 3; ++i) ADD_FAILURE() << r.failures[i];
-  EXPECT_TRUE(r.failures.empty()) << r.failures.size() << " kernels failed to compile";
+  gpu_test::expect_all_compile(kNvrtc, ks);
 }
 
-class Nvrtc : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!codegen::cuda::nvrtc_available())
-      GTEST_SKIP() << "libnvrtc not available: " << codegen::cuda::nvrtc_load_error();
-  }
-};
-
 // Each corpus (tests/gpu/gpu_corpus.h) compiles for every checked arch.
-TEST_F(Nvrtc, EveryElementwisePrimitiveAndDtype) { expect_all_compile(corpus_elementwise()); }
-
-TEST_F(Nvrtc, CastsBetweenAllDtypePairs) { expect_all_compile(corpus_casts()); }
-
-TEST_F(Nvrtc, Reductions) { expect_all_compile(corpus_reductions()); }
-
-TEST_F(Nvrtc, Movement) { expect_all_compile(corpus_movement()); }
+RUNE_CORPUS_COMPILE_TESTS(Nvrtc, kNvrtc)
 
 // The corpus's products under the opt-in matmul precisions (nx::set_matmul_precision): the
 // tiled float32 ones take the tensor-core plan (mma.sync m16n8k8 tf32 / m16n8k16 bf16, sm_80+).
@@ -144,8 +54,6 @@ TEST_F(Nvrtc, TensorCorePlans) {
     codegen::set_matmul_precision(codegen::MatmulPrecision::Highest);
   }
 }
-
-TEST_F(Nvrtc, TranscendentalsDecomposed) { expect_all_compile(corpus_transcendentals()); }
 
 // ---------------------------------------------------------------------------------------------
 
@@ -181,19 +89,7 @@ TEST_F(Nvrtc, CheckCudaSourceOnAScheduledKernel) {
   EXPECT_NE(src.find("void my_kernel("), std::string::npos);
 }
 
-TEST(NvrtcLoad, MessageNamesTheLibrary) {
-  if (codegen::cuda::nvrtc_available()) {  // nothing to check but the version
-    EXPECT_FALSE(codegen::cuda::nvrtc_version().empty());
-    EXPECT_TRUE(codegen::cuda::nvrtc_load_error().empty());
-    return;
-  }
-  try {
-    codegen::cuda::nvrtc_compile("", "sm_90");
-    FAIL();
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("libnvrtc"), std::string::npos) << e.what();
-  }
-}
+TEST(NvrtcLoad, MessageNamesTheLibrary) { expect_loaded_or_named(kNvrtc, {"libnvrtc"}); }
 
 }  // namespace
 

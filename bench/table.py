@@ -18,8 +18,8 @@ import os
 import sys
 import time
 
-RUNE_STEPS = ["rows", "eager", "jit", "matmul", "mlp", "train", "first_call", "math", "donation", "control_flow", "launch", "gpt"]
-COMPARE_STEPS = ["compare", "train_compare", "gpt_compare"]
+RUNE_STEPS = ["rows", "eager", "jit", "matmul", "mlp", "train", "first_call", "math", "donation", "control_flow", "launch", "gpt", "conv"]
+COMPARE_STEPS = ["compare", "train_compare", "gpt_compare", "conv_compare"]
 SYSTEMS = ["numpy", "torch", "torch.compile", "jax.jit", "mx.compile", "tinygrad"]
 BIG = 1 << 24
 ROWS = 4096 * 1024
@@ -31,12 +31,15 @@ BYTES = {
 }
 # Floating-point operations of the compute-bound workloads (a multiply-add is 2).
 MLP_FLOPS = 2 * 128 * (784 * 256 + 256 * 10) * 3 - 2 * 128 * 784 * 256  # fwd + dW1, dW2, dh
+CONV_FLOPS = 2 * 32 * 64 * 32 * 32 * 64 * 9  # 3x3 conv, 32 x 64 x 32 x 32, 64 outputs: forward
 FLOPS = {"matmul_256": 2 * 256**3, "matmul_1024": 2 * 1024**3, "matmul_bias_relu_1024": 2 * 1024**3,
-         "train_mlp_step": MLP_FLOPS}
+         "train_mlp_step": MLP_FLOPS, "conv3x3_fwd_32x64x32x32": CONV_FLOPS,
+         "conv3x3_fwd_bwd_32x64x32x32": 3 * CONV_FLOPS}
 ORDER = ["jit_affine_16M_f32", "jit_affine_16M_f64", "eager_affine_16M", "eager_one_op_16M",
          "jit_chain_16M", "sum_16M", "mean_16M", "softmax_4096x1024", "layernorm_4096x1024",
          "matmul_256", "matmul_1024", "matmul_bias_relu_1024", "train_chapter_step", "train_mlp_step",
-         "readme_mlp_step", "gpt_step", "scan_1000_steps", "scan_grad_100_first_call", "scan_grad_100_steps", "linreg_100_steps", "jit_call_3", "eager_op_3", "first_call_process_cold", "first_call_process_warm"]
+         "readme_mlp_step", "conv3x3_fwd_32x64x32x32", "conv3x3_fwd_bwd_32x64x32x32",
+         "maxpool2x2_32x64x32x32", "cnn_train_step_b128", "gpt_step", "scan_1000_steps", "scan_grad_100_first_call", "scan_grad_100_steps", "linreg_100_steps", "jit_call_3", "eager_op_3", "first_call_process_cold", "first_call_process_warm"]
 
 
 def load(path):

@@ -10,8 +10,9 @@
 //
 // Usage: cnn [--tiny] [--epochs N] [--batch N] [--lr X] [--dropout X] [--arch small|base|wide]
 //            [--nchw] [--data DIR] [--bench-steps N]
-//   --tiny: the CI configuration (1,024 training images, 1 epoch, 1,000 test images): its output is
-//   the same bits on every run (samples/cnn.expected); timings go to standard error.
+//   --tiny (or CNN_TINY=1 in the environment): the CI configuration (1,024 training images, batch
+//   32, 1 epoch, 1,000 test images): its output is the same bits on every run
+//   (samples/cnn.expected, the test sample.cnn_tiny); timings go to standard error.
 //   --arch: the channels (small 16 / 32, base 32 / 64, the default, wide 64 / 128, hidden 256).
 //   --nchw: channels first (images [N, 1, 28, 28], OIHW kernels) instead of channels last.
 //   --bench-steps N: times N training steps (after 3 for compilation and warm-up) and prints the
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <string>
 #include <vector>
@@ -49,6 +51,11 @@ int main(int argc, char** argv) {
   std::string dir = "/usr/share/datasets/fashion-mnist";
   bool tiny = false;
   int64_t bench_steps = 0;
+  auto set_tiny = [&] {
+    tiny = true;
+    train_n = 1024, test_n = 1000, batch = 32, epochs = 1;
+  };
+  if (const char* e = std::getenv("CNN_TINY"); e && std::string(e) == "1") set_tiny();
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&] {
@@ -58,10 +65,9 @@ int main(int argc, char** argv) {
       }
       return std::string(argv[++i]);
     };
-    if (a == "--tiny") {
-      tiny = true;
-      train_n = 1024, test_n = 1000, batch = 32, epochs = 1;
-    } else if (a == "--epochs")
+    if (a == "--tiny")
+      set_tiny();
+    else if (a == "--epochs")
       epochs = std::stoll(value());
     else if (a == "--batch")
       batch = std::stoll(value());

@@ -480,15 +480,30 @@ std::vector<nx::Tensor> switch_flat(const char* api, const nx::Tensor& index,
   }
   // A traced index: every branch runs and the result is selected element by element (exactly
   // the chosen branch's bits). switch_'s range is a check of the compiled program.
+  // Each branch's checks hold only where it is taken (Tracer::push_check_guard): an index out
+  // of a branch's range must not raise that branch's errors.
+  nx::Tensor i64 = is_cond ? nx::Tensor() : nx::cast(index, nx::int64);
+  Tracer* trace = active_tracer();
   std::vector<std::vector<nx::Tensor>> outs;
-  for (auto& b : bs) outs.push_back(run_body(b, operands));
+  for (int64_t k = 0; k < n; ++k) {
+    nx::Tensor taken = !is_cond ? nx::equal(i64, nx::scalar_like(i64, static_cast<double>(k)))
+                       : k == 0 ? index
+                                : nx::logical_not(index);
+    if (trace) trace->push_check_guard(taken);
+    struct Pop {
+      Tracer* t;
+      ~Pop() {
+        if (t) t->pop_check_guard();
+      }
+    } pop{trace};
+    outs.push_back(run_body(bs[static_cast<size_t>(k)], operands));
+  }
   if (is_cond) {
     std::vector<nx::Tensor> r;
     for (size_t i = 0; i < outs[0].size(); ++i)
       r.push_back(nx::where(index, outs[0][i], outs[1][i]));
     return r;
   }
-  nx::Tensor i64 = nx::cast(index, nx::int64);
   std::string name = api;
   nx::check(
       nx::logical_and(i64 >= 0.0, i64 < static_cast<double>(n)), i64,

@@ -1,5 +1,7 @@
 #include "trace/tracer.h"
 
+#include "core/ops.h"
+
 namespace rune {
 
 nx::Tensor Tracer::wrap(ir::NodeRef n) {
@@ -63,8 +65,15 @@ void Tracer::record_check(const nx::Tensor& ok, const std::vector<nx::Tensor>& d
                           nx::CheckFail fail) {
   // The check becomes an output of the program: the first failing index, computed by a
   // reduction fused with ok's producers. The data are evaluated only when a check fails.
+  nx::Tensor held = ok;
+  if (!check_guards_.empty()) {
+    nx::Tensor taken = check_guards_.front();
+    for (size_t i = 1; i < check_guards_.size(); ++i)
+      taken = nx::logical_and(taken, check_guards_[i]);
+    held = nx::logical_or(ok, nx::logical_not(taken));  // a branch not taken fails nothing
+  }
   Check c;
-  c.first_false = node_of(nx::detail::first_false(ok));
+  c.first_false = node_of(nx::detail::first_false(held));
   c.size = ok.size();
   c.shape = ok.shape();
   for (const auto& d : data) c.data.push_back(node_of(d));

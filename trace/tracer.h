@@ -39,6 +39,13 @@ class Tracer final : public nx::Interpreter {
   void record_check(const nx::Tensor& ok, const std::vector<nx::Tensor>& data,
                     nx::CheckFail fail) override;
 
+  // While a branch of rune::cond / switch_ with a traced index is replayed into this trace, its
+  // checks hold only where that branch is taken (jax.lax.cond runs one branch; checkify threads
+  // the taken branch's error): every check recorded between push and pop is ok where `taken` (a
+  // bool scalar of this trace) is false. Guards nest; a check holds where all of them are true.
+  void push_check_guard(const nx::Tensor& taken) { check_guards_.push_back(taken); }
+  void pop_check_guard() { check_guards_.pop_back(); }
+
   int n_args() const { return n_args_; }
 
   // The structured primitives (trace/structured.def): what a trace records whole, as equations
@@ -117,6 +124,7 @@ class Tracer final : public nx::Interpreter {
   nx::Device device_;
   int n_args_;
   std::vector<nx::Tensor> captured_;
+  std::vector<nx::Tensor> check_guards_;  // push_check_guard: innermost last
   std::vector<Equation> equations_;
   // The param each captured value became, by its TensorImpl's address; `tensor` tells whether
   // that TensorImpl is still the one at the address (node_of).

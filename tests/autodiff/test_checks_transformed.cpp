@@ -106,6 +106,61 @@ TEST_P(ChecksTransformed, VmapNamesTheFirstFailingExample) {
   }
 }
 
+// A check inside a branch of cond / switch_ holds only where that branch is taken, as
+// jax.lax.cond runs one branch: with a traced predicate (rune::jit, rune::vmap, rune::grad) every
+// branch is traced and its result selected, and the branch not taken must not raise (before the
+// fix jit and vmap raised the untaken branch's label error). The taken branch still raises.
+TEST_P(ChecksTransformed, ABranchNotTakenRaisesNothing) {
+  Tensor z = logits(), bad = labels({0, 2, 5, 1});
+  Tensor yes = on(nx::scalar(nx::bool_, 1)), no = on(nx::scalar(nx::bool_, 0));
+  auto f = [](const Tensor& p, const Tensor& y, const Tensor& pred) {
+    return rune::cond(
+        pred, [&](const Tensor& q) { return mean_loss(q, y); },
+        [](const Tensor& q) { return nx::sum(q); }, p);
+  };
+  auto jf = rune::jit(f);
+  auto gf = rune::jit([&](const Tensor& p, const Tensor& y, const Tensor& pred) {
+    return rune::grad(f, rune::argnums<0>)(p, y, pred);
+  });
+  const double sum_z = nx::item<double>(nx::cast(nx::sum(z), nx::float64));
+  EXPECT_EQ(nx::item<double>(nx::cast(jf(z, bad, no), nx::float64)), sum_z);
+  EXPECT_EQ(raised([&] { return std::vector<Tensor>{jf(z, bad, yes)}; }), kBatch);
+  EXPECT_EQ(nx::to_vector<float>(gf(z, bad, no)), std::vector<float>(12, 1.0f));
+  EXPECT_EQ(raised([&] { return std::vector<Tensor>{gf(z, bad, yes)}; }), kBatch);
+  // switch_: branch 1 reads the labels; indices 0 and 2 must not raise its error.
+  auto sw = rune::jit([](const Tensor& p, const Tensor& y, const Tensor& i) -> Tensor {
+    return rune::switch_<Tensor, Tensor>(i,
+                                         {[](const Tensor& q) { return nx::sum(q); },
+                                          [&](const Tensor& q) { return mean_loss(q, y); },
+                                          [](const Tensor& q) { return nx::max(q); }},
+                                         p);
+  });
+  auto at = [&](int64_t k) { return on(nx::scalar(nx::int32, static_cast<double>(k))); };
+  EXPECT_EQ(nx::item<double>(nx::cast(sw(z, bad, at(0)), nx::float64)), sum_z);
+  EXPECT_EQ(nx::item<double>(nx::cast(sw(z, bad, at(2)), nx::float64)), 2.0);
+  EXPECT_EQ(raised([&] { return std::vector<Tensor>{sw(z, bad, at(1))}; }), kBatch);
+  // vmap: per example, only the taken branch's check holds (example 1 takes the other branch).
+  auto per_example = [](const Tensor& p, const Tensor& y, const Tensor& pred) {
+    return rune::cond(
+        pred, [&](const Tensor& q) { return example_loss(q, y); },
+        [](const Tensor& q) { return nx::sum(q); }, p);
+  };
+  Tensor preds = on(nx::create(nx::bool_, {4}, {1, 0, 1, 1}));
+  Tensor skipped = labels({0, 7, 2, 1}), taken = labels({0, 1, 7, 1});
+  auto batched = rune::vmap(per_example);
+  auto compiled = rune::jit([&](const Tensor& p, const Tensor& y, const Tensor& pred) -> Tensor {
+    return batched(p, y, pred);
+  });
+  Tensor want = batched(z, skipped, preds);
+  EXPECT_EQ(nx::to_vector<float>(compiled(z, skipped, preds)), nx::to_vector<float>(want));
+  EXPECT_EQ(nx::to_vector<float>(nx::index(want, 0, 1)),
+            nx::to_vector<float>(nx::sum(nx::index(z, 0, 1))));
+  const std::string kTaken =
+      "nx::nn::cross_entropy: label 7 at [] is outside [0, 3) (rune::vmap: example 2 of 4 fails)";
+  EXPECT_EQ(raised([&] { return std::vector<Tensor>{batched(z, taken, preds)}; }), kTaken);
+  EXPECT_EQ(raised([&] { return std::vector<Tensor>{compiled(z, taken, preds)}; }), kTaken);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, ChecksTransformed, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
                          rt::DeviceTestName());
 

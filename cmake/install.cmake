@@ -18,7 +18,7 @@ install(EXPORT runeTargets NAMESPACE rune:: DESTINATION ${RUNE_INSTALL_CMAKEDIR}
 add_library(rune::rune ALIAS rune)
 
 # The headers, with the .def tables they include (ir/ops.def, ir/env.def, ...).
-foreach(dir ir runtime codegen core trace)
+foreach(dir ir runtime codegen core trace nn)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rune
           FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
 endforeach()

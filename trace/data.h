@@ -60,8 +60,10 @@ struct Source {
 std::shared_ptr<const Source> source_of(const char* api, const std::vector<nx::Tensor>& leaves,
                                         const std::vector<std::string>& names);
 
-// Host tensors (on the CPU) of the examples idx[0..count), padded with zero rows to `rows`.
-std::vector<nx::Tensor> gather(const Source& s, const int64_t* idx, int64_t count, int64_t rows);
+// Tensors of the examples idx[0..count), padded with zero rows to `rows`, on `host` (the CPU or
+// another host device).
+std::vector<nx::Tensor> gather(const Source& s, const int64_t* idx, int64_t count, int64_t rows,
+                               nx::Device host = nx::Device::cpu());
 // Checks indices against the source's size (naming `api`) and gathers them.
 std::vector<nx::Tensor> take(const char* api, const Source& s, const std::vector<int64_t>& idx);
 

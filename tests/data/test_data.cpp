@@ -208,6 +208,19 @@ TEST_P(DataDevices, ShuffleIsDeterministicPerKeyAndNewPerEpoch) {
   EXPECT_NE(a.order(0), iota(n));
 }
 
+// The order for sizes that take two rounds of the permutation's sort (n > 1625), ties among the
+// random keys included (likely at n = 60000), is nx::random::permutation's.
+TEST(DataShuffle, OrderIsThePermutationForLargeN) {
+  for (int64_t n : {1, 2, 1626, 5000, 60000}) {
+    data::Dataset<Tensor> ds(nx::zeros(nx::uint8, {n}));
+    data::Loader<Tensor> l(ds, {.batch_size = 7, .shuffle_key = rnd::key(9)});
+    for (int64_t e : {0, 3}) {
+      auto want = ints(rnd::permutation(rnd::fold_in(rnd::key(9), static_cast<uint32_t>(e)), n));
+      EXPECT_EQ(l.order(e), want) << "n " << n << " epoch " << e;
+    }
+  }
+}
+
 // The same batches (labels and bits) on CPU, CPU:1 and CUDA:0, with and without prefetching.
 TEST_P(DataDevices, SameBatchesOnEveryDevice) {
   data::Dataset<XY> ds(examples(23));

@@ -4,8 +4,9 @@
 // Fashion-MNIST-sized data (60000 examples: Fashion-MNIST's training set when installed, else
 // random bytes), fed by a Loader (shuffled, last batch padded, prefetch 2), against the same step
 // over the same batches sliced and placed before the clock starts. Per-step times are epoch
-// times over the batch count, medians of --reps epochs run in turn (pipeline, pre-sliced, ...),
-// so both see the same background load. Prints the ratio; the goal is within 5%.
+// medians over blocks of 16 steps, the variants taking turns block by block through --reps
+// epochs each, so all see the same background load. Prints the ratio; the goal is
+// within 5%.
 //
 // build/bench/bench_data [--examples N] [--reps R] [--device CPU|CPU:1|CUDA:0]
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -101,7 +103,6 @@ int main(int argc, char** argv) {
   std::vector<data::Batch<XY>> sliced;
   for (auto b : inline_loader.epoch(0)) sliced.push_back(b);
   for (auto& b : sliced) nx::wait(b.mask);
-  const double batches = static_cast<double>(sliced.size());
   std::printf("device %s, %lld examples, %zu batches of %lld (last padded), %d reps\n",
               dev.name().c_str(), static_cast<long long>(n), sliced.size(),
               static_cast<long long>(B), reps);
@@ -109,25 +110,70 @@ int main(int argc, char** argv) {
   Mlp p = init(dev);
   State s = opt.init(p);
   Tensor l;
-  int64_t epoch = 0;
-  auto run_sliced = [&] {
-    for (const auto& b : sliced)
-      std::tie(p, s, l) = step(p, s, b.data.first, b.data.second, b.mask);
-    nx::wait(l);
-  };
-  auto run_loader = [&](data::Loader<XY>& loader) {
+  // One epoch of each first, untimed (the compile, first touches).
+  for (const auto& b : sliced) std::tie(p, s, l) = step(p, s, b.data.first, b.data.second, b.mask);
+  for (auto b : pipeline.epoch(1000))
+    std::tie(p, s, l) = step(p, s, b.data.first, b.data.second, b.mask);
+  nx::wait(l);
+
+  // Timed in blocks of K steps, the three variants taking turns (in an order rotated each round)
+  // through `reps` epochs each, so that all see the same background load: the machine's load
+  // changes within one epoch. A variant's per-step time is the median over its full blocks.
+  // Opening an epoch (its permutation) is timed apart and added per step to the loaders' times.
+  const int K = 16;
+  std::vector<std::vector<double>> per_step(3);
+  std::vector<double> open_us(3, 0);
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = bench::Clock::now();
+    data::Epoch<XY> e_pipe = pipeline.epoch(r);
+    auto t1 = bench::Clock::now();
+    data::Epoch<XY> e_inline = inline_loader.epoch(r);
+    open_us[0] += bench::elapsed_us(t0, t1);
+    open_us[2] += bench::elapsed_us(t1, bench::Clock::now());
+    size_t next_sliced = 0;
+    std::vector<bool> done(3, false);
+    for (size_t round = 0; !(done[0] && done[1] && done[2]); ++round)
+      for (size_t j = 0; j < 3; ++j) {
+        size_t v = (j + round) % 3;
+        if (done[v]) continue;
+        auto a = bench::Clock::now();
+        int steps = 0;
+        for (; steps < K; ++steps) {
+          if (v == 1) {
+            if (next_sliced == sliced.size()) break;
+            const auto& b = sliced[next_sliced++];
+            std::tie(p, s, l) = step(p, s, b.data.first, b.data.second, b.mask);
+          } else {
+            auto b = (v == 0 ? e_pipe : e_inline).next();
+            if (!b) break;
+            std::tie(p, s, l) = step(p, s, b->data.first, b->data.second, b->mask);
+          }
+        }
+        nx::wait(l);
+        if (steps == K) per_step[v].push_back(bench::elapsed_us(a, bench::Clock::now()) / K);
+        if (steps < K) done[v] = true;
+      }
+  }
+  const double batches = static_cast<double>(sliced.size());
+  double open_pipe = open_us[0] / reps / batches, open_inline = open_us[2] / reps / batches;
+  double alone = bench::median(per_step[1]);
+  double pipe = bench::median(per_step[0]) + open_pipe;
+  double inl = bench::median(per_step[2]) + open_inline;
+  std::printf("%zu blocks of %d steps per variant; opening an epoch: %.1f us per step\n",
+              per_step[1].size(), K, open_pipe);
+  std::printf("loss after %d epochs: %.4f; step traced %zu time(s)\n", 3 * reps + 2,
+              nx::item<float>(nx::place(l, "CPU")), step.traces());
+  // The loader alone: an epoch's batches taken (and waited for) with no step between them.
+  int64_t epoch = 2000;
+  auto loader_only = [&](data::Loader<XY>& loader) {
     return [&] {
-      for (auto b : loader.epoch(epoch++ % 1000))
-        std::tie(p, s, l) = step(p, s, b.data.first, b.data.second, b.mask);
-      nx::wait(l);
+      for (auto b : loader.epoch(epoch++)) nx::wait(b.mask);
     };
   };
-  auto [t_pipe, t_sliced, t_inline] =
-      bench::medians_us(reps, 1, run_loader(pipeline), run_sliced, run_loader(inline_loader));
-  double pipe = t_pipe / batches, alone = t_sliced / batches, inl = t_inline / batches;
-  std::printf("loss after %lld epochs: %.4f; step traced %zu time(s)\n",
-              static_cast<long long>(3 * (reps + 1)), nx::item<float>(nx::place(l, "CPU")),
-              step.traces());
+  auto [o_pipe, o_inline] =
+      bench::medians_us(reps, 1, loader_only(pipeline), loader_only(inline_loader));
+  std::printf("loader alone per batch: prefetch 2 %.1f us, prefetch 0 %.1f us\n", o_pipe / batches,
+              o_inline / batches);
   bench::Report r("data");
   r.add("mlp784 step, rune::data pipeline (prefetch 2) vs pre-sliced batches", pipe, "pre-sliced",
         alone, 1.05);

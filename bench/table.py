@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-RUNE_STEPS = ["rows", "eager", "jit", "matmul", "mlp", "train", "first_call", "math", "donation", "control_flow", "launch", "gpt", "conv"]
+RUNE_STEPS = ["rows", "eager", "jit", "matmul", "mlp", "train", "first_call", "math", "donation", "control_flow", "launch", "gpt", "conv", "data"]
 COMPARE_STEPS = ["compare", "train_compare", "gpt_compare", "conv_compare"]
 SYSTEMS = ["numpy", "torch", "torch.compile", "jax.jit", "mx.compile", "tinygrad"]
 BIG = 1 << 24

@@ -9,6 +9,7 @@
 
 #include "core/random.h"
 #include "ir/shape.h"
+#include "nn/errors.h"
 
 namespace rune::nn::init {
 
@@ -16,15 +17,8 @@ namespace {
 
 using nx::Tensor;
 
-[[noreturn]] void fail(const std::string& api, const std::string& message) {
-  throw std::invalid_argument(api + ": " + message);
-}
-
-std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
-  return b;
-}
+using detail::fail;
+using detail::num;
 
 const char* mode_name(FanMode m) {
   switch (m) {

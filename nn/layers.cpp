@@ -11,20 +11,14 @@
 #include "core/random.h"
 #include "core/window.h"
 #include "ir/shape.h"
+#include "nn/errors.h"
 
 namespace rune::nn {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& api, const std::string& message) {
-  throw std::invalid_argument(api + ": " + message);
-}
-
-std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
-  return b;
-}
+using detail::fail;
+using detail::num;
 
 std::string ints(const std::vector<int64_t>& v) { return ir::to_string(v); }
 
@@ -316,20 +310,29 @@ Tensor Dropout::operator()(const Tensor& x, Context& ctx) const {
 
 // ---- convolutions and pooling ----
 
+namespace {
+// The sizes both convolution layers take: channels, groups dividing them, 1 to 3 kernel extents
+// (`kinds` names the layers those counts make), a float dtype.
+void check_conv_sizes(const std::string& api, const char* kinds, int64_t in, int64_t out,
+                      const std::vector<int64_t>& k, int64_t groups, nx::DType dtype) {
+  positive(api, "in_channels", in);
+  positive(api, "out_channels", out);
+  positive(api, "groups", groups);
+  if (k.empty() || k.size() > 3)
+    fail(api, "kernel_size needs 1 to 3 extents (" + std::string(kinds) + "), got " + ints(k));
+  for (int64_t e : k)
+    if (e <= 0) fail(api, "kernel_size must be positive, got " + ints(k));
+  if (in % groups || out % groups)
+    fail(api, "groups " + std::to_string(groups) + " must divide in_channels " +
+                  std::to_string(in) + " and out_channels " + std::to_string(out));
+  float_dtype(api, dtype);
+}
+}  // namespace
+
 Conv Conv::init(const Tensor& key, int64_t in, int64_t out, const std::vector<int64_t>& k,
                 const ConvOptions& o) {
   const std::string api = "rune::nn::Conv";
-  positive(api, "in_channels", in);
-  positive(api, "out_channels", out);
-  positive(api, "groups", o.groups);
-  if (k.empty() || k.size() > 3)
-    fail(api, "kernel_size needs 1 to 3 extents (Conv1d to Conv3d), got " + ints(k));
-  for (int64_t e : k)
-    if (e <= 0) fail(api, "kernel_size must be positive, got " + ints(k));
-  if (in % o.groups || out % o.groups)
-    fail(api, "groups " + std::to_string(o.groups) + " must divide in_channels " +
-                  std::to_string(in) + " and out_channels " + std::to_string(out));
-  float_dtype(api, o.dtype);
+  check_conv_sizes(api, "Conv1d to Conv3d", in, out, k, o.groups, o.dtype);
   const size_t n = k.size();
   Conv c;
   c.spec.strides = per_dim(api, "strides", o.strides, n, 1, 1);
@@ -372,17 +375,7 @@ Tensor Conv::operator()(const Tensor& x) const {
 ConvTranspose ConvTranspose::init(const Tensor& key, int64_t in, int64_t out,
                                   const std::vector<int64_t>& k, const ConvTransposeOptions& o) {
   const std::string api = "rune::nn::ConvTranspose";
-  positive(api, "in_channels", in);
-  positive(api, "out_channels", out);
-  positive(api, "groups", o.groups);
-  if (k.empty() || k.size() > 3)
-    fail(api, "kernel_size needs 1 to 3 extents (ConvTranspose1d to 3d), got " + ints(k));
-  for (int64_t e : k)
-    if (e <= 0) fail(api, "kernel_size must be positive, got " + ints(k));
-  if (in % o.groups || out % o.groups)
-    fail(api, "groups " + std::to_string(o.groups) + " must divide in_channels " +
-                  std::to_string(in) + " and out_channels " + std::to_string(out));
-  float_dtype(api, o.dtype);
+  check_conv_sizes(api, "ConvTranspose1d to 3d", in, out, k, o.groups, o.dtype);
   const size_t n = k.size();
   ConvTranspose c;
   c.spec.strides = per_dim(api, "strides", o.strides, n, 1, 1);

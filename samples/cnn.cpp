@@ -5,6 +5,10 @@
 // cross-entropy, its gradient and the update) is one compiled program, params and optimizer state
 // donated.
 //
+// Measured (docs/conv.md, "The sample"): 92.40% test accuracy after the 10 epochs, past 92% after
+// epoch 7; 42.8 minutes in all (30.8 to pass 92%) on a 2-core machine shared with other builds,
+// 2 threads, 126-522 ms per step of 64 images with the load.
+//
 // Data: Fashion-MNIST's IDX files (Debian's dataset-fashion-mnist, installed by tools/setup-deps)
 // read with nx::load_idx: 60,000 training and 10,000 test images of 28 x 28.
 //

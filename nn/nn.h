@@ -5,8 +5,10 @@
 //                 named_params, count_params, with_buffers, Sequential, Lambda
 //   nn/layers.h   Linear, Embedding, LayerNorm, RMSNorm, BatchNorm, GroupNorm, Dropout, Conv,
 //                 ConvTranspose, MaxPool, AvgPool, Flatten, activations, MLP
+//   nn/torch_interop.h  PyTorch state_dicts (safetensors / .npz) in and out of these models
 #pragma once
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/torch_interop.h"
 #include "trace/rune.h"

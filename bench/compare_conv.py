@@ -36,7 +36,12 @@ N, C, H, W, O = 32, 64, 32, 32, 64
 B, POOL = 128, 1024
 LR, WD, DROP, TOTAL = 1e-3, 1e-4, 0.25, 5000
 REPS, WARMUP = 11, 2
-results = []
+from results import attempt, results, skip  # noqa: E402  (bench/results.py)
+from results import report as report_digits  # noqa: E402
+
+
+def report(workload, framework, us, note=None):
+    report_digits(workload, framework, us, note, digits=1)
 
 rng = np.random.default_rng(40)
 X = rng.standard_normal((N, C, H, W), dtype=np.float32)
@@ -58,26 +63,6 @@ def median_us(f, reps=REPS, warmup=WARMUP):
     return statistics.median(times)
 
 
-def report(workload, framework, us, note=None):
-    print(f"{workload}: {framework} {us:.1f} us" + (f"  ({note})" if note else ""), flush=True)
-    entry = {"name": workload, "framework": framework, "us": us}
-    if note:
-        entry["note"] = note
-    results.append(entry)
-
-
-def skip(workload, framework, e):
-    text = str(e).strip()
-    reason = f"{type(e).__name__}: {text.splitlines()[0][:160]}" if text else type(e).__name__
-    print(f"{workload}: {framework} skipped: {reason}", flush=True)
-    results.append({"name": workload, "framework": framework, "skipped": reason})
-
-
-def attempt(workload, framework, thunk):
-    try:
-        thunk()
-    except Exception as e:  # noqa: BLE001
-        skip(workload, framework, e)
 
 
 def he(shape, fan_in, scale=1.0):

@@ -17,7 +17,7 @@ import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
-results = []
+from results import attempt, report, results, skip  # noqa: E402  (bench/results.py)
 
 
 def per_step_us(f, batches=11, calls=200):
@@ -32,26 +32,6 @@ def per_step_us(f, batches=11, calls=200):
     return statistics.median(out)
 
 
-def report(workload, framework, us, note=None):
-    print(f"{workload}: {framework} {us:.3f} us" + (f"  ({note})" if note else ""), flush=True)
-    entry = {"name": workload, "framework": framework, "us": us}
-    if note:
-        entry["note"] = note
-    results.append(entry)
-
-
-def skip(workload, framework, e):
-    text = str(e).strip()
-    reason = f"{type(e).__name__}: {text.splitlines()[0][:160]}" if text else type(e).__name__
-    print(f"{workload}: {framework} skipped: {reason}", flush=True)
-    results.append({"name": workload, "framework": framework, "skipped": reason})
-
-
-def attempt(workload, framework, thunk):
-    try:
-        thunk()
-    except Exception as e:  # noqa: BLE001
-        skip(workload, framework, e)
 
 
 def torch_benches():

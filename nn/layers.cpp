@@ -96,6 +96,19 @@ Tensor torch_bias(const Tensor& key, int64_t n, int64_t fan_in, nx::DType t) {
   return init::uniform(-bound, bound)(key, {n}, t);
 }
 
+// A layer's weight (shape ws, fans read along `axes`) and bias ([out], when the options ask for
+// one): the options' initialisers, else torch's defaults (Linear, Conv and ConvTranspose, whose
+// options carry the same fields).
+template <class Layer, class Options>
+void init_weight_and_bias(Layer& c, const Tensor& key, const nx::Shape& ws, int64_t out,
+                          const init::FanAxes& axes, const Options& o) {
+  c.weight = o.weight_init ? o.weight_init(sub_key(key, 0), ws, o.dtype)
+                           : torch_weight(sub_key(key, 0), ws, o.dtype, axes);
+  if (o.bias)
+    c.bias = o.bias_init ? o.bias_init(sub_key(key, 1), {out}, o.dtype)
+                         : torch_bias(sub_key(key, 1), out, init::fans(ws, axes).in, o.dtype);
+}
+
 }  // namespace
 
 // ---- nn/module.h ----
@@ -184,11 +197,7 @@ Linear Linear::init(const Tensor& key, int64_t in, int64_t out, const LinearOpti
   positive(api, "out_features", out);
   float_dtype(api, o.dtype);
   Linear l;
-  l.weight = o.weight_init ? o.weight_init(sub_key(key, 0), {in, out}, o.dtype)
-                           : torch_weight(sub_key(key, 0), {in, out}, o.dtype, init::FanAxes{});
-  if (o.bias)
-    l.bias = o.bias_init ? o.bias_init(sub_key(key, 1), {out}, o.dtype)
-                         : torch_bias(sub_key(key, 1), out, in, o.dtype);
+  init_weight_and_bias(l, key, {in, out}, out, init::FanAxes{}, o);  // fan_in = in
   return l;
 }
 
@@ -350,11 +359,7 @@ Conv Conv::init(const Tensor& key, int64_t in, int64_t out, const std::vector<in
     ws.insert(ws.end(), k.begin(), k.end());
   }
   const init::FanAxes axes = o.channels_last ? init::FanAxes{} : init::FanAxes::torch();
-  c.weight = o.weight_init ? o.weight_init(sub_key(key, 0), ws, o.dtype)
-                           : torch_weight(sub_key(key, 0), ws, o.dtype, axes);
-  if (o.bias)
-    c.bias = o.bias_init ? o.bias_init(sub_key(key, 1), {out}, o.dtype)
-                         : torch_bias(sub_key(key, 1), out, init::fans(ws, axes).in, o.dtype);
+  init_weight_and_bias(c, key, ws, out, axes, o);
   return c;
 }
 
@@ -395,11 +400,7 @@ ConvTranspose ConvTranspose::init(const Tensor& key, int64_t in, int64_t out,
   }
   // torch reads fan_in from the weight's dimension 1 (out / groups) times the window.
   const init::FanAxes axes = o.channels_last ? init::FanAxes{-1, -2} : init::FanAxes::torch();
-  c.weight = o.weight_init ? o.weight_init(sub_key(key, 0), ws, o.dtype)
-                           : torch_weight(sub_key(key, 0), ws, o.dtype, axes);
-  if (o.bias)
-    c.bias = o.bias_init ? o.bias_init(sub_key(key, 1), {out}, o.dtype)
-                         : torch_bias(sub_key(key, 1), out, init::fans(ws, axes).in, o.dtype);
+  init_weight_and_bias(c, key, ws, out, axes, o);
   return c;
 }
 

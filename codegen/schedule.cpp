@@ -116,6 +116,18 @@ View apply_movement(const View& base, NodeRef movement) {
   }
 }
 
+// A movement op applied to a view, or nullopt where no strided view expresses it: a reshape
+// the strides do not allow, windows along a masked (padded) axis. The caller then reads a
+// contiguous copy of the op's source (reshape_source_).
+std::optional<View> view_through(const View& v, NodeRef m) {
+  if (m->op == Op::Reshape) return v.reshape(m->shape);
+  if (m->op == Op::Window) {
+    const auto& a = arg_ints(m);
+    return v.window(static_cast<int>(a[0]), m->shape[a[0]], a[1], a[2], a[3]);
+  }
+  return apply_movement(v, m);
+}
+
 struct MemoKey {
   NodeRef node;
   std::vector<NodeRef> mops;
@@ -302,9 +314,7 @@ class Scheduler {
     // views need it (below).
     if (s->op != Op::Param && !slot_of_.count(s)) {
       std::optional<View> w = View::contiguous(s->shape);
-      for (size_t i = mops.size(); i-- > 0 && w;)
-        w = mops[i]->op == Op::Reshape ? w->reshape(mops[i]->shape)
-                                       : std::optional<View>(apply_movement(*w, mops[i]));
+      for (size_t i = mops.size(); i-- > 0 && w;) w = view_through(*w, mops[i]);
       const bool viewable = w && w->mask.empty();
       return Realize{viewable || is_reduce_or_contract(s) ? s : x};
     }
@@ -312,21 +322,17 @@ class Scheduler {
     View v = s->op == Op::Param ? arg_load(s).view : View::contiguous(s->shape);
     for (size_t i = mops.size(); i-- > 0;) {
       NodeRef m = mops[i];
-      if (m->op == Op::Reshape) {
-        auto r = v.reshape(m->shape);
-        if (!r) {
-          // No strided view expresses this reshape: copy its source contiguous (as leaf_view
-          // does) and read the copy through the reshape and the views above it. Realising the
-          // whole operand instead copied the copy again (attention's heads joined for the
-          // output projection: a permute copy, then a reshape copy of it).
-          NodeRef copy = make(Op::Copy, m->src[0]->dtype, m->src[0]->shape, {m->src[0]});
-          reshape_source_[m] = copy;
-          return Realize{copy};
-        }
-        v = *r;
-      } else {
-        v = apply_movement(v, m);
+      auto r = view_through(v, m);
+      if (!r) {
+        // No strided view expresses this reshape (or windows of a padded axis): copy its
+        // source contiguous (as leaf_view does) and read the copy through it and the views
+        // above it. Realising the whole operand instead copied the copy again (attention's
+        // heads joined for the output projection: a permute copy, then a reshape copy of it).
+        NodeRef copy = make(Op::Copy, m->src[0]->dtype, m->src[0]->shape, {m->src[0]});
+        reshape_source_[m] = copy;
+        return Realize{copy};
       }
+      v = *r;
     }
     if (!v.mask.empty()) return Realize{x};
     return std::pair{slot, v};
@@ -496,7 +502,8 @@ class Scheduler {
       const OpCategory c = op_category(x->op);
       const bool inlined = c == OpCategory::Unary || c == OpCategory::Binary ||
                            c == OpCategory::Ternary ||
-                           (c == OpCategory::Movement && x->op != Op::Copy && x->op != Op::Expand);
+                           (c == OpCategory::Movement && x->op != Op::Copy && x->op != Op::Expand &&
+                            x->op != Op::Window);
       if (!inlined || slot_of_.count(x)) {
         ok = false;
         break;
@@ -755,18 +762,15 @@ class Scheduler {
   OrRealize<View> leaf_view(View v, const std::vector<NodeRef>& mops, int space) {
     for (size_t i = mops.size(); i-- > 0;) {
       NodeRef m = mops[i];
-      if (m->op == Op::Reshape) {
-        auto r = v.reshape(m->shape);
-        if (!r) {
-          // No strided view expresses this reshape: copy its source to contiguous memory.
-          NodeRef copy = make(Op::Copy, m->src[0]->dtype, m->src[0]->shape, {m->src[0]});
-          reshape_source_[m] = copy;
-          return Realize{copy};
-        }
-        v = *r;
-      } else {
-        v = apply_movement(v, m);
+      auto r = view_through(v, m);
+      if (!r) {
+        // No strided view expresses this reshape (or these windows): copy its source to
+        // contiguous memory.
+        NodeRef copy = make(Op::Copy, m->src[0]->dtype, m->src[0]->shape, {m->src[0]});
+        reshape_source_[m] = copy;
+        return Realize{copy};
       }
+      v = *r;
     }
     if (space == 1) {
       // Move the reduced axes last, then insert the kept size-1 axes so the view spans
@@ -847,10 +851,11 @@ class Scheduler {
       }
       case OpCategory::Movement:
         if (n->op == Op::Copy) return Realize{n};
-        if (n->op == Op::Expand) {
+        if (n->op == Op::Expand || n->op == Op::Window) {
+          // Overlapping windows read each element several times, as an expand does.
           if (NodeRef c = expanded_computation(n); c && !reaches_row_stage(c)) return Realize{c};
         }
-        if (n->op == Op::Reshape) {
+        if (n->op == Op::Reshape || n->op == Op::Window) {
           auto it = reshape_source_.find(n);
           NodeRef src = it == reshape_source_.end() ? n->src[0] : it->second;
           return fuse(src, with(n), space);

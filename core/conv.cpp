@@ -1,8 +1,8 @@
 // nx::conv and nx::conv_transpose (core/conv.h, docs/conv.md) as compositions of nx ops: the
-// operands are permuted to channels first, the input dilated and padded, its windows gathered
-// (one nx::take per spatial dimension) and contracted with the kernel by one batched nx::matmul
-// whose k index is (input channel, kernel offsets) row-major. The helpers the windowed
-// reductions share (core/window.cpp) are here too (core/window_internal.h).
+// operands are permuted to channels first, the input dilated and padded, its windows viewed
+// (one ir::Op::Window per spatial dimension: a strided view, no gather) and contracted with the
+// kernel by one batched nx::matmul whose k index is (input channel, kernel offsets) row-major. The
+// helpers the windowed reductions share (core/window.cpp) are here too (core/window_internal.h).
 #include "core/conv.h"
 
 #include <algorithm>
@@ -105,12 +105,11 @@ Tensor windows(const Tensor& x, const std::vector<int>& axes, const std::vector<
   Tensor r = x;
   // From the last axis to the first, so the positions of the axes not yet done stay as given.
   for (size_t i = axes.size(); i-- > 0;) {
-    std::vector<double> idx;
-    idx.reserve(static_cast<size_t>(out[i] * k[i]));
-    for (int64_t o = 0; o < out[i]; ++o)
-      for (int64_t j = 0; j < k[i]; ++j)
-        idx.push_back(static_cast<double>(o * stride[i] + j * dilation[i]));
-    r = take(r, create(DType::Int64, {out[i], k[i]}, idx), axes[i]);
+    Shape s = r.shape();
+    s[axes[i]] = out[i];
+    s.insert(s.begin() + axes[i] + 1, k[i]);
+    r = prim(ir::Op::Window, r.dtype(), s, {r},
+             std::vector<int64_t>{axes[i], k[i], stride[i], dilation[i]});
   }
   return r;
 }

@@ -44,6 +44,10 @@ std::optional<ir::View> view_op(ir::Op op, const ir::View& v, const Shape& shape
       return v.expand(shape);
     case ir::Op::Shrink:
       return v.shrink(std::get<ir::Pairs>(arg));
+    case ir::Op::Window: {
+      const auto& a = std::get<std::vector<int64_t>>(arg);
+      return v.window(static_cast<int>(a[0]), shape[a[0]], a[1], a[2], a[3]);
+    }
     case ir::Op::Flip: {
       std::vector<bool> axes(v.shape.size(), false);
       for (auto a : std::get<std::vector<int64_t>>(arg)) axes[a] = true;

@@ -1,5 +1,5 @@
-// Internal helpers shared by core/conv.cpp, core/window.cpp and core/resize.cpp: windows gathered
-// as nx ops. Not part of the public API.
+// Internal helpers shared by core/conv.cpp, core/window.cpp and core/resize.cpp: windows as
+// strided views. Not part of the public API.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,7 +18,8 @@ Tensor pad_or_crop(const Tensor& x, const std::vector<int>& axes,
                    const std::vector<std::pair<int64_t, int64_t>>& widths, double value);
 // x with each axis axes[i] (increasing) replaced by the two axes [out[i], k[i]]:
 // r[..., o, j, ...] = x[..., o * stride[i] + j * dilation[i], ...]. Every such index must lie
-// inside x (the caller checked). One nx::take per axis.
+// inside x (the caller checked). One ir::Op::Window per axis: a strided view of x (of a copy
+// where x is padded), whose gradient adds each window's entries back (trace/vjp.cpp unwindow).
 Tensor windows(const Tensor& x, const std::vector<int>& axes, const std::vector<int64_t>& out,
                const std::vector<int64_t>& k, const std::vector<int64_t>& stride,
                const std::vector<int64_t>& dilation);

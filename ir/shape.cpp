@@ -151,6 +151,23 @@ View View::flip(const std::vector<bool>& axes) const {
   return r;
 }
 
+std::optional<View> View::window(int axis, int64_t out, int64_t window, int64_t stride,
+                                 int64_t dilation) const {
+  if (!mask.empty() && (mask[axis].first != 0 || mask[axis].second != shape[axis]))
+    return std::nullopt;
+  View r = *this;
+  const int64_t s = strides[axis];
+  r.shape[axis] = out;
+  r.shape.insert(r.shape.begin() + axis + 1, window);
+  r.strides[axis] = stride * s;
+  r.strides.insert(r.strides.begin() + axis + 1, dilation * s);
+  if (!r.mask.empty()) {
+    r.mask[axis] = {0, out};
+    r.mask.insert(r.mask.begin() + axis + 1, {0, window});
+  }
+  return r;
+}
+
 View View::pad(const std::vector<std::pair<int64_t, int64_t>>& w) const {
   View r = *this;
   if (r.mask.empty())

@@ -51,6 +51,10 @@ struct View {
   View shrink(const std::vector<std::pair<int64_t, int64_t>>& bounds) const;
   View flip(const std::vector<bool>& axes) const;
   View pad(const std::vector<std::pair<int64_t, int64_t>>& widths) const;
+  // Axis `axis` as [out, window] (ir::Op::Window): strides stride * s and dilation * s. nullopt
+  // where that axis is masked (a padded axis's windows are no box of valid indices).
+  std::optional<View> window(int axis, int64_t out, int64_t window, int64_t stride,
+                             int64_t dilation) const;
   // Reshape without copying where the strides allow it; nullopt otherwise.
   std::optional<View> reshape(const Shape& to) const;
   // Smallest and largest element offset reached by valid indices (for bounds and donation).

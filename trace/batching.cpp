@@ -115,6 +115,12 @@ BatchedNode batch_Pad(NodeRef n, const std::vector<BatchedNode>& src, int64_t B)
   return with_pair(n, src, B, {{0, 0}});
 }
 constexpr Rule batch_Flip = shifted_axes;
+// Window's axis (its first argument) moves one place up behind the batch axis.
+BatchedNode batch_Window(NodeRef n, const std::vector<BatchedNode>& src, int64_t B) {
+  std::vector<int64_t> a = ir::arg_ints(n);
+  a[0] += 1;
+  return {ir::make(Op::Window, n->dtype, with_batch(B, n->shape), all_batched(src, B), a), true};
+}
 constexpr Rule batch_Copy = same_arg;
 constexpr Rule batch_Load = kernel_only;
 constexpr Rule batch_Valid = kernel_only;

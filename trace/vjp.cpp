@@ -107,6 +107,57 @@ NodeRef ungather(NodeRef x, NodeRef idx, NodeRef g, int64_t axis) {
   return reshape(reduce_sum(picked, {axis + 1}), x->shape);
 }
 
+// The cotangent of Window(x) (windows along `axis`: out[.., o, j, ..] = x[.., o s + j d, ..]):
+// each element of x gets the sum of the window entries that view it. Per tap j the slice
+// g[.., :, j, ..] is spread to positions o s + j d (zeros between, a pad of a size-1 axis and a
+// reshape) and the K spread slices are added in increasing j: pads and adds, one elementwise
+// kernel, no scatter. Built from primitives with rules, so it differentiates again.
+NodeRef unwindow(NodeRef x, NodeRef g, const std::vector<int64_t>& a) {
+  const auto axis = static_cast<size_t>(a[0]);
+  const int64_t k = a[1], stride = a[2], dil = a[3];
+  const int64_t L = x->shape[axis], out = g->shape[axis];
+  const size_t nd = g->shape.size();
+  NodeRef sum = nullptr;
+  for (int64_t j = 0; j < k; ++j) {
+    ir::Pairs tap(nd);
+    for (size_t d = 0; d < nd; ++d) tap[d] = {0, g->shape[d]};
+    tap[axis + 1] = {j, j + 1};
+    Shape one = g->shape;
+    one[axis + 1] = 1;
+    NodeRef t = ir::make(Op::Shrink, g->dtype, one, {g}, tap);
+    int64_t spread = out;  // t's extent along axis once spread by the stride
+    if (stride > 1) {
+      ir::Pairs gap(nd, {0, 0});
+      gap[axis + 1] = {0, stride - 1};
+      Shape wide = one;
+      wide[axis + 1] = stride;
+      t = ir::make(Op::Pad, g->dtype, wide, {t}, gap);
+      spread = out * stride;
+    }
+    Shape flat = x->shape;
+    flat[axis] = spread;
+    t = reshape(t, flat);
+    // Placed at offset j d in [0, L): the spread's tail past L holds only its zeros (every
+    // window ends inside x), so it is cut.
+    const int64_t lo = j * dil, room = L - lo;
+    if (spread > room) {
+      ir::Pairs cut(x->shape.size());
+      for (size_t d = 0; d < cut.size(); ++d) cut[d] = {0, flat[d]};
+      cut[axis] = {0, room};
+      flat[axis] = room;
+      t = ir::make(Op::Shrink, g->dtype, flat, {t}, cut);
+      spread = room;
+    }
+    if (lo > 0 || spread < L) {
+      ir::Pairs place(x->shape.size(), {0, 0});
+      place[axis] = {lo, L - lo - spread};
+      t = ir::make(Op::Pad, g->dtype, x->shape, {t}, place);
+    }
+    sum = sum ? add(sum, t) : t;
+  }
+  return sum ? sum : like(x, 0);
+}
+
 // (1 - x)(1 + x): 1 - x^2 without the cancellation of 1 - x*x near |x| = 1.
 NodeRef one_minus_square(NodeRef x) { return mul(sub(like(x, 1), x), add(like(x, 1), x)); }
 
@@ -301,6 +352,8 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
     }
     case Op::Flip:
       return {ir::make(Op::Flip, g->dtype, g->shape, {g}, n->arg)};
+    case Op::Window:
+      return {unwindow(A(0), g, ir::arg_ints(n))};
     default:
       // Piecewise-constant or non-float ops (floor, round, comparisons, bit ops): no gradient.
       return std::vector<NodeRef>(s.size(), nullptr);

@@ -6,8 +6,9 @@
 // Or Xor Shl Shr CmpLt CmpLe CmpEq CmpNe Where IsNan Max Min Fma Const. Every add and mul is
 // rounded separately (backends never contract a*b+c); the only fused operation is an explicit Fma,
 // which every backend renders as an IEEE fma (one rounding). Most algorithms use error-free
-// transformations (TwoSum, Veltkamp/Dekker products) for the extra precision they need; float32
-// exp and tanh use Fma instead (exact range reduction, Horner steps, exact division residuals):
+// transformations (TwoSum, and exact products whose error term is one Fma: 2 operations where
+// the Veltkamp/Dekker product took 17, the same bits) for the extra precision they need; float32
+// exp and tanh use Fma further (exact range reduction, Horner steps, exact division residuals):
 // 34 and 61 operations where the TwoSum/Dekker versions took 49 and 123 (tanh: one division, was
 // two). No lookup tables: a few constants (and the words of 2/pi for the float64 trig reduction)
 // are chosen with Where.

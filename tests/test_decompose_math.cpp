@@ -916,7 +916,7 @@ TEST(DecomposeMath, DecomposeCoversTheNewPrimitives) {
                                 Op::Abs,   Op::Floor, Op::Round, Op::Cast,  Op::Bitcast, Op::And,
                                 Op::Or,    Op::Xor,   Op::Shl,   Op::Shr,   Op::CmpLt,   Op::CmpLe,
                                 Op::CmpEq, Op::CmpNe, Op::Where, Op::IsNan, Op::Max,     Op::Min,
-                                Op::Not,   Op::Const, Op::Load};
+                                Op::Not,   Op::Fma,   Op::Const, Op::Load};
   const double kValues[] = {0.0,  -0.0, 1.0,  -1.0, 0.3,      4.0,       1e-40, 3e38,
                             -2.5, 7.0,  27.0, -6.5, INFINITY, -INFINITY, NAN};
   for (Op op : {Op::Rsqrt, Op::Erfc, Op::IsInf, Op::IsFinite}) {

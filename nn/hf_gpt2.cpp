@@ -1,7 +1,7 @@
 // Hugging Face GPT-2 checkpoints (nn/hf_gpt2.h, docs/nn.md "Hugging Face GPT-2"): config.json
 // read with nlohmann::json (the library that reads safetensors headers), transformers' tensor
 // names mapped onto rune::nn::GPT2's tree and checked (name, dtype, shape) before anything is
-// built, every problem named in one error.
+// built, every problem named in one error; and the same directory written from a GPT2.
 #include "nn/hf_gpt2.h"
 
 #include <filesystem>
@@ -266,6 +266,46 @@ GPT2 load_hf_gpt2(const std::string& dir, const HFGPT2Options& options) {
   }
   const GPT2Config c = parse_config(api, read_text(api, config), config);
   return from_state_dict(api, weights, c, detail::load_file(api, weights), options);
+}
+
+void save_hf_gpt2(const GPT2& model, const std::string& dir) {
+  constexpr const char* api = "rune::nn::save_hf_gpt2";
+  namespace fs = std::filesystem;
+  const GPT2Config c = model.config();
+  nx::TensorMap tensors;
+  for (const auto& [path, t] : named_params(model)) {
+    if (t.dtype() != nx::float32)
+      fail(api, dir, "tensor '" + path + "' is " + t.describe() + "; the checkpoint is float32");
+    tensors.emplace("transformer." + path, t);
+  }
+  json j = {{"model_type", "gpt2"},
+            {"architectures", {"GPT2LMHeadModel"}},
+            {"vocab_size", c.vocab_size},
+            {"n_positions", c.n_positions},
+            {"n_embd", c.n_embd},
+            {"n_layer", c.n_layer},
+            {"n_head", c.n_head},
+            {"n_inner", c.n_inner ? json(c.n_inner) : json(nullptr)},
+            {"layer_norm_epsilon", c.layer_norm_epsilon},
+            {"activation_function", "gelu_new"},
+            {"tie_word_embeddings", true},
+            {"dtype", "float32"}};
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(api, dir, "cannot create the directory: " + ec.message());
+  detail::save_file(api, (fs::path(dir) / "model.safetensors").string(), tensors);
+  const fs::path config = fs::path(dir) / "config.json", tmp = config.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << j.dump(2) << "\n";
+    if (!out.flush()) fail(api, tmp.string(), "cannot write the file");
+  }
+  fs::rename(tmp, config, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    fs::remove(tmp, ec);
+    fail(api, config.string(), "cannot rename the temporary file over it: " + why);
+  }
 }
 
 }  // namespace rune::nn

@@ -1,6 +1,6 @@
 // Hugging Face GPT-2 checkpoints for rune::nn::GPT2 (nn/gpt2.h; docs/nn.md "Hugging Face
 // GPT-2"): the directory transformers' `save_pretrained` writes (config.json and
-// model.safetensors) loaded into a GPT2.
+// model.safetensors) loaded into a GPT2, and a GPT2 saved as such a directory.
 //
 // Names: transformers' parameter names, with or without the "transformer." prefix
 // (GPT2LMHeadModel's files have it, GPT2Model's do not), are the tree's paths (nn/gpt2.h).
@@ -45,5 +45,13 @@ GPT2 from_hf_gpt2_state_dict(const GPT2Config& config, const nx::TensorMap& tens
 // dir/model.safetensors. Sharded checkpoints (model.safetensors.index.json) and pickled ones
 // (pytorch_model.bin) are not read.
 GPT2 load_hf_gpt2(const std::string& dir, const HFGPT2Options& options = {});
+
+// Writes `model` as save_pretrained does, for GPT2LMHeadModel.from_pretrained(dir):
+// dir/model.safetensors (float32 tensors named "transformer." + their tree paths, lm_head.weight
+// left out as it is tied) and dir/config.json (model_type "gpt2", architectures
+// ["GPT2LMHeadModel"], the hyperparameters of model.config(), activation_function "gelu_new",
+// tie_word_embeddings true; the fields it leaves out take transformers' defaults). Creates dir;
+// each file is written to a temporary and renamed over its name.
+void save_hf_gpt2(const GPT2& model, const std::string& dir);
 
 }  // namespace rune::nn

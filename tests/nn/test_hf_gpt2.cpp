@@ -314,6 +314,53 @@ TEST(HFGPT2, InitHasTransformersShapesAndScales) {
   EXPECT_EQ(bits(nx::slice(out, {{}, {0, 3}})), bits(prompt));
 }
 
+// RUNE_HF_GPT2_SAVE_DIR=<dir> makes this test also write the checkpoint to <dir> for
+// `gen_hf_gpt2.py --check <dir>` (transformers loading rune's files).
+TEST(HFGPT2, SaveLoadRoundTripsWithTransformersNames) {
+  const nn::GPT2 m = nn::load_hf_gpt2(data_dir());
+  const std::string dir = temp_dir("saved");
+  nn::save_hf_gpt2(m, dir);
+  if (const char* out = std::getenv("RUNE_HF_GPT2_SAVE_DIR")) nn::save_hf_gpt2(m, out);
+  EXPECT_EQ(model_bits(nn::load_hf_gpt2(dir)), model_bits(m));
+  // The file holds save_pretrained's names, shapes and bits.
+  nx::TensorMap saved = nx::load(dir + "/model.safetensors"),
+                original = nx::load(data("model.safetensors"));
+  ASSERT_EQ(saved.size(), original.size());
+  for (const auto& [name, t] : original) {
+    ASSERT_TRUE(saved.count(name)) << name;
+    EXPECT_EQ(bits(saved.at(name)), bits(t)) << name;
+  }
+  const std::string config = read(dir + "/config.json");
+  for (const char* field :
+       {"\"model_type\": \"gpt2\"", "\"vocab_size\": 97", "\"n_positions\": 64", "\"n_embd\": 32",
+        "\"n_layer\": 2", "\"n_head\": 4", "\"n_inner\": null", "\"layer_norm_epsilon\": 1e-05",
+        "\"activation_function\": \"gelu_new\"", "\"tie_word_embeddings\": true",
+        "\"GPT2LMHeadModel\""})
+    EXPECT_NE(config.find(field), std::string::npos) << field << " in\n" << config;
+  // A model of other shapes writes its own (n_inner given when it is not 4 n_embd).
+  nn::GPT2 small = nn::GPT2::init(nx::random::key(1), {.vocab_size = 11,
+                                                       .n_positions = 8,
+                                                       .n_embd = 8,
+                                                       .n_layer = 1,
+                                                       .n_head = 2,
+                                                       .n_inner = 12,
+                                                       .layer_norm_epsilon = 1e-6});
+  nn::save_hf_gpt2(small, dir);
+  nn::GPT2Config c = nn::read_hf_gpt2_config(dir + "/config.json");
+  EXPECT_EQ(c.inner(), 12);
+  EXPECT_EQ(c.layer_norm_epsilon, 1e-6);
+  EXPECT_EQ(model_bits(nn::load_hf_gpt2(dir)), model_bits(small));
+  expect_error(
+      [&] {
+        nn::GPT2 half = small;
+        half.wpe.weight = nx::cast(half.wpe.weight, nx::float16);
+        nn::save_hf_gpt2(half, dir);
+      },
+      {"rune::nn::save_hf_gpt2: '",
+       "tensor 'wpe.weight' is float16 [8, 8]; the checkpoint is "
+       "float32"});
+}
+
 // ---- errors ----
 
 TEST(HFGPT2, TensorErrorsNameTheApiAndTheTensor) {

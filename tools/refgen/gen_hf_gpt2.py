@@ -24,13 +24,24 @@ full-recompute argmax loop in float32 and in float64, so the tokens do not hang 
 
     bench/.venv/bin/python -m pip install transformers    # once (torch and safetensors are there)
     bench/.venv/bin/python tools/refgen/gen_hf_gpt2.py
+
+Check mode (optional, not run by ctest): transformers loads the checkpoint rune saved
+(rune::nn::save_hf_gpt2, written by the C++ test with RUNE_HF_GPT2_SAVE_DIR=<dir>):
+
+    RUNE_HF_GPT2_SAVE_DIR=<dir> build/tests/nn/test_hf_gpt2 --gtest_filter='*SaveLoad*'
+    bench/.venv/bin/python tools/refgen/gen_hf_gpt2.py --check <dir>
+
+GPT2LMHeadModel.from_pretrained(<dir>) must report no missing, unexpected or mismatched keys,
+and its logits and greedy continuations must equal reference.safetensors' bit for bit (rune saved
+the weights it loaded).
 """
+import argparse
 import json
 import os
 import sys
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from transformers import GPT2Config, GPT2LMHeadModel
 
 NEW_TOKENS = 20
@@ -78,9 +89,40 @@ def smallest_gap(model, seq, prompt_len):
     return (top[..., 0] - top[..., 1]).min().item()
 
 
+def check(data, saved):
+    ref = load_file(os.path.join(data, "reference.safetensors"))
+    model, info = GPT2LMHeadModel.from_pretrained(saved, output_loading_info=True,
+                                                  attn_implementation="eager")
+    model.eval()
+    problems = {k: v for k, v in info.items() if v}
+    ok = not problems
+    print("from_pretrained(%s): %s" % (saved, problems or "no missing, unexpected or mismatched "
+                                       "keys"))
+    for suffix in ("", "1"):
+        ids = ref["prompt" + suffix]
+        with torch.no_grad():
+            logits = model(ids).logits
+            greedy = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                    max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                                    pad_token_id=0)
+        same = torch.equal(logits, ref["logits" + suffix])
+        same_greedy = torch.equal(greedy, ref["greedy" + suffix])
+        ok = ok and same and same_greedy
+        print("prompt%-2s logits %s, greedy continuation %s" %
+              (suffix, "bit-identical" if same else "differ by %g" %
+               (logits - ref["logits" + suffix]).abs().max().item(),
+               "equal" if same_greedy else "differs"))
+    return ok
+
+
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     out = os.path.normpath(os.path.join(root, "tests", "data", "hf_gpt2"))
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", metavar="DIR", help="load rune's saved checkpoint from DIR")
+    a = p.parse_args()
+    if a.check:
+        sys.exit(0 if check(out, a.check) else 1)
     os.makedirs(out, exist_ok=True)
     model = make_model()
     model.save_pretrained(out)

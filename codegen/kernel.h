@@ -42,8 +42,12 @@ inline constexpr int kReduceLanes = 8;
 
 // The operands of a contraction kernel: a over [batch..., M, K] and b over [batch..., K, N],
 // strided views of params 1 and 2 (no masks).
+// Host schedules may read an operand whose M, K or N axis spans several view axes (a
+// convolution's windows: codegen/grouped_view.h): a_groups / b_groups then give the view axes
+// per logical axis (batch axes one each), and the views are over those axes. Empty: one each.
 struct Contraction {
   ir::View a, b;
+  std::vector<int> a_groups, b_groups;
   int a_param = 1, b_param = 2;
   // The product's dtype (its Acc leaf: float32 or float64) and each operand's dtype in memory:
   // the product's, or float16 / bfloat16 widened exactly to float32 as it is read (GPU
@@ -51,6 +55,9 @@ struct Contraction {
   ir::DType dtype = ir::DType::Float32;
   ir::DType a_dtype = ir::DType::Float32, b_dtype = ir::DType::Float32;
   bool operator==(const Contraction&) const = default;
+  // The operands' logical shapes ([batch..., M, K] and [batch..., K, N]).
+  ir::Shape a_shape() const;
+  ir::Shape b_shape() const;
 };
 
 // The operation of a library kernel and its operand's dtype and first element; a HostCall's

@@ -75,8 +75,8 @@ struct Mnk {
   int64_t m = 0, n = 0, k = 0, batch = 1;
 };
 Mnk mnk(const KernelSpec& k) {
-  const auto& a = k.contract->a.shape;
-  const auto& b = k.contract->b.shape;
+  const auto a = k.contract->a_shape();
+  const auto b = k.contract->b_shape();
   const size_t nd = a.size();
   Mnk r{a[nd - 2], b[nd - 1], a[nd - 1], 1};
   for (size_t d = 0; d + 2 < nd; ++d) r.batch *= a[d];

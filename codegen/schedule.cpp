@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "codegen/decompose.h"
+#include "codegen/grouped_view.h"
 #include "ir/debug.h"
 #include "ir/env.h"
 #include "ir/rewrite.h"
@@ -27,6 +28,9 @@ size_t KernelSpec::hash() const {
       for (auto d : v->strides) h = h * 139 + static_cast<size_t>(d);
       h = h * 149 + static_cast<size_t>(v->offset);
     }
+  if (contract)
+    for (const auto* g : {&contract->a_groups, &contract->b_groups})
+      for (int n : *g) h = h * 191 + static_cast<size_t>(n);
   if (library) {
     h = (h * 151 + static_cast<size_t>(library->op)) * 157 +
         static_cast<size_t>(library->in_dtype) * 163 + static_cast<size_t>(library->offset);
@@ -90,43 +94,6 @@ class OrRealize {
   std::optional<T> value_;
   NodeRef need_ = nullptr;
 };
-
-// Applies the movement ops on the path from a kernel's root down to a leaf (outermost first in
-// `mops`) to the leaf's own view, innermost first. Returns the failing reshape, if any.
-View apply_movement(const View& base, NodeRef movement) {
-  const View& v = base;
-  switch (movement->op) {
-    case Op::Permute: {
-      std::vector<int> perm(arg_ints(movement).begin(), arg_ints(movement).end());
-      return v.permute(perm);
-    }
-    case Op::Expand:
-      return v.expand(movement->shape);
-    case Op::Shrink:
-      return v.shrink(arg_pairs(movement));
-    case Op::Pad:
-      return v.pad(arg_pairs(movement));
-    case Op::Flip: {
-      std::vector<bool> axes(v.shape.size(), false);
-      for (auto a : arg_ints(movement)) axes[a] = true;
-      return v.flip(axes);
-    }
-    default:
-      throw std::logic_error("schedule: not a view movement");
-  }
-}
-
-// A movement op applied to a view, or nullopt where no strided view expresses it: a reshape
-// the strides do not allow, windows along a masked (padded) axis. The caller then reads a
-// contiguous copy of the op's source (reshape_source_).
-std::optional<View> view_through(const View& v, NodeRef m) {
-  if (m->op == Op::Reshape) return v.reshape(m->shape);
-  if (m->op == Op::Window) {
-    const auto& a = arg_ints(m);
-    return v.window(static_cast<int>(a[0]), m->shape[a[0]], a[1], a[2], a[3]);
-  }
-  return apply_movement(v, m);
-}
 
 struct MemoKey {
   NodeRef node;
@@ -287,7 +254,10 @@ class Scheduler {
   // schedule's contraction operand), one exact cast of float16 / bfloat16 to float32 among them
   // folds in too: the view is then of the 16-bit buffer, *widened its dtype, and the kernel
   // widens each element as it reads it (movement ops and an elementwise cast commute).
-  OrRealize<std::pair<int, View>> operand_view(NodeRef x, DType* widened = nullptr) {
+  // The operand views of a contraction (`grouped`: a host schedule's, whose M, K and N axes may
+  // each span several view axes, codegen/grouped_view.h), a library kernel or a gather.
+  OrRealize<std::pair<int, GroupedView>> operand_view(NodeRef x, DType* widened = nullptr,
+                                                      bool grouped = false) {
     std::vector<NodeRef> mops;
     NodeRef s = x;
     for (;;) {
@@ -304,6 +274,36 @@ class Scheduler {
       auto it = reshape_source_.find(s);
       s = it != reshape_source_.end() && slot_of_.count(it->second) ? it->second : s->src[0];
     }
+    // The movement ops applied to `base`, innermost first: the view, or the op no view
+    // expresses. A grouped view must keep its batch axes whole and have no mask; where it does
+    // not, the plain views decide.
+    auto through = [&](const View& base, bool groups) {
+      GroupedView g = GroupedView::of(base);
+      for (size_t i = mops.size(); i-- > 0;) {
+        std::optional<GroupedView> r =
+            groups ? g.through(mops[i]) : [&]() -> std::optional<GroupedView> {
+          auto v = view_through(g.view, mops[i]);
+          if (!v) return std::nullopt;
+          return GroupedView::of(*v);
+        }();
+        if (!r) return std::pair<std::optional<GroupedView>, NodeRef>{std::nullopt, mops[i]};
+        g = *r;
+      }
+      return std::pair<std::optional<GroupedView>, NodeRef>{g, nullptr};
+    };
+    auto usable = [&](const std::optional<GroupedView>& g) {
+      if (!g || !g->view.mask.empty()) return false;
+      for (size_t d = 0; d + 2 < g->groups.size(); ++d)
+        if (g->groups[d] != 1) return false;
+      return true;
+    };
+    auto best = [&](const View& base) {
+      if (grouped) {
+        auto r = through(base, true);
+        if (usable(r.first)) return r;
+      }
+      return through(base, false);
+    };
     // What is under the views is not a buffer yet. Where a strided view of it expresses them,
     // it is materialised as itself and read through them: its kernel keeps its own shape, so a
     // layer norm stays a row kernel under the reshape to the product's rows, and attention's q,
@@ -313,29 +313,23 @@ class Scheduler {
     // reduction is a kernel of its own anyway: materialised as itself, then copied where the
     // views need it (below).
     if (s->op != Op::Param && !slot_of_.count(s)) {
-      std::optional<View> w = View::contiguous(s->shape);
-      for (size_t i = mops.size(); i-- > 0 && w;) w = view_through(*w, mops[i]);
-      const bool viewable = w && w->mask.empty();
+      const bool viewable = usable(best(View::contiguous(s->shape)).first);
       return Realize{viewable || is_reduce_or_contract(s) ? s : x};
     }
     int slot = s->op == Op::Param ? static_cast<int>(arg_load(s).param) : slot_of_.at(s);
     View v = s->op == Op::Param ? arg_load(s).view : View::contiguous(s->shape);
-    for (size_t i = mops.size(); i-- > 0;) {
-      NodeRef m = mops[i];
-      auto r = view_through(v, m);
-      if (!r) {
-        // No strided view expresses this reshape (or windows of a padded axis): copy its
-        // source contiguous (as leaf_view does) and read the copy through it and the views
-        // above it. Realising the whole operand instead copied the copy again (attention's
-        // heads joined for the output projection: a permute copy, then a reshape copy of it).
-        NodeRef copy = make(Op::Copy, m->src[0]->dtype, m->src[0]->shape, {m->src[0]});
-        reshape_source_[m] = copy;
-        return Realize{copy};
-      }
-      v = *r;
+    auto [g, failed] = best(v);
+    if (failed) {
+      // No strided view expresses this reshape (or windows of a padded axis): copy its source
+      // contiguous (as leaf_view does) and read the copy through it and the views above it.
+      // Realising the whole operand instead copied the copy again (attention's heads joined
+      // for the output projection: a permute copy, then a reshape copy of it).
+      NodeRef copy = make(Op::Copy, failed->src[0]->dtype, failed->src[0]->shape, {failed->src[0]});
+      reshape_source_[failed] = copy;
+      return Realize{copy};
     }
-    if (!v.mask.empty()) return Realize{x};
-    return std::pair{slot, v};
+    if (!g->view.mask.empty()) return Realize{x};
+    return std::pair{slot, *g};
   }
 
   // A library kernel reads its operand as one contiguous buffer (from any offset): views that
@@ -343,12 +337,13 @@ class Scheduler {
   // copied to contiguous memory first.
   void build_library(NodeRef target, int slot) {
     NodeRef x = target->src[0];
-    OrRealize<std::pair<int, View>> op = operand_view(x);
+    OrRealize<std::pair<int, GroupedView>> op = operand_view(x);
     while (!op.ok()) {
       realize(op.need());
       op = operand_view(x);
     }
-    auto [sx, vx] = op.value();
+    auto [sx, gx] = op.value();
+    View vx = gx.view;
     bool contiguous = vx.shape == x->shape && vx.mask.empty();
     auto cs = contiguous_strides(x->shape);
     for (size_t d = 0; d < x->shape.size() && contiguous; ++d)
@@ -936,13 +931,21 @@ class Scheduler {
                                      !(row_kernels_ && reduced_before_target(n))));
     if (!fusable) return Realize{n};
     DType da = n->dtype, db = n->dtype;
-    OrRealize<std::pair<int, View>> a = operand_view(n->src[0], &da);
+    OrRealize<std::pair<int, GroupedView>> a = operand_view(n->src[0], &da, grouped_operands_);
     if (!a.ok()) return a.realize_first();
-    OrRealize<std::pair<int, View>> b = operand_view(n->src[1], &db);
+    OrRealize<std::pair<int, GroupedView>> b = operand_view(n->src[1], &db, grouped_operands_);
     if (!b.ok()) return b.realize_first();
     auto [sa, va] = a.value();
     auto [sb, vb] = b.value();
-    k_.contract = Contraction{va, vb, param_for_slot(sa), param_for_slot(sb), n->dtype, da, db};
+    k_.contract = Contraction{va.view,
+                              vb.view,
+                              va.plain() ? std::vector<int>{} : va.groups,
+                              vb.plain() ? std::vector<int>{} : vb.groups,
+                              param_for_slot(sa),
+                              param_for_slot(sb),
+                              n->dtype,
+                              da,
+                              db};
     return make(Op::Acc, n->dtype, {}, {});
   }
 
@@ -953,11 +956,12 @@ class Scheduler {
     // strided view, anything else is materialised first) at an element index the kernel
     // computes from idx, which fuses like any operand. The index is in range for every idx
     // value, so no load leaves x's storage.
-    OrRealize<std::pair<int, View>> xv = operand_view(n->src[0]);
+    OrRealize<std::pair<int, GroupedView>> xv = operand_view(n->src[0]);
     if (!xv.ok()) return xv.realize_first();
     OrRealize<NodeRef> idx = fuse(n->src[1], mops, space);
     if (!idx.ok()) return idx;
-    auto [sx, vx] = xv.value();
+    auto [sx, gx] = xv.value();
+    const View& vx = gx.view;
     const auto axis = static_cast<size_t>(arg_int(n));
     // The offset of every other axis: x's view over the result's shape, axis stride 0.
     View rest{n->shape, vx.strides, vx.offset, {}};
@@ -982,6 +986,10 @@ class Scheduler {
   std::vector<NodeRef> roots_;
   bool fuse_epilogues_;
   bool half_operands_;  // a GPU schedule: contractions read float16 / bfloat16 operands
+  // A host schedule: contraction operands may be grouped views (codegen/grouped_view.h), which
+  // the host's gemm packs through offset tables. The GPU's contraction lowering reads plain
+  // strided views, so there the im2col is copied first (the same values in the same chains).
+  bool grouped_operands_ = !half_operands_;
   Schedule out_;
   std::unordered_map<NodeRef, std::vector<NodeRef>> consumers_;
   std::unordered_map<NodeRef, int> readers_;  // memo of readers()

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "codegen/grouped_view.h"
 #include "ir/env.h"
 #include "runtime/thread_pool.h"
 
@@ -227,6 +228,50 @@ void pack_a(const T* a, int64_t rs, int64_t cs, int64_t rows, int64_t kc, T* out
   }
 }
 
+// pack_a for a grouped operand: a[i, p] at a[rows[i] + cols[p]]. A panel whose rows are
+// neighbours in memory (a run of output positions of a convolution) is read as one run.
+template <class T, int kMR>
+void pack_a_table(const T* a, const int64_t* rows, const int64_t* cols, int64_t n_rows, int64_t kc,
+                  T* out) {
+  for (int64_t i0 = 0; i0 < n_rows; i0 += kMR) {
+    int r = static_cast<int>(std::min<int64_t>(kMR, n_rows - i0));
+    const int64_t* ro = rows + i0;
+    bool run = true;
+    for (int i = 1; i < r && run; ++i) run = ro[i] == ro[0] + i;
+    for (int64_t p = 0; p < kc; ++p, out += kMR) {
+      const T* src = a + cols[p];
+      if (run) {
+        for (int i = 0; i < r; ++i) out[i] = src[ro[0] + i];
+      } else {
+        for (int i = 0; i < r; ++i) out[i] = src[ro[i]];
+      }
+      for (int i = r; i < kMR; ++i) out[i] = T(0);
+    }
+  }
+}
+
+// pack_b for a grouped operand: b[p, j] at b[rows[p] + cols[j]]; a panel whose columns are
+// neighbours in memory is copied as one run.
+template <class T, int NR>
+void pack_b_table(const T* b, const int64_t* rows, const int64_t* cols, int64_t kc, int64_t n_cols,
+                  T* out) {
+  for (int64_t j0 = 0; j0 < n_cols; j0 += NR) {
+    int w = static_cast<int>(std::min<int64_t>(NR, n_cols - j0));
+    const int64_t* co = cols + j0;
+    bool run = true;
+    for (int j = 1; j < w && run; ++j) run = co[j] == co[0] + j;
+    for (int64_t p = 0; p < kc; ++p, out += NR) {
+      const T* src = b + rows[p];
+      if (run) {
+        std::memcpy(out, src + co[0], sizeof(T) * static_cast<size_t>(w));
+      } else {
+        for (int j = 0; j < w; ++j) out[j] = src[co[j]];
+      }
+      for (int j = w; j < NR; ++j) out[j] = T(0);
+    }
+  }
+}
+
 // Transposes one panel of b whose k index is contiguous (b[p, j] at src[p + j * cs], w <= NR
 // columns): row p of the panel (out + p * NR) gets b[p, 0..w). 8 x 8 floats or 4 x 4 doubles
 // at a time: B rows of b's storage (B consecutive k each) are loaded as vectors and transposed
@@ -396,7 +441,7 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
   // full panels are then read in place when its columns are contiguous (a weight gradient's
   // x^T dh: 100 KiB of dh copied per step for 2 rows); a partial panel is still packed (its
   // zero columns). The same values meet in the same chains: the same bits.
-  const bool b_in_place = g.b_cs == 1 && m_hi - m_lo <= kMR;
+  const bool b_in_place = g.b_rows.empty() && g.b_cs == 1 && m_hi - m_lo <= kMR;
   // The epilogue is elementwise, so where it is cut changes no bit: by blocks of whole rows
   // as they complete (below) where this task's columns are the output's whole rows.
   const bool rows_early = g.epilogue && !g.transposed && n_lo == 0 && n_hi == g.n && g.n <= kNC;
@@ -411,12 +456,17 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
       bool fresh = pc == 0;
       const T* b_block = b + pc * g.b_rs + jc * g.b_cs;
       const int64_t packed_from = b_in_place ? nc / NR * NR : 0;
-      if (packed_from < nc)
+      if (!g.b_rows.empty())
+        pack_b_table<T, NR>(b, g.b_rows.data() + pc, g.b_cols.data() + jc, kc, nc, bp);
+      else if (packed_from < nc)
         pack_b<T, NR>(b_block + packed_from * g.b_cs, g.b_rs, g.b_cs, kc, nc - packed_from,
                       bp + packed_from * kc);
       for (int64_t ic = m_lo; ic < m_hi; ic += kMC) {
         int64_t mc = std::min(kMC, m_hi - ic);
-        pack_a<T, kMR>(a + ic * g.a_rs + pc * g.a_cs, g.a_rs, g.a_cs, mc, kc, ap);
+        if (!g.a_rows.empty())
+          pack_a_table<T, kMR>(a, g.a_rows.data() + ic, g.a_cols.data() + pc, mc, kc, ap);
+        else
+          pack_a<T, kMR>(a + ic * g.a_rs + pc * g.a_cs, g.a_rs, g.a_cs, mc, kc, ap);
         for (int64_t jr = 0; jr < nc; jr += NR) {
           int64_t cols = std::min<int64_t>(NR, nc - jr);
           for (int64_t ir = 0; ir < mc; ir += kMR) {
@@ -522,26 +572,41 @@ int64_t GemmPlan::flops_per_task() const {
 
 GemmPlan plan_gemm(const KernelSpec& ks, int threads, int64_t epilogue_ops) {
   if (!ks.contract) throw std::logic_error("plan_gemm: not a contraction kernel");
-  const ir::View& va = ks.contract->a;
-  const ir::View& vb = ks.contract->b;
-  size_t nd = va.shape.size();
-  if (nd < 2 || vb.shape.size() != nd) throw std::logic_error("plan_gemm: bad operand views");
+  const Contraction& ct = *ks.contract;
+  const ir::View& va = ct.a;
+  const ir::View& vb = ct.b;
+  const ir::Shape sa = ct.a_shape(), sb = ct.b_shape();
+  size_t nd = sa.size();
+  if (nd < 2 || sb.size() != nd) throw std::logic_error("plan_gemm: bad operand views");
   GemmPlan g;
   g.dtype = ks.out_dtype;
-  g.batch.assign(va.shape.begin(), va.shape.end() - 2);
-  g.a_batch.assign(va.strides.begin(), va.strides.end() - 2);
-  g.b_batch.assign(vb.strides.begin(), vb.strides.end() - 2);
-  g.m = va.shape[nd - 2];
-  g.k = va.shape[nd - 1];
-  g.n = vb.shape[nd - 1];
+  // Batch axes are one view axis each, first, in grouped operands too.
+  g.batch.assign(sa.begin(), sa.end() - 2);
+  g.a_batch.assign(va.strides.begin(), va.strides.begin() + static_cast<int64_t>(nd) - 2);
+  g.b_batch.assign(vb.strides.begin(), vb.strides.begin() + static_cast<int64_t>(nd) - 2);
+  g.m = sa[nd - 2];
+  g.k = sa[nd - 1];
+  g.n = sb[nd - 1];
   g.a_off = va.offset;
-  g.a_rs = va.strides[nd - 2];
-  g.a_cs = va.strides[nd - 1];
   g.b_off = vb.offset;
-  g.b_rs = vb.strides[nd - 2];
-  g.b_cs = vb.strides[nd - 1];
-  g.a_param = ks.contract->a_param;
-  g.b_param = ks.contract->b_param;
+  if (ct.a_groups.empty()) {
+    g.a_rs = va.strides[nd - 2];
+    g.a_cs = va.strides[nd - 1];
+  } else {
+    const GroupedView gv{va, ct.a_groups};
+    g.a_rows = gv.offsets(static_cast<int>(nd) - 2);
+    g.a_cols = gv.offsets(static_cast<int>(nd) - 1);
+  }
+  if (ct.b_groups.empty()) {
+    g.b_rs = vb.strides[nd - 2];
+    g.b_cs = vb.strides[nd - 1];
+  } else {
+    const GroupedView gv{vb, ct.b_groups};
+    g.b_rows = gv.offsets(static_cast<int>(nd) - 2);
+    g.b_cols = gv.offsets(static_cast<int>(nd) - 1);
+  }
+  g.a_param = ct.a_param;
+  g.b_param = ct.b_param;
   // A product with few columns (a layer's 2 or 10 outputs, a weight gradient's narrow side)
   // runs transposed when that wastes fewer multiply-adds on the zero columns of edge tiles:
   // C^T = B^T A^T, each output the same fma chain over k (a * b and b * a are the same bits).
@@ -558,6 +623,8 @@ GemmPlan plan_gemm(const KernelSpec& ks, int threads, int64_t epilogue_ops) {
     g.a_cs = g.b_rs;
     g.b_rs = a_cs;
     g.b_cs = a_rs;
+    std::swap(g.a_rows, g.b_cols);
+    std::swap(g.a_cols, g.b_rows);
   }
   g.mr = tile_rows(isa, g.m);
   // Split each product across the threads when there are fewer batch elements than threads

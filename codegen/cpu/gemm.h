@@ -26,6 +26,10 @@ struct GemmPlan {
   int64_t a_off = 0, a_rs = 0, a_cs = 0;
   int64_t b_off = 0, b_rs = 0, b_cs = 0;
   int a_param = 1, b_param = 2;
+  // A grouped operand (Contraction::a_groups / b_groups: a convolution's windows read in
+  // place) is addressed by tables instead of the row and column strides: a[batch, i, p] at
+  // a_off + batch part + a_rows[i] + a_cols[p], and likewise b. Empty for a plain operand.
+  std::vector<int64_t> a_rows, a_cols, b_rows, b_cols;
   // The product computed: the output itself, or (transposed) its transpose C^T = B^T A^T, whose
   // m x n elements are the output's n x m in place (every field above then describes the
   // transposed product: m and n, a and b swapped). The same fma chain per output element either

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/interpreter.h"
+#include "core/window.h"
 #include "gpu_runtime/fake_driver.h"
 #include "test_util.h"
 #include "trace/rune.h"
@@ -153,6 +154,12 @@ std::vector<Case> structural_cases() {
                 {0}});
   cs.push_back({"Flip", [](const V& a) { return nx::flip(a[0], {1}); }, {x}, {0}});
   cs.push_back({"Pad", [](const V& a) { return nx::pad(a[0], {{1, 0}, {0, 2}}); }, {x}, {0}});
+  cs.push_back({"Window",  // reduce_window views its windows (ir::Op::Window)
+                [](const V& a) {
+                  return nx::reduce_window(a[0], nx::WindowReduce::Sum, {1, 2});
+                },
+                {x},
+                {0}});
   cs.push_back({"Copy", [](const V& a) { return nx::contiguous(nx::transpose(a[0])); }, {x}, {0}});
   cs.push_back({"Iota and Const",
                 [](const V& a) {

@@ -303,15 +303,14 @@ TEST(ScheduleFusion, ACostlySharedComputationIsComputedOnce) {
         return std::vector<Tensor>{nx::where(keep, a[1], zero), nx::where(keep, a[2], zero)};
       });
   // (Without the rule each where() inlined the mask's 125 ops.)
-  EXPECT_EQ(k,
-            (std::vector<std::string>{
-                // the key's words, computed once, then broadcast (a [0, 1) draw is returned as
-                // drawn, docs/random.md, so no bounds are computed)
-                "elementwise uint32 [], 1 param, 2 ops",
-                "elementwise bool [64], 2 params, 125 ops",   // the mask, once
-                "elementwise float32 [64], 2 params, 1 ops",  // where(keep, x, 0)
-                "elementwise float32 [64], 2 params, 1 ops",  // where(keep, dy, 0)
-            }));
+  EXPECT_EQ(k, (std::vector<std::string>{
+                   // the key's words, computed once, then broadcast (a [0, 1) draw is returned as
+                   // drawn, docs/random.md, so no bounds are computed)
+                   "elementwise uint32 [], 1 param, 2 ops",
+                   "elementwise bool [64], 2 params, 125 ops",   // the mask, once
+                   "elementwise float32 [64], 2 params, 1 ops",  // where(keep, x, 0)
+                   "elementwise float32 [64], 2 params, 1 ops",  // where(keep, dy, 0)
+               }));
 }
 
 // Cheap shared work is recomputed by each reader instead: a buffer round trip costs more.
@@ -507,13 +506,15 @@ TEST(ScheduleFusion, GptAttentionBlock) {
                    Tensor y = nx::reshape(nx::permute(nx::matmul(att, v), {0, 2, 1, 3}), {B, T, C});
                    return std::vector<Tensor>{a[0] + dense(y, a[5], a[6])};
                  });
-  // The attention itself is five kernels (the mask, q k^T, softmax, att v, the heads joined):
+  // The attention itself is four kernels (the mask, q k^T, softmax, att v):
   // the scale and the causal mask fuse into softmax's row kernel (its stages and body read the
   // product and the mask), not into the product's epilogue: a product whose value a reduction
   // reads is a buffer anyway. The products stay kernels of their own (a row kernel reads
   // buffers, not products), and so do the mask (a computation broadcast over batch and heads is
-  // computed once) and the heads' join (no strided view of the product expresses [B, T, H, D]
-  // as [B T, C]: one copy, read by the projection through a reshape).
+  // computed once). The heads' join ([B, T, H, D] as [B T, C], which no strided view of the
+  // product expresses) is read by the projection in place: its rows (b, t) and columns (h, d)
+  // are grouped axes (codegen/grouped_view.h), packed by the host's gemm through offset tables
+  // where a copy of it was a kernel of its own (the same values in the same chains).
   EXPECT_EQ(k, (std::vector<std::string>{
                    "elementwise bool [128, 128], 0 params, 1 ops",  // the causal mask
                    // layer_norm (under the reshape to the product's rows)
@@ -525,9 +526,8 @@ TEST(ScheduleFusion, GptAttentionBlock) {
                    // exp(. - max) / sum over the row (the exp computed once, kept in the row)
                    "row float32 [32, 4, 128, 1] over [128] by ReduceMax then ReduceSum, writes "
                    "rows, 2 params, 2+7+8 ops",
-                   "contract float32 [32, 4, 128, 32], 2 params, 0 ops",    // att v
-                   "elementwise float32 [32, 128, 4, 32], 1 param, 0 ops",  // the heads joined
-                   "contract float32 [4096, 128], 2 params, 0 ops",         // the projection
+                   "contract float32 [32, 4, 128, 32], 2 params, 0 ops",  // att v
+                   "contract float32 [4096, 128], 2 params, 0 ops",  // the heads joined, projected
                    // + b and the residual x + ...: the product's epilogue does not reach through
                    // the reshape back to [B, T, C]
                    "elementwise float32 [32, 128, 128], 3 params, 2 ops",
@@ -587,4 +587,37 @@ TEST(ScheduleFusion, AReductionThroughAReshapeOfAStridedInputIsAKernelOfItsOwn) 
   auto f = rune::jit(sum_flat);
   EXPECT_EQ(nx::to_vector<int64_t>(f(x)), nx::to_vector<int64_t>(sum_flat(x)));
   EXPECT_EQ(nx::to_vector<float>(f(y)), nx::to_vector<float>(sum_flat(y)));
+}
+
+// A convolution is an implicit GEMM on the host: its windows (ir::Op::Window views of the padded
+// input) are the product's operand as they are, a grouped view (codegen/grouped_view.h) packed
+// through offset tables, with no im2col buffer; the kernel gradient reads them the same way. A
+// GPU schedule copies the windows first (its contraction lowering reads plain strided views).
+TEST(ScheduleFusion, AConvolutionReadsItsWindowsInPlaceOnTheHost) {
+  const std::vector<Arg> args{{nx::float32, {2, 3, 6, 6}}, {nx::float32, {4, 3, 3, 3}}};
+  nx::ConvOptions same;
+  same.padding = "SAME";
+  auto conv = [&](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{nx::conv(a[0], a[1], same)};
+  };
+  const int64_t im2col = 2 * 6 * 6 * 3 * 3 * 3;
+  auto count = [&](const codegen::Schedule& s, bool* grouped) {
+    int copies = 0;
+    *grouped = false;
+    for (const auto& k : s.kernels) {
+      if (k.contract) *grouped |= !k.contract->a_groups.empty() || !k.contract->b_groups.empty();
+      copies += !k.contract && ir::numel(k.shape) == im2col;
+    }
+    return copies;
+  };
+  bool grouped = false;
+  EXPECT_EQ(count(schedule_of(args, conv), &grouped), 0);
+  EXPECT_TRUE(grouped);
+  // The kernel's gradient: x's windows, transposed, against the output's cotangent.
+  auto dk = [&](const std::vector<Tensor>& a) {
+    auto f = [&](const Tensor& k) { return nx::sum(nx::conv(a[0], k, same) * a[0].shape()[0]); };
+    return std::vector<Tensor>{rune::grad(f)(a[1])};
+  };
+  EXPECT_EQ(count(schedule_of(args, dk), &grouped), 0);
+  EXPECT_TRUE(grouped);
 }

@@ -67,7 +67,7 @@ std::string field_of(const std::string& relative) {
   return relative.substr(0, dot2);
 }
 
-enum class Kind { other, linear, conv, conv_transpose, batch_norm };
+enum class Kind { other, linear, conv, conv_transpose, batch_norm, multi_head_attention };
 
 struct Layer {
   Kind kind = Kind::other;
@@ -81,6 +81,8 @@ const std::set<std::string> kConv{
 const std::set<std::string> kConvTranspose{
     "weight",        "bias",        "spec.strides",      "spec.padding", "spec.output_padding",
     "spec.dilation", "spec.groups", "spec.channels_last"};
+const std::set<std::string> kMultiHeadAttention{"in_proj", "out_proj", "num_heads", "dropout",
+                                                "batch_first"};
 const std::set<std::string> kBatchNorm{"weight",   "bias", "running_mean", "running_var",
                                        "momentum", "eps",  "channels_last"};
 
@@ -117,6 +119,8 @@ Layer describe(const std::string& prefix, size_t t, const std::vector<int64_t>& 
     l.channels_last = static_at("spec.channels_last") != 0;
   } else if (fields == kBatchNorm) {
     l.kind = Kind::batch_norm;
+  } else if (fields == kMultiHeadAttention) {
+    l.kind = Kind::multi_head_attention;
   }
   return l;
 }
@@ -220,15 +224,24 @@ TorchPlan torch_plan(const std::vector<int64_t>& tokens,
     throw std::logic_error("rune::nn: a tree's tokens do not match its leaves");
   TorchPlan plan;
   plan.paths = paths;
+  plan.names = paths;
   std::map<std::string, Layer> layers;
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    const std::string prefix = parent(paths[i]), field = last(paths[i]);
+  auto layer_at = [&](const std::string& prefix, size_t i) {
     auto it = layers.find(prefix);
     if (it == layers.end()) {
       it = layers.emplace(prefix, describe(prefix, leaf_token[i], tokens, token_paths, leaves[i]))
                .first;
       if (it->second.kind == Kind::batch_norm) plan.batch_norms.push_back(prefix);
     }
+    return it;
+  };
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const std::string prefix = parent(paths[i]), field = last(paths[i]);
+    auto it = layer_at(prefix, i);
+    // MultiHeadAttention's in_proj Linear is torch's in_proj_weight / in_proj_bias.
+    if (last(prefix) == "in_proj" &&
+        layer_at(parent(prefix), i)->second.kind == Kind::multi_head_attention)
+      plan.names[i] = nx::join(parent(prefix), "in_proj_" + field);
     TorchLayout layout = TorchLayout::same;
     if (field == "weight") {
       const Layer& l = it->second;
@@ -260,7 +273,7 @@ nx::TensorMap to_torch(const char* api, const TorchPlan& plan, const std::vector
   for (size_t i = 0; i < leaves.size(); ++i) {
     const Tensor& t = leaves[i];
     nx::Axes p = to_torch_perm(plan.layouts[i], static_cast<int>(t.ndim()));
-    add(nx::detail::leaf_name(plan.paths[i]), name_of(options, plan.paths[i]),
+    add(nx::detail::leaf_name(plan.paths[i]), name_of(options, plan.names[i]),
         identity(p) ? t : nx::permute(t, p));
   }
   for (const std::string& bn : plan.batch_norms) {
@@ -289,7 +302,7 @@ std::vector<Tensor> from_torch(const char* api, const std::string& file,
   };
   for (size_t i = 0; i < like.size(); ++i) {
     const std::string& path = plan.paths[i];
-    const std::string name = name_of(options, path);
+    const std::string name = name_of(options, plan.names[i]);
     const Tensor& l = like[i];
     if (name.empty()) {
       out.push_back(l);

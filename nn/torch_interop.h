@@ -11,6 +11,8 @@
 //                                channels last: [k..., in / g, out] <-> [out, in / g, k...]
 //                                (Conv), [k..., in, out / g] <-> [in, out / g, k...]
 //                                (ConvTranspose)
+//   MultiHeadAttention           in_proj.weight [E, 3E] <-> torch's in_proj_weight [3E, E]
+//                                (transposed), in_proj.bias <-> in_proj_bias; out_proj a Linear
 //   BatchNorm                    running_mean / running_var as torch's buffers; torch's
 //                                num_batches_tracked is accepted and ignored when loading and
 //                                written (options.num_batches_tracked) when saving
@@ -68,6 +70,7 @@ enum class TorchLayout {
 // The leaves of a flattened model: their paths, layouts and the BatchNorms' prefixes.
 struct TorchPlan {
   std::vector<std::string> paths;
+  std::vector<std::string> names;  // torch's name of each leaf, before options.rename
   std::vector<TorchLayout> layouts;
   std::vector<std::string> batch_norms;  // the path of each BatchNorm ("1", "blocks.0.bn")
 };

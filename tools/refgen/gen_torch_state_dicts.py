@@ -9,6 +9,14 @@ Python):
                      Linear(32, 5)).state_dict(), after ten training-mode forwards (running
                      statistics and num_batches_tracked = 10 are not the defaults)
   embed.safetensors  EmbedNet (emb: Embedding(20, 12), ln: LayerNorm(12), head: Linear(12, 7))
+  mha.safetensors    nn.MultiheadAttention(16, 4, batch_first=True).state_dict() (in_proj_weight
+                     [48, 16], in_proj_bias, out_proj.weight / .bias; biases drawn at random)
+  mha_io.safetensors its calls with need_weights=False: self-attention (self.x [2, 5, 16], a
+                     key_padding_mask self.kpm [2, 5] and a causal bool attn_mask self.causal
+                     [5, 5], True masking, torch's convention) -> self.y / self.y64; and
+                     cross-attention batch second (the same weights with batch_first=False:
+                     cross.q [3, 2, 16], cross.k and cross.v [6, 2, 16], a float attn_mask
+                     cross.mask [8, 3, 6] per batch and head) -> cross.y / cross.y64
   io.safetensors     each model's fixed input (<model>.x) and its output in evaluation mode in
                      float32 (<model>.y, torch's CPU kernels) and in float64 (<model>.y64, the
                      same float32 weights and input run by model.double())
@@ -86,6 +94,41 @@ def make_models():
     return models, inputs
 
 
+def generate_mha(out):
+    """nn.MultiheadAttention's weights and two calls (self- and cross-attention)."""
+    torch.manual_seed(4141)
+    mha = nn.MultiheadAttention(16, 4, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_bias.uniform_(-0.5, 0.5)
+        mha.out_proj.bias.uniform_(-0.5, 0.5)
+    mha.eval()
+    x = torch.randn(2, 5, 16)
+    kpm = torch.zeros(2, 5, dtype=torch.bool)
+    kpm[1, 3:] = True  # the second sequence has 3 tokens
+    causal = torch.ones(5, 5, dtype=torch.bool).triu(1)
+    q, k, v = torch.randn(3, 2, 16), torch.randn(6, 2, 16), torch.randn(6, 2, 16)
+    mask = torch.randn(8, 3, 6)
+    second = nn.MultiheadAttention(16, 4, batch_first=False)
+    second.load_state_dict(mha.state_dict())
+    second.eval()
+    io = {"self.x": x, "self.kpm": kpm, "self.causal": causal, "cross.q": q, "cross.k": k,
+          "cross.v": v, "cross.mask": mask}
+    with torch.no_grad():
+        for dtype, suffix in ((torch.float32, ""), (torch.float64, "64")):
+            a = copy.deepcopy(mha).to(dtype)
+            b = copy.deepcopy(second).to(dtype)
+            io["self.y" + suffix] = a(x.to(dtype), x.to(dtype), x.to(dtype), key_padding_mask=kpm,
+                                      attn_mask=causal, need_weights=False)[0]
+            io["cross.y" + suffix] = b(q.to(dtype), k.to(dtype), v.to(dtype),
+                                       attn_mask=mask.to(dtype), need_weights=False)[0]
+    save_file({k: t.contiguous() for k, t in mha.state_dict().items()},
+              os.path.join(out, "mha.safetensors"))
+    save_file({k: t.contiguous() for k, t in io.items()}, os.path.join(out, "mha_io.safetensors"),
+              metadata={"generator": "tools/refgen/gen_torch_state_dicts.py",
+                        "torch": torch.__version__})
+    print("mha    %s; keys %s" % (list(x.shape), list(mha.state_dict())), file=sys.stderr)
+
+
 def fresh_models():
     """Models of the same structure with other weights (what --check loads into)."""
     torch.manual_seed(7)
@@ -124,6 +167,7 @@ def generate(out):
     save_file(io, os.path.join(out, "io.safetensors"),
               metadata={"generator": "tools/refgen/gen_torch_state_dicts.py",
                         "torch": torch.__version__})
+    generate_mha(out)
 
 
 def check(data, saved):

@@ -1,8 +1,8 @@
 // nx::reduce_window and the pools of nx::nn (core/window.h, docs/conv.md) as compositions of nx
-// ops: padded with the reduction's identity, the windows gathered by nx::take (one per windowed
-// axis, core/conv.cpp's helpers), the window offsets moved last and flattened, then one
-// reduction over them. Max and Min go through argmax / argmin and take_along_axis, so the
-// gradient of a window reaches only its first extreme.
+// ops: padded with the reduction's identity, the windows viewed (ir::Op::Window, one per windowed
+// axis, core/conv.cpp's helpers), the window offsets moved last, then one reduction over them.
+// Max and Min pick the first extreme (a chain of selects over small windows, argmax / argmin
+// and take_along_axis over large ones), so the gradient of a window reaches only that element.
 #include "core/window.h"
 
 #include <cmath>
@@ -17,6 +17,11 @@ namespace nx {
 using namespace nx::detail;
 
 namespace {
+
+// Max and Min over windows of at most this many elements are a chain of selects (one kernel);
+// larger windows go through argmax / argmin and take_along_axis (a chain's kernel and its
+// gradient would grow with the window).
+constexpr int64_t kChainTaps = 16;
 
 // The identity of `op` for dtype t, as the pad value; nullopt when it is not a double.
 std::optional<double> identity(WindowReduce op, DType t) {
@@ -99,9 +104,34 @@ Tensor reduce_window_impl(const std::string& api, const Tensor& x, WindowReduce 
     }
   }
   lead.insert(lead.end(), tail.begin(), tail.end());
+  Tensor vp = permute(win, lead);  // [out..., K...]
+  if (op != WindowReduce::Sum && taps <= kChainTaps) {
+    // A chain of selects over the window's elements in row-major order, each tap a strided
+    // view of x: best = where(tap beats best, tap, best), where "beats" is strictly greater
+    // (less for Min) or a NaN over a number. The first extreme wins, as argmax's rule, and the
+    // select's gradient reaches only it. One elementwise kernel reads x through the views.
+    Tensor best;
+    for (int64_t t = 0; t < taps; ++t) {
+      Tensor v = vp;
+      int64_t r = t;
+      for (size_t i = wk.size(); i-- > 0;) {  // the last window axis first: the others stay put
+        v = index(v, static_cast<int>(nd + i), r % wk[i]);
+        r /= wk[i];
+      }
+      if (t == 0) {
+        best = v;
+        continue;
+      }
+      Tensor beats = op == WindowReduce::Max ? greater(v, best) : less(v, best);
+      if (is_float(x.dtype()))
+        beats = logical_or(beats, logical_and(isnan(v), logical_not(isnan(best))));
+      best = where(beats, v, best);
+    }
+    return reshape(best, Shape(out.begin(), out.end()));
+  }
   Shape flat(out.begin(), out.end());
   flat.push_back(taps);
-  Tensor v = reshape(permute(win, lead), flat);
+  Tensor v = reshape(vp, flat);
   const int last = static_cast<int>(nd);
   if (op == WindowReduce::Sum) return cast(sum(v, {last}), x.dtype());
   Tensor at = op == WindowReduce::Max ? argmax(v, last, true) : argmin(v, last, true);

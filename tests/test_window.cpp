@@ -242,6 +242,29 @@ TEST_P(Window, MaxPoolGradientGoesToTheFirstMaximum) {
               xs, want_min, 0);
 }
 
+// A NaN is the extreme of its window for max and min (as nx::argmax counts it), and the first
+// NaN takes the gradient: for small windows (a chain of selects) and large ones (argmax).
+TEST_P(Window, ANanIsTheExtremeOfItsWindowAndTheFirstOneTakesTheGradient) {
+  const double nan = std::nan("");
+  for (int64_t side : {2, 5}) {  // 4 taps: the select chain; 25: argmax and take_along_axis
+    std::vector<double> xv(static_cast<size_t>(side * side));
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<double>(i % 3);
+    xv[1] = nan;
+    xv[xv.size() - 1] = nan;
+    Tensor x = on(f64({1, 1, side, side}, xv));
+    for (WindowReduce op : {WindowReduce::Max, WindowReduce::Min}) {
+      const std::string name = std::to_string(side) + (op == WindowReduce::Max ? " max" : " min");
+      auto f = [&](const Tensor& u) { return nx::reduce_window(u, op, {1, 1, side, side}); };
+      EXPECT_TRUE(std::isnan(nx::to_vector<double>(f(x))[0])) << name;
+      Tensor g = rune::grad([&](const Tensor& u) { return nx::sum(f(u)); }, x);
+      std::vector<double> want(xv.size(), 0.0);
+      want[1] = 1;
+      EXPECT_EQ(nx::to_vector<double>(g), want) << name;
+      EXPECT_EQ(bits(rune::jit(f)(x)), bits(f(x))) << name << " compiled";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Window, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
                          [](const auto& info) {
                            std::string s = info.param;

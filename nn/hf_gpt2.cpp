@@ -44,12 +44,17 @@ GPT2Config parse_config(const std::string& api, const std::string& text, const s
   if (!j.is_object())
     fail(api, file, "config.json is not a JSON object (it is " + json_text(j) + ")");
   GPT2Config c;
+  // Sizes are positive integers up to 2^40, so that 4 n_embd and the shapes computed from them
+  // cannot overflow (a larger model's tensors would not fit in memory anyway).
   auto positive = [&](const char* key, int64_t& out) {
     auto it = j.find(key);
     if (it == j.end()) return;  // transformers' default
-    if (!it->is_number_integer() || it->get<int64_t>() <= 0)
+    // nlohmann::json reads a non-negative integer as unsigned, a negative one as signed.
+    if (!it->is_number_unsigned() || it->get<uint64_t>() < 1 ||
+        it->get<uint64_t>() > (uint64_t{1} << 40))
       fail(api, file,
-           std::string("'") + key + "' must be a positive integer, got " + json_text(*it));
+           std::string("'") + key + "' must be a positive integer (at most 2^40), got " +
+               json_text(*it));
     out = it->get<int64_t>();
   };
   auto number = [&](const char* key, double& out, bool zero_ok) {

@@ -20,10 +20,10 @@ namespace rune::nn {
 
 // The GPT2Config of a config.json's text (`file` names it in messages). Fields as
 // transformers' GPT2Config: vocab_size, n_positions, n_embd, n_layer, n_head (positive
-// integers), n_inner (a positive integer or null), layer_norm_epsilon and initializer_range
-// (numbers), activation_function ("gelu_new" or "gelu_pytorch_tanh", both the tanh
-// approximation); a missing field takes GPT2Config's default, as transformers does. model_type,
-// when present, is "gpt2". Configurations this model does not compute raise:
+// integers up to 2^40), n_inner (one such integer or null), layer_norm_epsilon and
+// initializer_range (numbers), activation_function ("gelu_new" or "gelu_pytorch_tanh", both the
+// tanh approximation); a missing field takes GPT2Config's default, as transformers does.
+// model_type, when present, is "gpt2". Configurations this model does not compute raise:
 // scale_attn_weights false, scale_attn_by_inverse_layer_idx true, add_cross_attention true,
 // tie_word_embeddings false. Other fields (dropout rates, token ids, ...) are not read.
 GPT2Config parse_hf_gpt2_config(const std::string& json, const std::string& file = "");

@@ -452,11 +452,14 @@ TEST(HFGPT2, ConfigErrorsNameTheApiAndTheField) {
   expect_error([&] { load(edited_config("\"n_head\": 4", "\"n_head\": 5")); },
                {api, "config.json': 'n_head' 5 does not divide 'n_embd' 32"});
   expect_error([&] { load(edited_config("\"n_layer\": 2", "\"n_layer\": \"two\"")); },
-               {api, "'n_layer' must be a positive integer, got \"two\""});
+               {api, "'n_layer' must be a positive integer (at most 2^40), got \"two\""});
   expect_error([&] { load(edited_config("\"n_embd\": 32", "\"n_embd\": 32.0")); },
-               {api, "'n_embd' must be a positive integer, got 32.0"});
+               {api, "'n_embd' must be a positive integer (at most 2^40), got 32.0"});
   expect_error([&] { load(edited_config("\"vocab_size\": 97", "\"vocab_size\": 0")); },
-               {api, "'vocab_size' must be a positive integer, got 0"});
+               {api, "'vocab_size' must be a positive integer (at most 2^40), got 0"});
+  expect_error(
+      [&] { load(edited_config("\"n_embd\": 32", "\"n_embd\": 4611686018427387904")); },
+      {api, "'n_embd' must be a positive integer (at most 2^40), got 4611686018427387904"});
   expect_error(
       [&] { load(edited_config("\"layer_norm_epsilon\": 1e-05", "\"layer_norm_epsilon\": -1")); },
       {api, "'layer_norm_epsilon' must be a positive number, got -1"});

@@ -106,11 +106,13 @@ Tensor reduce_window_impl(const std::string& api, const Tensor& x, WindowReduce 
   lead.insert(lead.end(), tail.begin(), tail.end());
   Tensor vp = permute(win, lead);  // [out..., K...]
   if (op != WindowReduce::Sum && taps <= kChainTaps) {
-    // A chain of selects over the window's elements in row-major order, each tap a strided
-    // view of x: best = where(tap beats best, tap, best), where "beats" is strictly greater
-    // (less for Min) or a NaN over a number. The first extreme wins, as argmax's rule, and the
-    // select's gradient reaches only it. One elementwise kernel reads x through the views.
-    Tensor best;
+    // Small windows: a chain of selects over the window's elements in row-major order, each
+    // tap a strided view of x. `at` is the first extreme's tap: where a tap beats the best so
+    // far (strictly greater, less for Min, or a NaN over a number) it takes its place. The
+    // result is then the tap `at` names, picked by selects keyed on `at` alone: the gradient
+    // of a window reaches only that element (argmax's rule), and the backward pass reads the
+    // small `at` buffer instead of running the chain again.
+    std::vector<Tensor> tap(static_cast<size_t>(taps));
     for (int64_t t = 0; t < taps; ++t) {
       Tensor v = vp;
       int64_t r = t;
@@ -118,16 +120,23 @@ Tensor reduce_window_impl(const std::string& api, const Tensor& x, WindowReduce 
         v = index(v, static_cast<int>(nd + i), r % wk[i]);
         r /= wk[i];
       }
-      if (t == 0) {
-        best = v;
-        continue;
-      }
+      tap[static_cast<size_t>(t)] = v;
+    }
+    Tensor best = tap[0];
+    Tensor at = cast(zeros_like(best), DType::UInt8);  // on x's device
+    for (int64_t t = 1; t < taps; ++t) {
+      const Tensor& v = tap[static_cast<size_t>(t)];
       Tensor beats = op == WindowReduce::Max ? greater(v, best) : less(v, best);
       if (is_float(x.dtype()))
         beats = logical_or(beats, logical_and(isnan(v), logical_not(isnan(best))));
       best = where(beats, v, best);
+      at = where(beats, scalar_like(at, static_cast<double>(t)), at);
     }
-    return reshape(best, Shape(out.begin(), out.end()));
+    at = contiguous(at);  // one buffer, read by the selects below and by the gradient
+    Tensor r = tap[static_cast<size_t>(taps - 1)];
+    for (int64_t t = taps - 2; t >= 0; --t)
+      r = where(equal(at, scalar_like(at, static_cast<double>(t))), tap[static_cast<size_t>(t)], r);
+    return reshape(r, Shape(out.begin(), out.end()));
   }
   Shape flat(out.begin(), out.end());
   flat.push_back(taps);

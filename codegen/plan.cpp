@@ -266,6 +266,17 @@ Traffic traffic(const KernelSpec& k, const Plan& plan) {
   return t;
 }
 
+// Grouping adjacent outputs pays when the reduced expression reads memory contiguous along the
+// output's last axis, and stays small enough to compile quickly.
+static bool groups_well(const KernelSpec& k) {
+  auto nodes = toposort({k.rbody});
+  bool contiguous_out = false;
+  for (NodeRef n : nodes)
+    if (n->op == Op::Load && arg_load(n).view.strides[k.shape.size() - 1] == 1)
+      contiguous_out = true;
+  return contiguous_out && nodes.size() <= 48;
+}
+
 Plan applicable(const KernelSpec& k, Plan p) {
   const bool one_block_rows = k.rbody && k.blocks() == 1 && !k.shape.empty();
   const bool lowered_reduction = (k.rbody || k.row()) && !k.contract && !k.library;
@@ -276,7 +287,11 @@ Plan applicable(const KernelSpec& k, Plan p) {
     p.lane_unroll = 0;
   }
   if (k.rbody || k.row() || k.contract || k.library) p.vector4 = false;
-  if (!one_block_rows || k.contract || k.library) p.group = 1;
+  // Several blocks: grouped only where every output is in a whole group (Reduction's
+  // grouped_blocks_host) and the blocks are not interleaved.
+  const bool grouped_blocks =
+      k.rbody && k.blocks() > 1 && !k.shape.empty() && k.shape.back() % 16 == 0 && p.blocks == 1;
+  if (!(one_block_rows || grouped_blocks) || k.contract || k.library) p.group = 1;
   if (!k.rbody || k.contract || k.library || p.gpu || k.blocks() < 2) p.blocks = 1;
   if (!k.contract || !p.gpu) p.tiles = false;
   if (!p.tiles) p.mma = MatmulPrecision::Highest;
@@ -295,14 +310,8 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
   p.gpu = device.gpu;
   p.vector_lanes = !device.gpu;
   if (!device.gpu && reduction(k) && k.blocks() == 1 && !k.shape.empty() && k.shape.back() >= 16) {
-    // Grouping pays when the reduced expression reads memory contiguous along the output's last
-    // axis (a matmul's right operand), and stays small enough to compile quickly.
-    auto nodes = toposort({k.rbody});
-    bool contiguous_out = false;
-    for (NodeRef n : nodes)
-      if (n->op == Op::Load && arg_load(n).view.strides[k.shape.size() - 1] == 1)
-        contiguous_out = true;
-    if (contiguous_out && nodes.size() <= 48) p.group = 16;
+    // (a matmul's right operand, reduced along its rows)
+    if (groups_well(k)) p.group = 16;
   }
   if (!device.gpu && reduction(k) && k.blocks() > 1) {
     // A block's 8 lanes are one chain of vector adds, so a core waits on the add's latency
@@ -317,6 +326,14 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
         p.blocks = g;
         break;
       }
+  }
+  if (!device.gpu && reduction(k) && k.blocks() > 1 && p.blocks == 1 && !k.shape.empty() &&
+      k.shape.back() % 16 == 0) {
+    // Blocks that do not interleave (fewer than two full ones per output) can group adjacent
+    // outputs instead, where the reduced expression reads along the output's last axis: the
+    // per-channel sums of a channels-last tensor (a convolution's bias gradient, batch norm's
+    // statistics), which one output at a time read a cache line apart.
+    if (groups_well(k)) p.group = 16;
   }
   if (device.gpu && device.lane_exchange && reduction(k) && numel(k.rshape) >= 2 * kReduceLanes &&
       reduction_contiguous(k)) {

@@ -105,11 +105,24 @@ Tensor windows(const Tensor& x, const std::vector<int>& axes, const std::vector<
   Tensor r = x;
   // From the last axis to the first, so the positions of the axes not yet done stay as given.
   for (size_t i = axes.size(); i-- > 0;) {
+    const int a = axes[i];
     Shape s = r.shape();
-    s[axes[i]] = out[i];
-    s.insert(s.begin() + axes[i] + 1, k[i]);
+    s[a] = out[i];
+    s.insert(s.begin() + a + 1, k[i]);
+    if (stride[i] == k[i] && (dilation[i] == 1 || k[i] == 1)) {
+      // Windows that tile the axis (a 2x2 pool of stride 2, a patch embedding): the first
+      // out * k elements split as [out, k]. A plain view whose gradient is a pad and a
+      // reshape, where a Window's adds the taps' pads.
+      if (r.shape()[a] != out[i] * k[i]) {
+        std::vector<Slice> cut(static_cast<size_t>(a) + 1);
+        cut[a].stop = out[i] * k[i];
+        r = slice(r, cut);
+      }
+      r = reshape(r, s);
+      continue;
+    }
     r = prim(ir::Op::Window, r.dtype(), s, {r},
-             std::vector<int64_t>{axes[i], k[i], stride[i], dilation[i]});
+             std::vector<int64_t>{a, k[i], stride[i], dilation[i]});
   }
   return r;
 }

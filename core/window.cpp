@@ -136,7 +136,10 @@ Tensor reduce_window_impl(const std::string& api, const Tensor& x, WindowReduce 
     Tensor r = tap[static_cast<size_t>(taps - 1)];
     for (int64_t t = taps - 2; t >= 0; --t)
       r = where(equal(at, scalar_like(at, static_cast<double>(t))), tap[static_cast<size_t>(t)], r);
-    return reshape(r, Shape(out.begin(), out.end()));
+    // A materialisation point forward and backward (a Copy's cotangent is a Copy): the
+    // gradient arriving here is a buffer before the window gradient reads it once per tap
+    // (inlined, the layer above's input gradient was computed again for every tap).
+    return contiguous(reshape(r, Shape(out.begin(), out.end())));
   }
   Shape flat(out.begin(), out.end());
   flat.push_back(taps);

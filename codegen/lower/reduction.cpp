@@ -31,6 +31,8 @@ class Reduction : public ReductionBlocks {
       out_.params.push_back({acc_type(), true});
       if (p_.blocks > 1) {
         interleaved_blocks_host(scratch);
+      } else if (p_.group > 1) {
+        grouped_blocks_host(scratch);
       } else {
         entry("_p1", outs * nb * lanes, outs * nb * lanes, [&] {
           items(outs * nb * lanes, [&](NodeRef w) {
@@ -125,6 +127,31 @@ class Reduction : public ReductionBlocks {
         if (full_groups == ng) return together();
         if (full_groups > 0) when(b::lt(grp, I(full_groups)), together);
         when(b::le(I(full_groups), grp), one_by_one);
+      });
+    });
+  }
+
+  // Host, phase 1 with plan.group = W > 1 (the output's last extent a multiple of W): work item
+  // w is block w % nb of the W adjacent outputs W (w / nb) .. W (w / nb) + W - 1, which step
+  // together (accumulate_block: each keeps its lanes and tree, so its partial has the bits of
+  // reduce_block's). A reduction over the leading axes of a channels-last tensor (a bias
+  // gradient) then reads W neighbours per load instead of one element a cache line apart.
+  void grouped_blocks_host(int scratch) {
+    const int64_t outs = numel(k_.shape), nb = k_.blocks(), R = k_.reduce_size();
+    const int W = p_.group;
+    const int64_t items_n = outs / W * nb;
+    entry("_p1", items_n, items_n, [&] {
+      items(items_n, [&](NodeRef w) {
+        NodeRef o = let("o", mul(udiv(w, nb), W)), blk = urem(w, nb);
+        auto idx = unflatten(o, k_.shape);
+        NodeRef rlo = let("rlo", mul(blk, kReduceBlock));
+        NodeRef rhi = min(add(rlo, I(kReduceBlock)), I(R));
+        VarId acc = accumulate_block(idx, rlo, rhi, W);
+        VarId q = var("w");
+        loop(q, I(0), I(W), p_.vector_lanes ? Loop::Vector : Loop::Unrolled, [&] {
+          NodeRef red = let("red", block_result(acc, V(q), W));
+          store(scratch, add(mul(add(o, V(q)), nb), blk), red);
+        });
       });
     });
   }

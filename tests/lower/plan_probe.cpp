@@ -51,6 +51,9 @@ int main() {
   show("sum_blocks", nx::sum(big, {1}));
   show("sum_many_blocks", nx::sum(many, {1}));
   show("sum_many_strided", nx::sum(nx::transpose(many), {0}));
+  // Columns of a channels-last tensor over two blocks: the host groups 16 adjacent outputs per
+  // block (Reduction's grouped_blocks_host).
+  show("sum_cols_blocks", nx::sum(nx::randn(nx::key(6), nx::float32, {70001, 16}), {0}));
   show("max_many_blocks", nx::max(many * many, {1}));
   show("mean_many_half", nx::mean(nx::cast(many, nx::float16), {1}));
   show("mean_half", nx::mean(h, {1}));

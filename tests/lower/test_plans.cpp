@@ -68,14 +68,18 @@ void expect_plans_agree(const std::string& device_env, const std::vector<Forced>
 
 TEST(Plans, HostPlansGiveTheSameBits) {
   // The default interleaves reduction blocks where there are enough (sum_many_blocks: blocks:4
-  // on 2 threads) and groups 16 outputs of a row sum ([1, 301]); the plans below force the
-  // other choices. Elementwise kernels have no host plan parts: they print the default.
+  // on 2 threads) and groups 16 outputs of a row sum ([1, 301]) and of a column sum over two
+  // blocks ([1, 16]); the plans below force the other choices. Elementwise kernels have no host
+  // plan parts: they print the default.
   expect_plans_agree(
       "", {{"host lanes:unrolled group:1",
             {"host lanes:unrolled group:1 for ReduceSum [1, 301]",
+             "host lanes:unrolled group:1 for ReduceSum [1, 16]",
              "host lanes:unrolled group:1 for row", "host lanes:vector group:1 for elementwise"}},
            {"host lanes:vector group:16", {"host lanes:vector group:16 for ReduceSum [37, 1]"}},
-           {"host lanes:unrolled group:16", {"host lanes:unrolled group:16 for ReduceSum"}},
+           {"host lanes:unrolled group:16",
+            {"host lanes:unrolled group:16 for ReduceSum",
+             "host lanes:unrolled group:16 for ReduceSum [1, 16]"}},
            {"host lanes:vector group:1", {"host lanes:vector group:1 for ReduceSum [1, 301]"}},
            {"host lanes:vector group:1 blocks:2", {"host lanes:vector group:1 blocks:2 for"}},
            {"host lanes:unrolled group:1 blocks:4",

@@ -18,8 +18,8 @@ import os
 import sys
 import time
 
-RUNE_STEPS = ["rows", "eager", "jit", "matmul", "mlp", "train", "first_call", "math", "donation", "control_flow", "launch", "gpt", "conv", "data"]
-COMPARE_STEPS = ["compare", "train_compare", "gpt_compare", "conv_compare"]
+RUNE_STEPS = ["rows", "eager", "jit", "matmul", "mlp", "train", "first_call", "math", "donation", "control_flow", "launch", "gpt", "conv", "data", "attention"]
+COMPARE_STEPS = ["compare", "train_compare", "gpt_compare", "conv_compare", "attention_compare"]
 SYSTEMS = ["numpy", "torch", "torch.compile", "jax.jit", "mx.compile", "tinygrad"]
 BIG = 1 << 24
 ROWS = 4096 * 1024
@@ -39,7 +39,9 @@ ORDER = ["jit_affine_16M_f32", "jit_affine_16M_f64", "eager_affine_16M", "eager_
          "jit_chain_16M", "sum_16M", "mean_16M", "softmax_4096x1024", "layernorm_4096x1024",
          "matmul_256", "matmul_1024", "matmul_bias_relu_1024", "train_chapter_step", "train_mlp_step",
          "readme_mlp_step", "conv3x3_fwd_32x64x32x32", "conv3x3_fwd_bwd_32x64x32x32",
-         "maxpool2x2_32x64x32x32", "cnn_train_step_b128", "gpt_step", "scan_1000_steps", "scan_grad_100_first_call", "scan_grad_100_steps", "linreg_100_steps", "jit_call_3", "eager_op_3", "first_call_process_cold", "first_call_process_warm"]
+         "maxpool2x2_32x64x32x32", "cnn_train_step_b128", "sdpa_causal_fwd_b8h8t128d64",
+         "sdpa_causal_fwd_bwd_b8h8t128d64", "sdpa_causal_fwd_b8h8t1024d64",
+         "sdpa_causal_fwd_bwd_b8h8t1024d64", "gpt_step", "scan_1000_steps", "scan_grad_100_first_call", "scan_grad_100_steps", "linreg_100_steps", "jit_call_3", "eager_op_3", "first_call_process_cold", "first_call_process_warm"]
 
 
 def load(path):

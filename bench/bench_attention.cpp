@@ -4,8 +4,9 @@
 // bench/compare_attention.py measures torch's F.scaled_dot_product_attention (its fused CPU
 // kernel) on the same workloads in the same run of bench/run.
 //
-// rune's attention is the unfused composition today (docs/attention.md): these rows measure how
-// far it is from a fused kernel. Usage: bench_attention [--reps N] [--only-t T].
+// rune's attention is a composition today (docs/attention.md, "Cost": the unfused formula, causal
+// attention in blocks of 128 query rows): these rows measure how far it is from a fused kernel.
+// Usage: bench_attention [--reps N] [--only-t T].
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,13 +42,10 @@ int main(int argc, char** argv) {
     return nx::nn::scaled_dot_product_attention(q, k, v, o);
   };
   auto fwd = rune::jit(attention);
-  auto grads = rune::jit([&](const Tensor& q, const Tensor& k, const Tensor& v,
-                             const Tensor& dy) {
-    return rune::grad(
-        [&](const Tensor& q, const Tensor& k, const Tensor& v) {
-          return nx::sum(attention(q, k, v) * dy);
-        },
-        rune::argnums<0, 1, 2>)(q, k, v);
+  auto grads = rune::jit([&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dy) {
+    return rune::grad([&](const Tensor& q, const Tensor& k,
+                          const Tensor& v) { return nx::sum(attention(q, k, v) * dy); },
+                      rune::argnums<0, 1, 2>)(q, k, v);
   });
   for (int64_t t : {int64_t{128}, int64_t{1024}}) {
     if (only_t && t != only_t) continue;

@@ -1,8 +1,10 @@
 // nx::nn::scaled_dot_product_attention (core/attention.h, docs/attention.md): the checks, then
-// the unfused formula as nx ops. The masks are combined on their own (broadcast) shape, never
-// the scores', before they touch the scores.
+// the unfused formula as nx ops, over all queries at once or, for long causal attention, over
+// blocks of query rows. The masks are combined on their own (broadcast) shape, never the
+// scores', before they touch the scores.
 #include "core/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -20,6 +22,10 @@ using namespace nx::detail;
 namespace {
 
 constexpr const char* kApi = "nx::nn::scaled_dot_product_attention";
+
+// Causal attention over more queries than this runs as blocks of this many query rows, each
+// reading only the keys its last row may see (docs/attention.md, "Cost").
+constexpr int64_t kQueryBlock = 128;
 
 DType compute_dtype(DType t) { return ir::is_half(t) ? DType::Float32 : t; }
 
@@ -109,6 +115,63 @@ void check_options(const Tensor& q, const Shape& scores, const AttentionOptions&
     fail(kApi, "scale must be finite, got " + show(*o.scale));
 }
 
+// The rows [r0, r1) of the result, from the keys [0, kn) only: the formula on those rows of q
+// (and of a mask that has rows) and those keys (and mask columns). Every element is the one the
+// whole formula computes (each row's products, softmax and weighted sum are that row's alone);
+// the keys left out must be masked for every row kept, so their weights would be exactly 0:
+// the softmax's max and sum skip a -inf and a +0 (no change), and the weighted sum's fma chain
+// over keys would only continue through fma(0, v, acc) = acc (v finite).
+struct Rows {
+  const Tensor &qf, &kf, &vf;
+  const AttentionOptions& o;
+  double scale;
+  int64_t tq, tk, r0, r1, kn;
+};
+
+Tensor attend(const Rows& r) {
+  const bool whole = r.r0 == 0 && r.r1 == r.tq && r.kn == r.tk;
+  auto rows_of = [&](const Tensor& x, int64_t n, int64_t lo, int64_t hi, int from_end) {
+    const int a = x.ndim() - from_end;
+    if (whole || a < 0 || x.shape()[a] != n || (lo == 0 && hi == n)) return x;
+    std::vector<Slice> sl(static_cast<size_t>(a + 1));
+    sl[a] = Slice{lo, hi};
+    return slice(x, sl);
+  };
+  const int64_t m = r.r1 - r.r0, kn = r.kn;
+  Tensor qf = rows_of(r.qf, r.tq, r.r0, r.r1, 2);
+  Tensor kf = rows_of(r.kf, r.tk, 0, kn, 2), vf = rows_of(r.vf, r.tk, 0, kn, 2);
+  std::optional<Tensor> mask;
+  if (r.o.mask) mask = rows_of(rows_of(*r.o.mask, r.tk, 0, kn, 1), r.tq, r.r0, r.r1, 2);
+  Tensor s = mul(matmul(qf, last_two_swapped(kf)), scalar_like(qf, r.scale));
+
+  // keep: which keys each query attends to, on the masks' own broadcast shape.
+  std::optional<Tensor> keep;
+  if (r.o.causal) {
+    Tensor row = iota({m, kn}, 0);
+    keep = less_equal(iota({m, kn}, 1), r.r0 ? add(row, scalar_like(row, r.r0)) : row);
+  }
+  if (mask && mask->dtype() == DType::Bool) keep = keep ? logical_and(*keep, *mask) : *mask;
+  std::optional<Tensor> live = keep;  // keep, less the keys a float mask sets to -inf
+  if (mask && mask->dtype() != DType::Bool) {
+    Tensor add_mask = cast(*mask, s.dtype());
+    s = add(s, add_mask);
+    Tensor finite = greater(add_mask, scalar_like(add_mask, -INFINITY));
+    live = live ? logical_and(*live, finite) : finite;
+  }
+  if (keep) s = where(*keep, s, scalar_like(s, -INFINITY));
+  Tensor p;
+  if (live || kn == 0) {
+    // A row with no live key would be exp(-inf) / 0 = NaN: its scores become 0 (a finite
+    // softmax) and its weights 0, so it gives zeros and passes no gradient.
+    Tensor row = live ? any(*live, {-1}, true) : full(DType::Bool, {m, 1}, 0);
+    p = where(row, softmax(where(row, s, zeros_like(s)), -1), zeros_like(s));
+  } else {
+    p = softmax(s, -1);
+  }
+  if (r.o.dropout > 0) p = random::dropout(*r.o.dropout_key, p, r.o.dropout);
+  return matmul(p, vf);
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -126,31 +189,18 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor qf = cast(q, t), kf = repeat_heads(cast(k, t), group),
          vf = repeat_heads(cast(v, t), group);
   const double scale = o.scale ? *o.scale : 1 / std::sqrt(static_cast<double>(d));
-  Tensor s = mul(matmul(qf, last_two_swapped(kf)), scalar_like(qf, scale));
-
-  // keep: which keys each query attends to, on the masks' own broadcast shape.
-  std::optional<Tensor> keep;
-  if (o.causal) keep = less_equal(iota({tq, tk}, 1), iota({tq, tk}, 0));
-  if (o.mask && o.mask->dtype() == DType::Bool) keep = keep ? logical_and(*keep, *o.mask) : *o.mask;
-  std::optional<Tensor> live = keep;  // keep, less the keys a float mask sets to -inf
-  if (o.mask && o.mask->dtype() != DType::Bool) {
-    Tensor add_mask = cast(*o.mask, t);
-    s = add(s, add_mask);
-    Tensor finite = greater(add_mask, scalar_like(add_mask, -INFINITY));
-    live = live ? logical_and(*live, finite) : finite;
-  }
-  if (keep) s = where(*keep, s, scalar_like(s, -INFINITY));
-  Tensor p;
-  if (live || tk == 0) {
-    // A row with no live key would be exp(-inf) / 0 = NaN: its scores become 0 (a finite
-    // softmax) and its weights 0, so it gives zeros and passes no gradient.
-    Tensor row = live ? any(*live, {-1}, true) : full(DType::Bool, {tq, 1}, 0);
-    p = where(row, softmax(where(row, s, zeros_like(s)), -1), zeros_like(s));
+  Tensor y;
+  if (o.causal && o.dropout == 0 && tk > 0 && tq > kQueryBlock) {
+    std::vector<Tensor> blocks;
+    for (int64_t r0 = 0; r0 < tq; r0 += kQueryBlock) {
+      const int64_t r1 = std::min(tq, r0 + kQueryBlock);
+      blocks.push_back(attend({qf, kf, vf, o, scale, tq, tk, r0, r1, std::min(r1, tk)}));
+    }
+    y = concatenate(blocks, blocks[0].ndim() - 2);
   } else {
-    p = softmax(s, -1);
+    y = attend({qf, kf, vf, o, scale, tq, tk, 0, tq, tk});
   }
-  if (o.dropout > 0) p = random::dropout(*o.dropout_key, p, o.dropout);
-  return cast(matmul(p, vf), q.dtype());
+  return cast(y, q.dtype());
 }
 
 }  // namespace nx::nn

@@ -37,7 +37,10 @@ struct AttentionOptions {
 // one float dtype; the batch axes (all but the last two) broadcast as nx::matmul's. A query row
 // whose every key is masked (by the bool mask, the causal triangle or -inf in the float mask;
 // every row when Tk = 0) gives zeros and passes no gradient (torch 2.5+'s choice; plain softmax
-// would give NaN). Errors raise std::invalid_argument naming the API and the shapes.
+// would give NaN). Causal attention over more than 128 queries (without dropout) runs in blocks
+// of 128 query rows, each against the keys its rows may see: the forward pass keeps the whole
+// formula's bits, k's and v's gradients are summed over the blocks (docs/attention.md, "Cost").
+// Errors raise std::invalid_argument naming the API and the shapes.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options = {});
 

@@ -385,6 +385,74 @@ INSTANTIATE_TEST_SUITE_P(Devices, Attention, ::testing::Values("CPU", "CPU:1", "
                            return s == "CPU:1" ? std::string("CPU1") : s.substr(0, s.find(':'));
                          });
 
+// Causal attention over more than 128 queries runs as blocks of 128 query rows (two here), each
+// reading the keys its rows may see: the formula's bits, eagerly and compiled on every device, with
+// masks, Tq != Tk and rows with no key; the gradient with respect to q keeps its bits, those of k
+// and v (summed over the blocks) are within rounding.
+TEST(AttentionRowBlocks, KeepTheFormulasBits) {
+  std::vector<Case> cs;
+  cs.push_back(
+      {"Tq 200 > Tk 150, padding", {2, 1, 200, 8}, {2, 1, 150, 8}, {2, 1, 150, 4}, true, [] {
+         std::vector<double> m(300, 1);
+         for (int j = 100; j < 150; ++j) m[150 + j] = 0;  // batch 1 has 100 keys
+         return std::optional<Tensor>(nx::cast(f64({2, 1, 1, 150}, m), nx::bool_));
+       }});
+  cs.push_back(
+      {"Tq 160 < Tk 300, float mask", {1, 1, 160, 8}, {1, 1, 300, 8}, {1, 1, 300, 8}, true, [] {
+         return std::optional<Tensor>(f64({160, 300}, values({160, 300}, 5)));
+       }});
+  cs.push_back({"rows with no key",
+                {1, 1, 140, 4},
+                {1, 1, 140, 4},
+                {1, 1, 140, 4},
+                true,
+                [] {
+                  std::vector<double> m(140, 1);
+                  m[0] = m[130] = 0;  // key 0 hidden: query 0 sees nothing
+                  return std::optional<Tensor>(nx::cast(f64({140}, m), nx::bool_));
+                },
+                std::nullopt,
+                false,
+                true});
+  uint64_t seed = 300;
+  for (const Case& c : cs) {
+    Tensor q = f64(c.qs, values(c.qs, seed++)), k = f64(c.ks, values(c.ks, seed++));
+    Tensor v = f64(c.vs, values(c.vs, seed++));
+    AttentionOptions o{.causal = true, .mask = c.mask()};
+    auto f = [o](const Tensor& q, const Tensor& k, const Tensor& v) { return sdpa(q, k, v, o); };
+    Tensor y = f(q, k, v);
+    expect_near(c.name, y, y.shape(), reference(c, q, k, v));
+    if (!c.dead_rows) EXPECT_EQ(bits(y), bits(unfused(q, k, v, o))) << c.name;
+    EXPECT_EQ(bits(rune::jit(f)(q, k, v)), bits(y)) << c.name << " compiled";
+  }
+  // Every device, compiled, and the gradients.
+  const Case& c = cs[0];
+  Tensor q = f64(c.qs, values(c.qs, 1)), k = f64(c.ks, values(c.ks, 2)),
+         v = f64(c.vs, values(c.vs, 3));
+  Tensor r = f64({2, 1, 200, 4}, values({2, 1, 200, 4}, 4));
+  AttentionOptions o{.causal = true, .mask = c.mask()};
+  auto f = [o](const Tensor& q, const Tensor& k, const Tensor& v) { return sdpa(q, k, v, o); };
+  const std::string want = bits(f(q, k, v));
+  for (const char* d : {"CPU:1", "CUDA:0"}) {
+    AttentionOptions od = o;
+    od.mask = nx::place(*o.mask, d);
+    auto fd = [od](const Tensor& q, const Tensor& k, const Tensor& v) { return sdpa(q, k, v, od); };
+    EXPECT_EQ(bits(rune::jit(fd)(nx::place(q, d), nx::place(k, d), nx::place(v, d))), want) << d;
+  }
+  auto grads = [&](bool formula) {
+    return rune::grad(
+        [&](const Tensor& q, const Tensor& k, const Tensor& v) {
+          return nx::sum((formula ? unfused(q, k, v, o) : sdpa(q, k, v, o)) * r);
+        },
+        rune::argnums<0, 1, 2>)(q, k, v);
+  };
+  auto [gq, gk, gv] = grads(false);
+  auto [fq, fk, fv] = grads(true);
+  EXPECT_EQ(bits(gq), bits(fq));
+  expect_near("d/dk", gk, gk.shape(), nx::to_array(fk), 1e-13);
+  expect_near("d/dv", gv, gv.shape(), nx::to_array(fv), 1e-13);
+}
+
 // ---- gradients (float64, on the host) ----
 
 // rune::grad of sum(sdpa(q, k, v) * r) against central differences of the loop, for every case.

@@ -1,23 +1,15 @@
 #include "codegen/kernel.h"
 
+#include "codegen/grouped_view.h"
+
 namespace codegen {
 
-namespace {
-ir::Shape logical(const ir::View& v, const std::vector<int>& groups) {
-  if (groups.empty()) return v.shape;
-  ir::Shape s;
-  size_t at = 0;
-  for (int n : groups) {
-    int64_t e = 1;
-    for (int i = 0; i < n; ++i) e *= v.shape[at++];
-    s.push_back(e);
-  }
-  return s;
+ir::Shape Contraction::a_shape() const {
+  return a_groups.empty() ? a.shape : GroupedView{a, a_groups}.logical_shape();
 }
-}  // namespace
-
-ir::Shape Contraction::a_shape() const { return logical(a, a_groups); }
-ir::Shape Contraction::b_shape() const { return logical(b, b_groups); }
+ir::Shape Contraction::b_shape() const {
+  return b_groups.empty() ? b.shape : GroupedView{b, b_groups}.logical_shape();
+}
 
 int64_t KernelSpec::reduce_size() const { return rbody || row() ? ir::numel(rshape) : 0; }
 int64_t KernelSpec::blocks() const {

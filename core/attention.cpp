@@ -151,12 +151,15 @@ Tensor attend(const Rows& r) {
     keep = less_equal(iota({m, kn}, 1), r.r0 ? add(row, scalar_like(row, r.r0)) : row);
   }
   if (mask && mask->dtype() == DType::Bool) keep = keep ? logical_and(*keep, *mask) : *mask;
-  std::optional<Tensor> live = keep;  // keep, less the keys a float mask sets to -inf
+  // live: keep, less the keys a float mask sets to -inf. The causal triangle alone leaves key 0
+  // to every row, so only a mask can leave a row with no key (and need the guard below).
+  std::optional<Tensor> live;
+  if (mask && mask->dtype() == DType::Bool) live = keep;
   if (mask && mask->dtype() != DType::Bool) {
     Tensor add_mask = cast(*mask, s.dtype());
     s = add(s, add_mask);
     Tensor finite = greater(add_mask, scalar_like(add_mask, -INFINITY));
-    live = live ? logical_and(*live, finite) : finite;
+    live = keep ? logical_and(*keep, finite) : finite;
   }
   if (keep) s = where(*keep, s, scalar_like(s, -INFINITY));
   Tensor p;

@@ -621,3 +621,27 @@ TEST(ScheduleFusion, AConvolutionReadsItsWindowsInPlaceOnTheHost) {
   EXPECT_EQ(count(schedule_of(args, dk), &grouped), 0);
   EXPECT_TRUE(grouped);
 }
+
+// nx::nn::scaled_dot_product_attention (core/attention.h) schedules as the textbook formula
+// does: causal attention is the mask, q k^T, the softmax row kernel (the scale and the mask
+// fused) and the weights times v; no guard for rows without keys (causal attention leaves key 0
+// to every row), so no kernel and no op more than the formula.
+TEST(ScheduleFusion, CausalAttentionIsTheTextbookFormula) {
+  const int64_t B = 2, H = 4, T = 128, D = 32;
+  const std::vector<Arg> args{
+      {nx::float32, {B, H, T, D}}, {nx::float32, {B, H, T, D}}, {nx::float32, {B, H, T, D}}};
+  auto sdpa = kernels_of(args, [](const std::vector<Tensor>& a) {
+    nx::nn::AttentionOptions o;
+    o.causal = true;
+    return std::vector<Tensor>{nx::nn::scaled_dot_product_attention(a[0], a[1], a[2], o)};
+  });
+  auto textbook = kernels_of(args, [&](const std::vector<Tensor>& a) {
+    Tensor causal = nx::less_equal(nx::iota({T, T}, 1), nx::iota({T, T}, 0));
+    Tensor s =
+        nx::matmul(a[0], nx::permute(a[1], {0, 1, 3, 2})) * (1 / std::sqrt(static_cast<double>(D)));
+    s = nx::softmax(nx::where(causal, s, nx::scalar_like(s, -INFINITY)), -1);
+    return std::vector<Tensor>{nx::matmul(s, a[2])};
+  });
+  EXPECT_EQ(sdpa, textbook);
+  EXPECT_EQ(sdpa.size(), 4u);
+}

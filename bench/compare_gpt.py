@@ -10,6 +10,7 @@ per-step times over 3 batches of steps gives tokens per second. Prints `gpt: <fr
 tok/s  loss <first> -> <last>` lines and a final JSON line in compare.py's format.
 
 Usage: python compare_gpt.py <text file or directory> [steps] [warmup] [--small] [--cuda]
+       [--first-step --framework torch|torch.compile|jax.jit]
 --cuda: torch and torch.compile on the GPU (tools/gpu-check, against the sample on CUDA:0); jax.jit
 is left out there.
 (a directory: its files but *.dat and *.u8, in sorted order, as samples/gpt.cpp reads
@@ -32,7 +33,11 @@ for _v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "XLA_FL
 
 import numpy as np  # noqa: E402
 
-args = [a for a in sys.argv[1:] if not a.startswith("--")]
+# --first-step --framework F (bench/first_step.py): F's first step alone, timed from the model's
+# creation to the first loss read back, printed as "setup_us 0 step_us T loss L".
+FIRST_STEP = "--first-step" in sys.argv
+ONLY = sys.argv[sys.argv.index("--framework") + 1] if "--framework" in sys.argv else None
+args = [a for a in sys.argv[1:] if not a.startswith("--") and a != ONLY]
 SMALL = "--small" in sys.argv
 DEVICE = "cuda" if "--cuda" in sys.argv else "cpu"
 TEXT = args[0]
@@ -81,6 +86,10 @@ def report(framework, per_step_s, losses, note=None):
 
 
 def timed(step_fn):
+    if FIRST_STEP:
+        loss = step_fn()
+        print(f"setup_us 0 step_us {(time.perf_counter() - START) * 1e6:.0f} loss {loss:.6f}", flush=True)
+        sys.exit(0)
     losses = []
     for _ in range(WARMUP):
         losses.append(step_fn())
@@ -260,6 +269,9 @@ frameworks = [("torch", lambda: run_torch(False)), ("torch.compile", lambda: run
 if DEVICE == "cpu":
     frameworks.append(("jax.jit", run_jax))
 for name, fn in frameworks:
+    if ONLY and name != ONLY:
+        continue
+    START = time.perf_counter()
     try:
         per, losses = fn()
         report(name, per, losses)

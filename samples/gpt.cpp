@@ -13,6 +13,9 @@
 //   --small: the CI configuration (1 layer, width 32, context 32, batch 4).
 //   --logdir: the loss of every step and the tokens per second of every log line as TensorBoard
 //   scalars (rune::SummaryWriter; `tensorboard --logdir DIR`). The printed output is the same.
+//   --first-step: prints "first_step gpt: setup_us S step_us T loss L" after the first step and
+//   exits: the eager set-up (the text as a tensor, the parameters, AdamW's state) and the first
+//   compiled step's trace, compile and run (bench/first_step.py).
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -165,6 +168,7 @@ int main(int argc, char** argv) {
   int64_t sample_len = 300;
   std::string logdir;
   bool bench_json = false;  // a last line for bench/run: the median step time (bench/table.py)
+  bool first_step = false;  // bench/first_step.py: time the set-up and the first step, then exit
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&] {
@@ -189,11 +193,13 @@ int main(int argc, char** argv) {
       logdir = value();
     else if (a == "--bench-json")
       bench_json = true;
+    else if (a == "--first-step")
+      first_step = true;
     else {
       std::fprintf(
           stderr,
           "usage: gpt [--steps N] [--small] [--data FILE|DIR] [--checkpoint FILE] [--sample N] "
-          "[--logdir DIR] [--bench-json]\n");
+          "[--logdir DIR] [--bench-json] [--first-step]\n");
       return 2;
     }
   }
@@ -205,6 +211,7 @@ int main(int argc, char** argv) {
                  data_path.c_str());
     return 1;
   }
+  auto t_setup = std::chrono::steady_clock::now();
   std::vector<double> bytes(text.begin(), text.end());
   for (double& b : bytes) b = static_cast<double>(static_cast<unsigned char>(b));
   Tensor data = nx::create(nx::int32, {static_cast<int64_t>(bytes.size())}, bytes);
@@ -244,6 +251,19 @@ int main(int argc, char** argv) {
       (long long)c.layers, (long long)c.heads, (long long)c.width, (long long)T, (long long)B,
       (long long)n_params, text.size());
 
+  if (first_step) {
+    nx::wait(s.count);
+    auto t_step = std::chrono::steady_clock::now();
+    Tensor loss;
+    std::tie(loss, p, s) = step(p, s, data, base_key);
+    float l = nx::item<float>(loss);
+    auto us = [](auto a, auto b) {
+      return std::chrono::duration<double, std::micro>(b - a).count();
+    };
+    std::printf("first_step gpt: setup_us %.0f step_us %.0f loss %.6f\n", us(t_setup, t_step),
+                us(t_step, std::chrono::steady_clock::now()), l);
+    return 0;
+  }
   int64_t resume_at = c.steps / 2, check = std::min<int64_t>(3, c.steps - resume_at);
   std::vector<float> losses;
   std::vector<double> step_us;  // each step's time, the loss read back included

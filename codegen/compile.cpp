@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "codegen/backend.h"
+#include "codegen/cpu/kernel_upgrades.h"
 #include "codegen/inplace.h"
 #include "codegen/memory_order.h"
 #include "codegen/plan.h"
@@ -98,9 +99,11 @@ std::shared_ptr<const runtime::Program> build(const std::vector<NodeRef>& roots,
   (void)runtime::launcher_for(device, "rune::compile");
   auto p = std::make_shared<runtime::Program>();
   p->device = device;
+  std::optional<runtime::ProfileSpan> phase(std::in_place, "phase", "schedule", device.name());
   Schedule s = schedule(roots, n_inputs, /*fuse_epilogues=*/true,
                         /*half_operands=*/device.kind != runtime::DeviceKind::CPU);
   order_for_memory(s);  // before anything reads the order: the steps, the donation rule
+  phase.reset();
   if (debug_level() >= 3) {
     std::string where = device.kind == runtime::DeviceKind::CPU ? "" : " for " + device.name();
     std::fprintf(stderr, "rune: schedule%s: %zu kernels, %zu slots\n", where.c_str(),
@@ -164,7 +167,11 @@ void set_gpu_target_for_testing(runtime::DeviceKind kind, GpuTarget target) {
 CompileStats compile_stats() {
   auto& c = caches();
   std::lock_guard lock(c.compile_mu);
-  return c.stats;
+  CompileStats s = c.stats;
+  s.kernels_upgraded = cpu::upgrades_installed();
+  return s;
 }
+
+void wait_for_kernel_upgrades() { cpu::wait_for_upgrades(); }
 
 }  // namespace codegen

@@ -29,8 +29,14 @@ struct CompileStats {
   size_t kernels_compiled = 0;   // host kernels compiled by LLVM
   size_t kernels_from_disk = 0;  // host kernels loaded from the disk cache
   size_t sources = 0;            // GPU sources compiled (or read from the GPU binary cache)
+  size_t kernels_upgraded = 0;   // host kernels whose full tier replaced their quick tier
 };
 CompileStats compile_stats();
+
+// Blocks until every host kernel upgrade queued so far (a quick-tier kernel's full tier,
+// compiled in the background: codegen/cpu/kernel_upgrades.h) is installed. For benchmarks that
+// time steady-state code, and tests; the bits are the same before and after.
+void wait_for_kernel_upgrades();
 
 // How kernels for a GPU kind are rendered and turned into a module image: the dialect, and
 // compile(source, arch) -> the bytes handed to the driver's module_load.

@@ -6,6 +6,7 @@
 // temporaries align and how a call orders against the device's stream is the device's
 // launcher's business (runtime/launcher.h), chosen by the program's device.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,8 +54,15 @@ struct Step {
   std::function<void(gpu::Context& c, char* const* bufs)> queue = {};
   // The loaded code `entry` (or the plan's epilogue) points into: alive as long as the step.
   std::shared_ptr<const void> keep;
+  // Host: where the kernel's current entry point is read at each launch instead of `entry`,
+  // when set (a tiered kernel whose full tier replaces its quick tier while programs run:
+  // codegen/cpu/kernel_upgrades.h); it lives in `keep`. Both tiers compute the same bits.
+  const std::atomic<void*>* live_entry = nullptr;
 
-  HostKernelFn host_kernel() const { return reinterpret_cast<HostKernelFn>(entry); }
+  HostKernelFn host_kernel() const {
+    return reinterpret_cast<HostKernelFn>(live_entry ? live_entry->load(std::memory_order_acquire)
+                                                     : entry);
+  }
   static void* entry_of(HostKernelFn fn) { return reinterpret_cast<void*>(fn); }
 };
 

@@ -49,7 +49,9 @@ void parse_stats(ProbeRun& r) {
 // Runs the probe against `dir`. `timeout 120`: a probe that blocks (as one did on a FIFO entry)
 // fails the test instead of hanging it.
 ProbeRun probe(const fs::path& dir) {
-  std::string cmd = "timeout 120 env DEBUG=0 RUNE_CACHE_DIR='" + dir.string() +
+  // RUNE_KERNEL_TIERS=0: every kernel at the full tier at once, one entry each, so the counts
+  // below are exact (tiered, a background thread writes the entries: tests/test_kernel_tiers).
+  std::string cmd = "timeout 120 env DEBUG=0 RUNE_KERNEL_TIERS=0 RUNE_CACHE_DIR='" + dir.string() +
                     "' RUNE_DISK_CACHE=1 '" + RUNE_CACHE_PROBE + "' 2>&1";
   ProbeRun r;
   FILE* p = popen(cmd.c_str(), "r");
@@ -82,6 +84,7 @@ ProbeRun probe_with_file_size_limit(const fs::path& dir, rlim_t limit) {
     setenv("DEBUG", "0", 1);
     setenv("RUNE_CACHE_DIR", dir.c_str(), 1);
     setenv("RUNE_DISK_CACHE", "1", 1);
+    setenv("RUNE_KERNEL_TIERS", "0", 1);
     alarm(120);  // a hang fails the test
     execl(RUNE_CACHE_PROBE, RUNE_CACHE_PROBE, static_cast<char*>(nullptr));
     _exit(98);

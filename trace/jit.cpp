@@ -19,6 +19,7 @@
 #include "ir/env.h"
 #include "ir/hash.h"
 #include "runtime/launcher.h"
+#include "runtime/profile.h"
 #include "trace/staged_program.h"
 #include "trace/structured.h"
 
@@ -554,7 +555,9 @@ struct JitCore::Impl {
       std::shared_ptr<Compiled> c;
       {
         ir::NodeUse use;  // the trace's nodes stay until the program is compiled
+        std::optional<runtime::ProfileSpan> phase(std::in_place, "phase", "trace", device.name());
         Traced t = trace_program(args, key, trace, device);
+        phase.reset();
         compile_program(*t.compiled, t);
         c = std::move(t.compiled);
       }

@@ -9,6 +9,7 @@
 
 #include "codegen/backend.h"
 #include "codegen/cpu/gemm.h"
+#include "codegen/cpu/kernel_upgrades.h"
 #include "codegen/cpu/orc_compiler.h"
 #include "codegen/cpu/render_llvm.h"
 #include "codegen/cpu/sort_scan.h"
@@ -31,12 +32,16 @@ struct SpecHash {
 };
 
 // A loaded kernel: its entry points stay valid while `code` (or a program step holding a copy)
-// lives; the last owner unloads it (cpu::load_object).
+// lives; the last owner unloads it (cpu::load_object). A tiered kernel's steps read their entry
+// point from `live_main` / `live_phase1` (into the cpu::TieredKernel that `code` holds), which
+// its upgrade moves from the quick tier to the full tier (codegen/cpu/kernel_upgrades.h).
 struct HostKernel {
   runtime::HostKernelFn main = nullptr, phase1 = nullptr;
   std::string name;
   std::shared_ptr<void> code;
   int64_t phase1_items = 0;  // work items of phase1 (the plan may give one several blocks)
+  const std::atomic<void*>* live_main = nullptr;
+  const std::atomic<void*>* live_phase1 = nullptr;
 };
 // Kernels are held weakly, as programs are (codegen/compile.cpp): a kernel lives as long as
 // some program step uses it.
@@ -45,11 +50,21 @@ struct CachedKernel {
   std::string name;
   std::weak_ptr<void> code;
   int64_t phase1_items = 0;
+  const std::atomic<void*>* live_main = nullptr;
+  const std::atomic<void*>* live_phase1 = nullptr;
+  explicit CachedKernel(const HostKernel& k)
+      : main(k.main),
+        phase1(k.phase1),
+        name(k.name),
+        code(k.code),
+        phase1_items(k.phase1_items),
+        live_main(k.live_main),
+        live_phase1(k.live_phase1) {}
   bool expired() const { return code.expired(); }
   std::optional<HostKernel> get() const {
     auto c = code.lock();
     if (!c) return std::nullopt;
-    return HostKernel{main, phase1, name, std::move(c), phase1_items};
+    return HostKernel{main, phase1, name, std::move(c), phase1_items, live_main, live_phase1};
   }
 };
 constexpr size_t kSweepEvery = 1024;
@@ -59,11 +74,13 @@ void erase_expired(Map& m) {
   std::erase_if(m, [](const auto& entry) { return entry.second.expired(); });
 }
 
-runtime::Step kernel_step(runtime::HostKernelFn fn, std::string name, int64_t items, int64_t cost,
-                          int64_t bytes, std::vector<int> slots, std::shared_ptr<const void> code) {
+runtime::Step kernel_step(runtime::HostKernelFn fn, const std::atomic<void*>* live,
+                          std::string name, int64_t items, int64_t cost, int64_t bytes,
+                          std::vector<int> slots, std::shared_ptr<const void> code) {
   runtime::Step st;
   st.kind = runtime::Step::Kind::Kernel;
   st.entry = runtime::Step::entry_of(fn);
+  st.live_entry = live;
   st.keep = std::move(code);
   st.name = std::move(name);
   st.items = items;
@@ -100,11 +117,15 @@ class HostBackend final : public Backend {
 
  private:
   // Decompose + render + compile (or load from disk) one kernel: the one place the host's
-  // renderer is called.
-  HostKernel build_kernel(const KernelSpec& spec, CompileStats& stats) {
+  // renderer is called. `tiered`: a disk-cache miss compiles the quick tier and queues the full
+  // tier's upgrade (RUNE_KERNEL_TIERS=1, the default); else the full tier is compiled now (a gemm
+  // epilogue, whose entry point its plan holds, is never swapped).
+  HostKernel build_kernel(const KernelSpec& spec, bool tiered, CompileStats& stats) {
+    std::optional<runtime::ProfileSpan> phase(std::in_place, "phase", "lower and render", "CPU");
     KernelSpec k = spec;
     for (NodeRef* r : k.roots()) *r = decompose(*r);
     auto rendered = cpu::render_llvm(k, "KERNEL", runtime::host_threads());
+    phase.reset();
     // The symbol is named after the source, so equal kernels share one name and object.
     const std::string name = kernel_symbol(rendered.ir);
     std::string ir = rendered.ir;
@@ -113,44 +134,95 @@ class HostBackend final : public Backend {
       if (auto live = it->second.get()) return *live;
     if (debug_level() >= 5)
       std::fprintf(stderr, "rune: kernel %s source:\n%s\n", name.c_str(), ir.c_str());
-    std::string key = cpu::target_id() + "\n" + ir;
+    const std::string key = cpu::target_id() + "\n" + ir;
     runtime::ProfileSpan span("compile", name, "CPU", static_cast<int64_t>(ir.size()));
     auto t0 = std::chrono::steady_clock::now();
-    std::string obj;
-    auto& disk = DiskCache::instance();
-    if (auto hit = disk.get(key)) {
-      obj = std::move(*hit);
-      ++stats.kernels_from_disk;
-    } else {
-      obj = cpu::compile_to_object(ir, name);
-      disk.put(key, obj);
-      ++stats.kernels_compiled;
-    }
     std::vector<std::string> syms = {name};
     if (rendered.two_phase) syms.push_back(name + "_p1");
-    auto loaded = cpu::load_object(obj, syms);
-    const auto& addrs = loaded.addresses;
+    const int tiers = cpu::kernel_tiers();
+    tiered = tiered && tiers != 0;
+    // The full tier from the disk cache, unless only the quick tier is wanted.
+    std::optional<std::string> obj;
+    if (!tiered || tiers == 1) obj = disk_read(key, stats);
+    HostKernel hk;
+    hk.name = name;
+    hk.phase1_items = rendered.phase1_items;
+    if (obj || !tiered) {
+      if (!obj) {
+        obj = cpu::compile_to_object(ir, name, cpu::Tier::Full);
+        disk_write(key, *obj);
+        ++stats.kernels_compiled;
+      }
+      phase.emplace("phase", "load", "CPU");
+      auto loaded = cpu::load_object(*obj, syms);
+      phase.reset();
+      hk.main = reinterpret_cast<runtime::HostKernelFn>(loaded.addresses[0]);
+      if (rendered.two_phase)
+        hk.phase1 = reinterpret_cast<runtime::HostKernelFn>(loaded.addresses[1]);
+      hk.code = loaded.owner;
+    } else {
+      // The quick tier, under names of its own (`name`_q...) so that the full tier's object can
+      // be loaded beside it, and a disk-cache key of its own.
+      std::string quick_ir = ir;
+      replace_all(quick_ir, "@" + name, "@" + name + "_q");
+      const std::string quick_key = "quick\n" + cpu::target_id() + "\n" + quick_ir;
+      obj = disk_read(quick_key, stats);
+      bool compiled = false;
+      if (!obj) {
+        obj = cpu::compile_to_object(quick_ir, name + "_q", cpu::Tier::Quick);
+        compiled = true;
+        ++stats.kernels_compiled;
+        // RUNE_KERNEL_TIERS=2 has no thread to write it.
+        if (tiers == 2) disk_write(quick_key, *obj);
+      }
+      std::vector<std::string> quick_syms;
+      for (const auto& sym : syms)
+        quick_syms.push_back(sym.substr(0, name.size()) + "_q" + sym.substr(name.size()));
+      phase.emplace("phase", "load", "CPU");
+      auto loaded = cpu::load_object(*obj, quick_syms);
+      phase.reset();
+      auto tk = std::make_shared<cpu::TieredKernel>();
+      tk->quick_code = loaded.owner;
+      tk->main.store(loaded.addresses[0]);
+      if (rendered.two_phase) tk->phase1.store(loaded.addresses[1]);
+      hk.main = reinterpret_cast<runtime::HostKernelFn>(loaded.addresses[0]);
+      if (rendered.two_phase)
+        hk.phase1 = reinterpret_cast<runtime::HostKernelFn>(loaded.addresses[1]);
+      hk.live_main = &tk->main;
+      if (rendered.two_phase) hk.live_phase1 = &tk->phase1;
+      if (tiers == 1)
+        cpu::queue_upgrade({tk, ir, name, key, rendered.two_phase, compiled ? quick_key : "",
+                            compiled ? *obj : ""});
+      hk.code = std::shared_ptr<void>(tk, tk.get());
+    }
     if (debug_level() >= 1) {
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "rune: kernel %s ready in %.2f ms\n", name.c_str(), ms);
+      std::fprintf(stderr, "rune: kernel %s ready in %.2f ms%s\n", name.c_str(), ms,
+                   hk.live_main ? " (quick tier)" : "");
     }
-    HostKernel hk;
-    hk.name = name;
-    hk.main = reinterpret_cast<runtime::HostKernelFn>(addrs[0]);
-    if (rendered.two_phase) hk.phase1 = reinterpret_cast<runtime::HostKernelFn>(addrs[1]);
-    hk.phase1_items = rendered.phase1_items;
-    hk.code = loaded.owner;
-    by_name_[name] = CachedKernel{hk.main, hk.phase1, hk.name, hk.code, hk.phase1_items};
+    by_name_.insert_or_assign(name, CachedKernel(hk));
     return hk;
   }
 
+  // An entry of the disk cache (counted as loaded from disk), or nullopt.
+  static std::optional<std::string> disk_read(const std::string& key, CompileStats& stats) {
+    runtime::ProfileSpan phase("phase", "disk read", "CPU");
+    auto hit = DiskCache::instance().get(key);
+    if (hit) ++stats.kernels_from_disk;
+    return hit;
+  }
+  static void disk_write(const std::string& key, const std::string& obj) {
+    runtime::ProfileSpan phase("phase", "disk write", "CPU");
+    DiskCache::instance().put(key, obj);
+  }
+
   // The kernel of `spec`, from the cache while some program still holds it, else built.
-  HostKernel kernel_for(const KernelSpec& spec, CompileStats& stats) {
+  HostKernel kernel_for(const KernelSpec& spec, bool tiered, CompileStats& stats) {
     if (auto it = kernels_.find(spec); it != kernels_.end())
       if (auto live = it->second.get()) return *live;
-    HostKernel hk = build_kernel(spec, stats);
-    kernels_[spec] = CachedKernel{hk.main, hk.phase1, hk.name, hk.code, hk.phase1_items};
+    HostKernel hk = build_kernel(spec, tiered, stats);
+    kernels_.insert_or_assign(spec, CachedKernel(hk));
     if (++kernel_inserts_ % kSweepEvery == 0) {
       erase_expired(kernels_);
       erase_expired(by_name_);
@@ -179,7 +251,7 @@ class HostBackend final : public Backend {
         (void)src;
         return n->op == Op::Acc ? acc_load : nullptr;
       });
-      HostKernel ek = kernel_for(e, stats);
+      HostKernel ek = kernel_for(e, /*tiered=*/false, stats);
       plan->epilogue = ek.main;
       epilogue_code = ek.code;
     }
@@ -257,7 +329,7 @@ class HostBackend final : public Backend {
   }
 
   void add_kernel_steps(const KernelSpec& k, runtime::Program& p, CompileStats& stats) {
-    const HostKernel hk = kernel_for(k, stats);
+    const HostKernel hk = kernel_for(k, /*tiered=*/true, stats);
     int64_t outs = numel(k.shape);
     int64_t bytes = k.out_numel() * itemsize(k.out_dtype);
     if (hk.phase1) {
@@ -270,17 +342,18 @@ class HostBackend final : public Backend {
       // Phase 1's items are (output, block) pairs, or (output, group of blocks) under a plan
       // that interleaves blocks (codegen/plan.h); an item's cost is its elements.
       const int64_t items = hk.phase1_items;
-      p.steps.push_back(kernel_step(hk.phase1, hk.name + "_p1", items,
+      p.steps.push_back(kernel_step(hk.phase1, hk.live_phase1, hk.name + "_p1", items,
                                     kReduceBlock * ((outs * nb + items - 1) / items), bytes, slots,
                                     hk.code));
-      p.steps.push_back(kernel_step(hk.main, hk.name, outs, nb, bytes, slots, hk.code));
+      p.steps.push_back(
+          kernel_step(hk.main, hk.live_main, hk.name, outs, nb, bytes, slots, hk.code));
     } else {
       // The bytes read, about: a reduction reads its rows once per output; a row kernel writing
       // rows reads about as much as it writes.
       int64_t reduced =
           k.rbody || (k.row() && !k.row_out) ? std::max<int64_t>(k.reduce_size(), 1) : 1;
-      p.steps.push_back(kernel_step(hk.main, hk.name, outs, work_per_output(k), bytes * reduced,
-                                    k.slots, hk.code));
+      p.steps.push_back(kernel_step(hk.main, hk.live_main, hk.name, outs, work_per_output(k),
+                                    bytes * reduced, k.slots, hk.code));
     }
   }
 

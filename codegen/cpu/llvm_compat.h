@@ -36,8 +36,10 @@ void* address(const Symbol& s) {
 #endif
 #if LLVM_VERSION_MAJOR >= 18
 #define RUNE_LLVM_OPT_AGGRESSIVE llvm::CodeGenOptLevel::Aggressive
+#define RUNE_LLVM_OPT_NONE llvm::CodeGenOptLevel::None
 #define RUNE_LLVM_OBJECT_FILE llvm::CodeGenFileType::ObjectFile
 #else
 #define RUNE_LLVM_OPT_AGGRESSIVE llvm::CodeGenOpt::Aggressive
+#define RUNE_LLVM_OPT_NONE llvm::CodeGenOpt::None
 #define RUNE_LLVM_OBJECT_FILE llvm::CGFT_ObjectFile
 #endif

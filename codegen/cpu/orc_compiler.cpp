@@ -22,9 +22,11 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include "codegen/cpu/llvm_compat.h"
+#include "runtime/profile.h"
 #include RUNE_LLVM_HOST_H
 
 namespace codegen::cpu {
@@ -69,17 +71,21 @@ struct Host {
     jit->getMainJITDylib().addGenerator(std::move(*gen));
   }
 
-  std::unique_ptr<llvm::TargetMachine> machine() {
+  std::unique_ptr<llvm::TargetMachine> machine(Tier tier) {
     llvm::TargetOptions opts;
     // docs/semantics.md §5: every + - * / rounds separately; never contract into FMA.
     opts.AllowFPOpFusion = llvm::FPOpFusion::Strict;
     return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
-        triple, cpu, features, opts, llvm::Reloc::PIC_, llvm::None, RUNE_LLVM_OPT_AGGRESSIVE));
+        triple, cpu, features, opts, llvm::Reloc::PIC_, llvm::None,
+        tier == Tier::Full ? RUNE_LLVM_OPT_AGGRESSIVE : RUNE_LLVM_OPT_NONE));
   }
 };
 
 Host& host() {
-  static Host* h = new Host;  // lives as long as the process: loaded code points into it
+  static Host* h = [] {
+    runtime::ProfileSpan span("phase", "llvm start", "CPU");
+    return new Host;
+  }();  // lives as long as the process: loaded code points into it
   return *h;
 }
 
@@ -87,7 +93,8 @@ Host& host() {
 
 const std::string& target_id() { return host().id; }
 
-std::string compile_to_object(const std::string& ir, const std::string& module_name) {
+std::string compile_to_object(const std::string& ir, const std::string& module_name, Tier tier,
+                              const std::atomic<bool>* cancel) {
   Host& h = host();
   llvm::LLVMContext ctx;
   // Warnings and remarks are for compiler developers, not users: a lanes loop LLVM cannot
@@ -102,6 +109,7 @@ std::string compile_to_object(const std::string& ir, const std::string& module_n
         llvm::errs() << "\n";
       },
       nullptr);
+  std::optional<runtime::ProfileSpan> phase(std::in_place, "phase", "llvm parse", "CPU");
   llvm::SMDiagnostic diag;
   auto mod = llvm::parseIR(llvm::MemoryBufferRef(ir, module_name), diag, ctx);
   if (!mod) {
@@ -114,7 +122,8 @@ std::string compile_to_object(const std::string& ir, const std::string& module_n
   llvm::raw_string_ostream vos(verr);
   if (llvm::verifyModule(*mod, &vos))
     throw std::runtime_error("rune: generated LLVM IR is invalid: " + vos.str());
-  auto tm = h.machine();
+  phase.emplace("phase", "llvm optimise", "CPU");
+  auto tm = h.machine(tier);
   mod->setDataLayout(tm->createDataLayout());
   mod->setTargetTriple(h.triple);
 
@@ -122,7 +131,13 @@ std::string compile_to_object(const std::string& ir, const std::string& module_n
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder pb(tm.get());
+  // A background compile stops early when the process exits: every optional pass left is
+  // skipped once `cancel` is set, and the result is thrown away below.
+  llvm::PassInstrumentationCallbacks pic;
+  if (cancel)
+    pic.registerShouldRunOptionalPassCallback(
+        [cancel](llvm::StringRef, llvm::Any) { return !cancel->load(std::memory_order_relaxed); });
+  llvm::PassBuilder pb(tm.get(), llvm::PipelineTuningOptions(), {}, &pic);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
@@ -138,9 +153,17 @@ std::string compile_to_object(const std::string& ir, const std::string& module_n
     if (auto err = pb.parsePassPipeline(m, "function(sroa,instcombine)"))
       throw std::runtime_error("rune: LLVM pass pipeline: " + llvm::toString(std::move(err)));
   });
-  auto mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  llvm::ModulePassManager mpm;
+  if (tier == Tier::Full) {
+    mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  } else if (auto err =
+                 pb.parsePassPipeline(mpm, "function(sroa,early-cse,instcombine,simplifycfg)")) {
+    throw std::runtime_error("rune: LLVM pass pipeline: " + llvm::toString(std::move(err)));
+  }
   mpm.run(*mod, mam);
+  if (cancel && cancel->load()) return {};
 
+  phase.emplace("phase", "llvm codegen", "CPU");
   llvm::SmallVector<char, 0> buf;
   llvm::raw_svector_ostream os(buf);
   llvm::legacy::PassManager pm;

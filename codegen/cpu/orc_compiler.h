@@ -1,6 +1,7 @@
 // The host compiler: LLVM IR text -> optimised object code (O3 for this CPU, no FP
 // contraction) -> loaded into the process with ORC. LLVM headers stay inside codegen/cpu.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,8 +11,19 @@ namespace codegen::cpu {
 // Identifies the code this compiler produces (LLVM version, CPU, features): part of every
 // disk cache key, so a cache shared between machines never loads foreign code.
 const std::string& target_id();
+// How much LLVM works on a kernel (codegen/kernel_tiers.h decides which a kernel gets first):
+//   Quick: a few cleanup passes (sroa, early-cse, instcombine, simplifycfg) and the fast
+//          instruction selector: no vectorisation or unrolling, about 10x less compile time;
+//   Full:  the O3 pipeline and aggressive code generation, the kernel's steady-state speed.
+// The tier changes speed only, never bits: the lowering fixed every operation's order, the IR
+// carries no fast-math flags and FP contraction is off in both, so no pass may reassociate,
+// contract or otherwise change a floating-point result (tests/test_kernel_tiers.cpp compares).
+enum class Tier { Quick, Full };
 // Compiles IR text to a relocatable object. Throws std::runtime_error with LLVM's diagnostic.
-std::string compile_to_object(const std::string& ir, const std::string& module_name);
+// `cancel` (optional): once it reads true, the optimisation passes left are skipped and the
+// result is an empty string (a process exiting while a background compile runs).
+std::string compile_to_object(const std::string& ir, const std::string& module_name,
+                              Tier tier = Tier::Full, const std::atomic<bool>* cancel = nullptr);
 // A loaded object: the addresses of its symbols, valid while `owner` (or a copy) lives; the
 // last owner unloads the object and frees its code.
 struct LoadedObject {

@@ -41,9 +41,13 @@ struct Child {
   fs::path err;
 };
 
+// RUNE_KERNEL_TIERS=0 unless `env` sets it: every kernel at the full tier at once, one cache
+// entry each, written by the probe itself (tiered, a background thread writes them).
 Child start(const std::string& env, const std::string& mode, const fs::path& err) {
-  std::string cmd = "env -u DEBUG -u RUNE_DISK_CACHE -u RUNE_NUM_THREADS -u RUNE_DEFAULT_DEVICE " +
-                    env + " '" RUNE_ENV_PROBE "' " + mode + " 2>'" + err.string() + "'";
+  std::string cmd =
+      "env -u DEBUG -u RUNE_DISK_CACHE -u RUNE_NUM_THREADS -u RUNE_DEFAULT_DEVICE "
+      "RUNE_KERNEL_TIERS=0 " +
+      env + " '" RUNE_ENV_PROBE "' " + mode + " 2>'" + err.string() + "'";
   return {popen(cmd.c_str(), "r"), err};
 }
 

@@ -1,0 +1,71 @@
+// Host kernel tiers (codegen/cpu/kernel_upgrades.h, docs/env.md RUNE_KERNEL_TIERS): the quick
+// tier (a few cleanup passes, the fast instruction selector) and the full tier (O3) compile the
+// same IR, whose operation order the lowering fixed, so every result has the same bits in both,
+// and a kernel swapped from one to the other while its programs run keeps them. Each run is a
+// child process (kernel_tiers_probe) without a disk cache, so every kernel is compiled in it.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <regex>
+#include <string>
+
+#ifndef RUNE_KERNEL_TIERS_PROBE
+#error "RUNE_KERNEL_TIERS_PROBE must name the kernel_tiers_probe executable"
+#endif
+
+namespace {
+
+struct ProbeRun {
+  int status = -1;
+  std::string hashes, output;
+  long compiled = -1, upgraded = -1;
+};
+
+ProbeRun probe(const std::string& tiers, const std::string& arg = "") {
+  std::string cmd = "timeout 300 env DEBUG=0 RUNE_DISK_CACHE=0 RUNE_KERNEL_TIERS=" + tiers + " '" +
+                    RUNE_KERNEL_TIERS_PROBE + "' " + arg + " 2>&1";
+  ProbeRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  r.status = pclose(p);
+  std::smatch m;
+  if (std::regex_search(r.output, m, std::regex("compiled=(\\d+) upgraded=(\\d+)\\n$"))) {
+    r.compiled = std::stol(m[1]);
+    r.upgraded = std::stol(m[2]);
+    r.hashes = m.prefix();
+  }
+  return r;
+}
+
+TEST(KernelTiers, QuickAndFullTiersGiveTheSameBits) {
+  ProbeRun full = probe("0"), quick = probe("2");
+  ASSERT_EQ(full.status, 0) << full.output;
+  ASSERT_EQ(quick.status, 0) << quick.output;
+  ASSERT_GT(full.compiled, 20) << full.output;
+  EXPECT_EQ(quick.compiled, full.compiled);
+  EXPECT_EQ(full.upgraded, 0);
+  EXPECT_EQ(quick.upgraded, 0);  // quick only: never upgraded
+  EXPECT_EQ(quick.hashes, full.hashes) << "full tier:\n"
+                                       << full.output << "quick tier:\n"
+                                       << quick.output;
+}
+
+TEST(KernelTiers, UpgradesSwapInTheFullTierWithTheSameBits) {
+  ProbeRun full = probe("0");
+  ProbeRun tiered = probe("1", "swap");
+  ASSERT_EQ(tiered.status, 0) << tiered.output;
+  auto cut = tiered.hashes.find("--\n");
+  ASSERT_NE(cut, std::string::npos) << tiered.output;
+  // Before the swap (quick tier, or some kernels already upgraded) and after it: the same bits
+  // as the full tier compiled at once.
+  EXPECT_EQ(tiered.hashes.substr(0, cut), full.hashes);
+  EXPECT_EQ(tiered.hashes.substr(cut + 3), full.hashes);
+  // Every kernel compiled at the quick tier was upgraded (gemm epilogues start at the full tier).
+  EXPECT_GT(tiered.upgraded, 20) << tiered.output;
+  EXPECT_LE(tiered.upgraded, tiered.compiled);
+}
+
+}  // namespace

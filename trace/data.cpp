@@ -423,6 +423,23 @@ Dataset<std::pair<nx::Tensor, nx::Tensor>> from_text(const std::string& path, in
           detail::tokens_of(std::pair<nx::Tensor, nx::Tensor>{})};
 }
 
+Dataset<std::pair<nx::Tensor, nx::Tensor>> from_text_files(const std::vector<std::string>& paths,
+                                                           int64_t seq_len, int64_t stride) {
+  const char* api = "rune::data::from_text_files";
+  if (paths.empty()) throw std::invalid_argument(std::string(api) + ": no files");
+  auto bytes = std::make_shared<std::vector<uint8_t>>();
+  for (const std::string& path : paths) {
+    auto b = detail::read_file(api, path);
+    bytes->insert(bytes->end(), b->begin(), b->end());
+  }
+  auto n = static_cast<int64_t>(bytes->size());
+  std::string what = "'" + paths[0] + "'";
+  if (paths.size() > 1)
+    what = "the text of " + std::to_string(paths.size()) + " files (" + what + ", ...)";
+  return {detail::windows(api, std::move(bytes), nx::DType::UInt8, n, seq_len, stride, what),
+          detail::tokens_of(std::pair<nx::Tensor, nx::Tensor>{})};
+}
+
 Dataset<std::pair<nx::Tensor, nx::Tensor>> from_tokens(const nx::Tensor& tokens, int64_t seq_len,
                                                        int64_t stride) {
   const char* api = "rune::data::from_tokens";

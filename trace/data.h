@@ -173,6 +173,10 @@ Dataset<std::pair<nx::Tensor, nx::Tensor>> from_idx(const std::string& images,
 // [seq_len]. The windows are not copied: each batch is gathered from the one byte stream.
 Dataset<std::pair<nx::Tensor, nx::Tensor>> from_text(const std::string& path, int64_t seq_len,
                                                      int64_t stride = 0);
+// The same windows over the bytes of several files joined in the order given (a corpus split into
+// files; nothing is inserted between them, so a window may span two files). At least one path.
+Dataset<std::pair<nx::Tensor, nx::Tensor>> from_text_files(const std::vector<std::string>& paths,
+                                                           int64_t seq_len, int64_t stride = 0);
 // The same windows over a 1-D tensor of tokens (any dtype).
 Dataset<std::pair<nx::Tensor, nx::Tensor>> from_tokens(const nx::Tensor& tokens, int64_t seq_len,
                                                        int64_t stride = 0);

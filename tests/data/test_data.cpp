@@ -595,6 +595,29 @@ TEST(DataFiles, TextWindows) {
     for (int64_t r = b.valid; r < 3; ++r) EXPECT_EQ(s.substr(4 * r, 4), std::string(4, '\0'));
   }
   EXPECT_EQ(seen.size(), 8u);
+  // Several files joined in order: windows span the boundary.
+  std::string second = dir() + "/t2.txt";
+  std::ofstream(second, std::ios::binary) << "!?";
+  auto joined = data::from_text_files({path, second}, 4, 2);  // (14 - 5) / 2 + 1 = 5 windows
+  EXPECT_EQ(joined.size(), 5);
+  auto [jx, jy] = joined.take({0, 4});
+  EXPECT_EQ(as_str(jx), "hellorld");
+  EXPECT_EQ(as_str(jy), "ellorld!");
+  auto [jx4, jy4] = data::from_text_files({path, second}, 4, 1).take({9});  // 14 - 5 + 1 = 10
+  EXPECT_EQ(as_str(jx4), "rld!");
+  EXPECT_EQ(as_str(jy4), "ld!?");
+  EXPECT_EQ(data::from_text_files({path}, 4).size(), 2);
+  EXPECT_EQ(error_of([&] { data::from_text_files({}, 4); }),
+            "rune::data::from_text_files: no files");
+  EXPECT_EQ(error_of([&] {
+              data::from_text_files({second, second}, 4);
+            }),
+            "rune::data::from_text_files: the text of 2 files ('" + second +
+                "', ...) has 4 tokens, fewer than one window of seq_len + 1 = 5");
+  EXPECT_EQ(error_of([&] {
+              data::from_text_files({path, dir() + "/missing.txt"}, 4);
+            }),
+            "rune::data::from_text_files: cannot open '" + dir() + "/missing.txt'");
   // Tokens of another dtype.
   auto tok = data::from_tokens(nx::cast(nx::arange(10), nx::int32), 3, 2);  // (10 - 4) / 2 + 1
   EXPECT_EQ(tok.size(), 4);

@@ -42,9 +42,9 @@ inline constexpr int kReduceLanes = 8;
 
 // The operands of a contraction kernel: a over [batch..., M, K] and b over [batch..., K, N],
 // strided views of params 1 and 2 (no masks).
-// Host schedules may read an operand whose M, K or N axis spans several view axes (a
-// convolution's windows: codegen/grouped_view.h): a_groups / b_groups then give the view axes
-// per logical axis (batch axes one each), and the views are over those axes. Empty: one each.
+// An operand's M, K or N axis may span several view axes (a convolution's windows read in
+// place: codegen/grouped_view.h): a_groups / b_groups then give the view axes per logical axis
+// (batch axes one each, first), and the views are over those axes. Empty: one each.
 struct Contraction {
   ir::View a, b;
   std::vector<int> a_groups, b_groups;

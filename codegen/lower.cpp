@@ -68,8 +68,6 @@ lir::Kernel lower(const KernelSpec& k, const Plan& plan) {
   if (std::string why = validate(k, plan); !why.empty())
     throw std::logic_error("lower: plan \"" + plan.str() + "\" is not valid here: " + why);
   if (!k.body && !k.contract && !k.library) throw std::logic_error("lower: kernel has no body");
-  if (k.contract && (!k.contract->a_groups.empty() || !k.contract->b_groups.empty()))
-    throw std::logic_error("lower: grouped contraction operands are read by the host's gemm only");
   if (k.row() && (k.rbody || k.blocks() > 1))
     throw std::logic_error("lower: a row kernel has stages only, of one reduction block");
   // Plan parts that do not apply to this kernel's kind are ignored (codegen/plan.h).

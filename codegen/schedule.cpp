@@ -254,8 +254,9 @@ class Scheduler {
   // schedule's contraction operand), one exact cast of float16 / bfloat16 to float32 among them
   // folds in too: the view is then of the 16-bit buffer, *widened its dtype, and the kernel
   // widens each element as it reads it (movement ops and an elementwise cast commute).
-  // The operand views of a contraction (`grouped`: a host schedule's, whose M, K and N axes may
-  // each span several view axes, codegen/grouped_view.h), a library kernel or a gather.
+  // The operand views of a contraction (`grouped`: its M, K and N axes may each span several
+  // view axes, codegen/grouped_view.h: the host's gemm packs them through offset tables, the
+  // GPU's lowering splits each index over the group's axes), a library kernel or a gather.
   OrRealize<std::pair<int, GroupedView>> operand_view(NodeRef x, DType* widened = nullptr,
                                                       bool grouped = false) {
     std::vector<NodeRef> mops;
@@ -931,9 +932,9 @@ class Scheduler {
                                      !(row_kernels_ && reduced_before_target(n))));
     if (!fusable) return Realize{n};
     DType da = n->dtype, db = n->dtype;
-    OrRealize<std::pair<int, GroupedView>> a = operand_view(n->src[0], &da, grouped_operands_);
+    OrRealize<std::pair<int, GroupedView>> a = operand_view(n->src[0], &da, /*grouped=*/true);
     if (!a.ok()) return a.realize_first();
-    OrRealize<std::pair<int, GroupedView>> b = operand_view(n->src[1], &db, grouped_operands_);
+    OrRealize<std::pair<int, GroupedView>> b = operand_view(n->src[1], &db, /*grouped=*/true);
     if (!b.ok()) return b.realize_first();
     auto [sa, va] = a.value();
     auto [sb, vb] = b.value();
@@ -986,10 +987,6 @@ class Scheduler {
   std::vector<NodeRef> roots_;
   bool fuse_epilogues_;
   bool half_operands_;  // a GPU schedule: contractions read float16 / bfloat16 operands
-  // A host schedule: contraction operands may be grouped views (codegen/grouped_view.h), which
-  // the host's gemm packs through offset tables. The GPU's contraction lowering reads plain
-  // strided views, so there the im2col is copied first (the same values in the same chains).
-  bool grouped_operands_ = !half_operands_;
   Schedule out_;
   std::unordered_map<NodeRef, std::vector<NodeRef>> consumers_;
   std::unordered_map<NodeRef, int> readers_;  // memo of readers()

@@ -17,6 +17,28 @@ NodeRef udiv(NodeRef a, int64_t d) { return d == 1 ? a : index_op(Op::UDiv, a, d
 NodeRef urem(NodeRef a, int64_t d) { return d == 1 ? I(0) : index_op(Op::URem, a, d); }
 NodeRef min(NodeRef a, NodeRef c) { return b::where(b::lt(a, c), a, c); }
 
+AxisDims operand_axis(const Contraction& c, bool is_a, int axis) {
+  const View& v = is_a ? c.a : c.b;
+  const std::vector<int>& groups = is_a ? c.a_groups : c.b_groups;
+  if (groups.empty()) return {{v.shape[axis], v.strides[axis]}};
+  size_t at = 0;
+  for (int d = 0; d < axis; ++d) at += groups[d];
+  AxisDims r;
+  for (int i = 0; i < groups[axis]; ++i) r.push_back({v.shape[at + i], v.strides[at + i]});
+  return r;
+}
+
+NodeRef offset_along(NodeRef i, const AxisDims& dims) {
+  if (dims.size() == 1) return mul(i, dims[0].second);
+  NodeRef off = nullptr, rest = i;
+  for (size_t d = dims.size(); d-- > 0;) {
+    NodeRef term = mul(d == 0 ? rest : urem(rest, dims[d].first), dims[d].second);
+    off = off ? add(term, off) : term;
+    if (d > 0) rest = udiv(rest, dims[d].first);
+  }
+  return off;
+}
+
 std::vector<NodeRef> unflatten(NodeRef flat, const Shape& dims) {
   std::vector<NodeRef> idx(dims.size());
   NodeRef rest = flat;

@@ -37,6 +37,14 @@ std::vector<NodeRef> unflatten(NodeRef flat, const Shape& dims);
 NodeRef offset_of(const View& v, const std::vector<NodeRef>& idx);
 NodeRef valid_of(const View& v, const std::vector<NodeRef>& idx);
 NodeRef zero(DType t);
+// One logical axis of a contraction operand as (extent, stride) pairs of its view axes, slowest
+// first: one pair for a plain view, several for a grouped one (codegen/grouped_view.h).
+using AxisDims = std::vector<std::pair<int64_t, int64_t>>;
+// Axis `axis` of the contraction's operand a (`is_a`) or b, in the operand's logical shape.
+AxisDims operand_axis(const Contraction& c, bool is_a, int axis);
+// The element offset of index i along such an axis: i * stride for one pair, else the row-major
+// split of i over the pairs (the same addresses as the host gemm's offset tables).
+NodeRef offset_along(NodeRef i, const AxisDims& dims);
 NodeRef load_at(int param, DType t, NodeRef index);
 // An operand element read as dtype `from` (a float16 / bfloat16 operand's 16 bits) at the
 // product's dtype t: exactly (docs/numerics.md: 16-bit products compute at float32).

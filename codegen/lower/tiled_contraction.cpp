@@ -11,18 +11,24 @@ TiledContraction::TiledContraction(const KernelSpec& k, const Plan& p)
     : Builder(k, p),
       a(k.contract->a),
       bv(k.contract->b),
-      nd(a.shape.size()),
-      M(a.shape[nd - 2]),
-      N(bv.shape[nd - 1]),
-      K(a.shape[nd - 1]),
-      batch(a.shape.begin(), a.shape.end() - 2),
+      shape_a(k.contract->a_shape()),
+      shape_b(k.contract->b_shape()),
+      nd(shape_a.size()),
+      M(shape_a[nd - 2]),
+      N(shape_b[nd - 1]),
+      K(shape_a[nd - 1]),
+      batch(shape_a.begin(), shape_a.end() - 2),
       tiles_m((M + g.bm - 1) / g.bm),
       tiles_n((N + g.bn - 1) / g.bn),
       tile_count(numel(batch) * tiles_m * tiles_n),
-      sam(a.strides[nd - 2]),
-      sak(a.strides[nd - 1]),
-      sbk(bv.strides[nd - 2]),
-      sbn(bv.strides[nd - 1]),
+      am(operand_axis(*k.contract, true, static_cast<int>(nd) - 2)),
+      ak(operand_axis(*k.contract, true, static_cast<int>(nd) - 1)),
+      bk(operand_axis(*k.contract, false, static_cast<int>(nd) - 2)),
+      bn(operand_axis(*k.contract, false, static_cast<int>(nd) - 1)),
+      sam(am.back().second),
+      sak(ak.back().second),
+      sbk(bk.back().second),
+      sbn(bn.back().second),
       t(k.contract->dtype),
       mma(p.mma) {
   static_assert(kGemmTile.bm / kGemmTile.tm == 16 && kGemmTile.bn / kGemmTile.tn == 16 &&
@@ -45,12 +51,14 @@ void TiledContraction::run() {
   // operand whose stride-1 axis is the one staged along (A's k, B's n), with that extent,
   // its offset and its other strides multiples of 4, loads 4 elements at a time; a vector is
   // then wholly inside or wholly outside the matrix.
-  auto vectorisable = [&](const View& v, int64_t s_fast, int64_t s_other, int64_t extent) {
-    bool ok = s_fast == 1 && extent % 4 == 0 && v.offset % 4 == 0 && s_other % 4 == 0;
+  auto vectorisable = [&](const View& v, int64_t s_fast, int64_t s_other, int64_t extent,
+                          bool grouped) {
+    bool ok = !grouped && s_fast == 1 && extent % 4 == 0 && v.offset % 4 == 0 && s_other % 4 == 0;
     for (size_t d = 0; d + 2 < nd; ++d) ok = ok && v.strides[d] % 4 == 0;
     return ok;
   };
-  const bool vec_a = vectorisable(a, sak, sam, K), vec_b = vectorisable(bv, sbn, sbk, N);
+  const bool vec_a = vectorisable(a, sak, sam, K, am.size() > 1 || ak.size() > 1),
+             vec_b = vectorisable(bv, sbn, sbk, N, bk.size() > 1 || bn.size() > 1);
   lir::Entry entry_out;
   entry_out.items = tile_count, entry_out.threads = tile_count * g.threads;
   entry_out.block = g.threads;

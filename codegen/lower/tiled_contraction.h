@@ -49,9 +49,11 @@ class TiledContraction : public Builder {
   struct Operand {
     int param;
     VarId dst, r;
-    int64_t width, s_wide, s_k;  // scalar path: strides along the tile axis and k
-    bool vec, along_k;           // vector path: 4 elements along k (A) or the tile (B)
-    int64_t s_other;             // vector path: the other axis's stride
+    int64_t width;
+    const AxisDims* wide;  // scalar path: the tile axis's and k's (extent, stride) pairs
+    const AxisDims* kd;
+    bool vec, along_k;  // vector path: 4 elements along k (A) or the tile (B)
+    int64_t s_other;    // vector path: the other axis's stride
     NodeRef base, first;
     int64_t extent;
     DType mt;
@@ -109,11 +111,15 @@ class TiledContraction : public Builder {
   const GemmTile g = kGemmTile;
   const View& a;
   const View& bv;
+  const Shape shape_a, shape_b;  // the operands' logical shapes
   const size_t nd;
   const int64_t M, N, K;
   const Shape batch;
   const int64_t tiles_m, tiles_n, tile_count;
-  const int64_t sam, sak, sbk, sbn;
+  // Each operand axis's (extent, stride) pairs: one for a plain view, several for a grouped
+  // one (a convolution's windows, read in place); the vector path takes plain views only.
+  const AxisDims am, ak, bk, bn;
+  const int64_t sam, sak, sbk, sbn;  // the strides of plain axes (vector staging)
   const DType t;
   const MatmulPrecision mma;
   // What the shared arrays hold: the operands' own dtypes, or the tensor-core inputs.

@@ -21,8 +21,8 @@ TiledContraction::Operand TiledContraction::operand_a(bool va) {
           as,
           async_a ? VarId{-1} : reg("ra", sa, per_thread_a, zero(sa)),
           g.bm,
-          sam,
-          sak,
+          &am,
+          &ak,
           va,
           true,
           sam,
@@ -39,8 +39,8 @@ TiledContraction::Operand TiledContraction::operand_b(bool vb) {
           bs,
           async_b ? VarId{-1} : reg("rb", sb, per_thread_b, zero(sb)),
           g.bn,
-          sbn,
-          sbk,
+          &bn,
+          &bk,
           vb,
           false,
           sbk,
@@ -52,7 +52,7 @@ TiledContraction::Operand TiledContraction::operand_b(bool vb) {
 }
 
 std::pair<NodeRef, NodeRef> TiledContraction::scalar_at(const Operand& o, int u) {
-  const bool wide_fast = o.s_wide == 1 && o.s_k != 1;
+  const bool wide_fast = o.wide->back().second == 1 && o.kd->back().second != 1;
   NodeRef e = add(tl, I(int64_t{u} * g.threads));
   return {wide_fast ? urem(e, o.width) : udiv(e, g.bk),
           wide_fast ? udiv(e, o.width) : urem(e, g.bk)};
@@ -73,7 +73,8 @@ void TiledContraction::fetch(const Operand& o, NodeRef kb, NodeRef kw, NodeRef b
     if (!o.vec) {
       auto [x, kk] = scalar_at(o, u);
       NodeRef ok = b::band(b::lt(add(o.first, x), I(o.extent)), b::lt(kk, kw));
-      NodeRef off = add(o.base, add(mul(add(o.first, x), o.s_wide), mul(add(kb, kk), o.s_k)));
+      NodeRef off = add(
+          o.base, add(offset_along(add(o.first, x), *o.wide), offset_along(add(kb, kk), *o.kd)));
       NodeRef v = staged(load_at(o.param, o.mt, b::where(ok, off, I(0))));
       set(o.r, I(u), legalize(b::where(ok, v, zero(st))));
       continue;

@@ -26,7 +26,7 @@ using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 // Traces fn over stand-ins of `args` as rune::jit does (captured tensors become params after the
 // arguments) and schedules the graph as both compile paths do, epilogues fused.
-codegen::Schedule schedule_of(const std::vector<Arg>& args, const Fn& fn) {
+codegen::Schedule schedule_of(const std::vector<Arg>& args, const Fn& fn, bool gpu = false) {
   ir::NodeUse use;  // the traced nodes stay until the schedule is made
   rune::Tracer tracer(nx::Device::cpu(), static_cast<int>(args.size()));
   std::vector<ir::NodeRef> roots;
@@ -39,7 +39,7 @@ codegen::Schedule schedule_of(const std::vector<Arg>& args, const Fn& fn) {
     for (const auto& r : fn(ins)) roots.push_back(tracer.node_of(r));
   }
   int n_params = static_cast<int>(args.size() + tracer.captured().size());
-  return codegen::schedule(roots, n_params, /*fuse_epilogues=*/true);
+  return codegen::schedule(roots, n_params, /*fuse_epilogues=*/true, /*half_operands=*/gpu);
 }
 
 std::vector<std::string> kernels_of(const std::vector<Arg>& args, const Fn& fn) {
@@ -589,11 +589,11 @@ TEST(ScheduleFusion, AReductionThroughAReshapeOfAStridedInputIsAKernelOfItsOwn) 
   EXPECT_EQ(nx::to_vector<float>(f(y)), nx::to_vector<float>(sum_flat(y)));
 }
 
-// A convolution is an implicit GEMM on the host: its windows (ir::Op::Window views of the padded
-// input) are the product's operand as they are, a grouped view (codegen/grouped_view.h) packed
-// through offset tables, with no im2col buffer; the kernel gradient reads them the same way. A
-// GPU schedule copies the windows first (its contraction lowering reads plain strided views).
-TEST(ScheduleFusion, AConvolutionReadsItsWindowsInPlaceOnTheHost) {
+// A convolution is an implicit GEMM: its windows (ir::Op::Window views of the padded input) are
+// the product's operand as they are, a grouped view (codegen/grouped_view.h) that the host's gemm
+// packs through offset tables and the GPU's lowering addresses by splitting each index, with no
+// im2col buffer; the kernel gradient reads them the same way.
+TEST(ScheduleFusion, AConvolutionReadsItsWindowsInPlace) {
   const std::vector<Arg> args{{nx::float32, {2, 3, 6, 6}}, {nx::float32, {4, 3, 3, 3}}};
   nx::ConvOptions same;
   same.padding = "SAME";
@@ -613,6 +613,8 @@ TEST(ScheduleFusion, AConvolutionReadsItsWindowsInPlaceOnTheHost) {
   bool grouped = false;
   EXPECT_EQ(count(schedule_of(args, conv), &grouped), 0);
   EXPECT_TRUE(grouped);
+  EXPECT_EQ(count(schedule_of(args, conv, /*gpu=*/true), &grouped), 0);
+  EXPECT_TRUE(grouped);
   // The kernel's gradient: x's windows, transposed, against the output's cotangent.
   auto dk = [&](const std::vector<Tensor>& a) {
     auto f = [&](const Tensor& k) { return nx::sum(nx::conv(a[0], k, same) * a[0].shape()[0]); };
@@ -620,28 +622,4 @@ TEST(ScheduleFusion, AConvolutionReadsItsWindowsInPlaceOnTheHost) {
   };
   EXPECT_EQ(count(schedule_of(args, dk), &grouped), 0);
   EXPECT_TRUE(grouped);
-}
-
-// nx::nn::scaled_dot_product_attention (core/attention.h) schedules as the textbook formula
-// does: causal attention is the mask, q k^T, the softmax row kernel (the scale and the mask
-// fused) and the weights times v; no guard for rows without keys (causal attention leaves key 0
-// to every row), so no kernel and no op more than the formula.
-TEST(ScheduleFusion, CausalAttentionIsTheTextbookFormula) {
-  const int64_t B = 2, H = 4, T = 128, D = 32;
-  const std::vector<Arg> args{
-      {nx::float32, {B, H, T, D}}, {nx::float32, {B, H, T, D}}, {nx::float32, {B, H, T, D}}};
-  auto sdpa = kernels_of(args, [](const std::vector<Tensor>& a) {
-    nx::nn::AttentionOptions o;
-    o.causal = true;
-    return std::vector<Tensor>{nx::nn::scaled_dot_product_attention(a[0], a[1], a[2], o)};
-  });
-  auto textbook = kernels_of(args, [&](const std::vector<Tensor>& a) {
-    Tensor causal = nx::less_equal(nx::iota({T, T}, 1), nx::iota({T, T}, 0));
-    Tensor s =
-        nx::matmul(a[0], nx::permute(a[1], {0, 1, 3, 2})) * (1 / std::sqrt(static_cast<double>(D)));
-    s = nx::softmax(nx::where(causal, s, nx::scalar_like(s, -INFINITY)), -1);
-    return std::vector<Tensor>{nx::matmul(s, a[2])};
-  });
-  EXPECT_EQ(sdpa, textbook);
-  EXPECT_EQ(sdpa.size(), 4u);
 }

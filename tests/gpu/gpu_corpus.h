@@ -166,6 +166,22 @@ inline std::vector<Labelled> corpus_reductions() {
       [](auto& a) { return std::vector<Tensor>{nx::relu(nx::matmul(a[0], a[1]) + a[2])}; });
   add_program(ks, "matmul 4096", {{DType::Float32, {4096, 4096}}, {DType::Float32, {4096, 4096}}},
               [](auto& a) { return std::vector<Tensor>{nx::matmul(a[0], a[1])}; });
+  // Convolutions: products whose operand is the windows of the padded input read in place
+  // (grouped operands, codegen/grouped_view.h), per output and tiled, with both gradients.
+  for (int64_t c : {4, 16}) {
+    const Shape xs{2, c, 12, 12}, ws{2 * c, c, 3, 3};
+    add_program(ks, "conv3x3 " + std::to_string(c), {{DType::Float32, xs}, {DType::Float32, ws}},
+                [](auto& a) {
+                  nx::ConvOptions o;
+                  o.padding = "SAME";
+                  auto f = [&](const std::pair<Tensor, Tensor>& p) {
+                    Tensor y = nx::conv(p.first, p.second, o);
+                    return nx::sum(y * y);
+                  };
+                  auto [loss, g] = rune::value_and_grad(f, std::make_pair(a[0], a[1]));
+                  return std::vector<Tensor>{loss, g.first, g.second};
+                });
+  }
   // float16 / bfloat16 operands read directly by the tiled plan (16-bit slices in shared memory,
   // vector and scalar staging), rounded once on store, with and without an epilogue.
   for (DType t : {DType::Float16, DType::BFloat16}) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/attention.h"
 #include "core/random.h"
 #include "ir/dtype.h"
 #include "nn/errors.h"
@@ -17,31 +18,27 @@ namespace {
 
 using detail::fail;
 
-// softmax(q k^T / sqrt(D) + causal mask) v over q, k, v [B, H, T, D]: transformers' eager
-// attention (the scores multiplied by D^-1/2, the mask added, softmax over the keys), unfused.
-// The mask is -inf above the diagonal (transformers adds the dtype's lowest value: both give
-// exp(.) = 0 exactly, as every row keeps its diagonal) and 0 elsewhere, built on the scores'
-// device. One function so that a fused attention can take its place.
-Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const int64_t d = q.shape().back();
-  Tensor scores =
-      nx::matmul(q, nx::permute(k, {0, 1, 3, 2})) * std::pow(static_cast<double>(d), -0.5);
-  scores = scores + nx::triu(nx::full_like(scores, -INFINITY), 1);
-  return nx::matmul(nx::softmax(scores, -1), v);
-}
-
-// x + attn(ln_1(x)), then + mlp(ln_2(.)), for x [B, T, C].
-Tensor block_forward(const GPT2Block& b, const Tensor& x, int64_t n_head) {
+// x + attn(ln_1(x)), then + mlp(ln_2(.)), for x [B, T, C]. The attention is
+// nx::nn::scaled_dot_product_attention with the causal mask: transformers' eager attention (the
+// scores multiplied by D^-1/2, the mask, softmax over the keys; transformers adds the dtype's
+// lowest value where this sets -inf: both give exp(.) = 0 exactly, as every row keeps its
+// diagonal). `drop(x, rate)` is dropout in training (the identity otherwise).
+template <class Drop>
+Tensor block_forward(const GPT2Block& b, const Tensor& x, int64_t n_head, double attn_pdrop,
+                     double resid_pdrop, Context& ctx, const Drop& drop) {
   const int64_t B = x.shape()[0], T = x.shape()[1], C = x.shape()[2], D = C / n_head;
   Tensor qkv = b.attn.c_attn(b.ln_1(x));  // [B, T, 3C]
   auto heads = [&](int64_t part) {        // [B, T, 3C] -> [B, H, T, D]
     Tensor t = nx::slice(qkv, {{}, {}, {part * C, (part + 1) * C}});
     return nx::permute(nx::reshape(t, {B, T, n_head, D}), {0, 2, 1, 3});
   };
-  Tensor y = causal_attention(heads(0), heads(1), heads(2));
+  nx::nn::AttentionOptions o{.causal = true};
+  if (ctx.training() && attn_pdrop > 0)
+    o.dropout = attn_pdrop, o.dropout_key = ctx.next_key("rune::nn::GPT2");
+  Tensor y = nx::nn::scaled_dot_product_attention(heads(0), heads(1), heads(2), o);
   y = nx::reshape(nx::permute(y, {0, 2, 1, 3}), {B, T, C});
-  Tensor h = x + b.attn.c_proj(y);
-  return h + b.mlp.c_proj(nx::gelu(b.mlp.c_fc(b.ln_2(h))));
+  Tensor h = x + drop(b.attn.c_proj(y), resid_pdrop);
+  return h + drop(b.mlp.c_proj(nx::gelu(b.mlp.c_fc(b.ln_2(h)))), resid_pdrop);
 }
 
 Linear linear(const Tensor& key, int64_t in, int64_t out, double stddev) {
@@ -66,6 +63,11 @@ GPT2 GPT2::init(const Tensor& key, const GPT2Config& c) {
          "n_head " + std::to_string(c.n_head) + " must divide n_embd " + std::to_string(c.n_embd));
   if (!(c.initializer_range >= 0))
     fail(api, "initializer_range must be >= 0, got " + detail::num(c.initializer_range));
+  for (auto [what, v] : {std::pair<const char*, double>{"embd_pdrop", c.embd_pdrop},
+                         {"attn_pdrop", c.attn_pdrop},
+                         {"resid_pdrop", c.resid_pdrop}})
+    if (!(v >= 0 && v < 1))
+      fail(api, std::string(what) + " must be in [0, 1), got " + detail::num(v));
   const double r = c.initializer_range, r_proj = r / std::sqrt(2.0 * c.n_layer);
   const int64_t C = c.n_embd;
   const LayerNormOptions ln{.eps = c.layer_norm_epsilon};
@@ -85,7 +87,9 @@ GPT2 GPT2::init(const Tensor& key, const GPT2Config& c) {
   }
   m.ln_f = LayerNorm::init(C, ln);
   m.n_head = c.n_head;
-  return m;
+  m.embd_pdrop = c.embd_pdrop, m.attn_pdrop = c.attn_pdrop, m.resid_pdrop = c.resid_pdrop;
+  // LayerNorm::init makes its tensors on the default device: every tensor on the key's.
+  return rune::tree_map([&](const Tensor& t) { return nx::place(t, key.device()); }, m);
 }
 
 GPT2Config GPT2::config() const {
@@ -98,10 +102,16 @@ GPT2Config GPT2::config() const {
   c.n_inner = h.empty() ? 0 : h[0].mlp.c_fc.out_features();
   if (c.n_inner == 4 * c.n_embd) c.n_inner = 0;
   c.layer_norm_epsilon = ln_f.eps;
+  c.embd_pdrop = embd_pdrop, c.attn_pdrop = attn_pdrop, c.resid_pdrop = resid_pdrop;
   return c;
 }
 
 Tensor GPT2::operator()(const Tensor& ids) const {
+  Context eval;
+  return (*this)(ids, eval);
+}
+
+Tensor GPT2::operator()(const Tensor& ids, Context& ctx) const {
   const std::string api = "rune::nn::GPT2";
   const int64_t P = wpe.weight.shape()[0], V = wte.weight.shape()[0], C = wte.weight.shape()[1];
   if (!ir::is_int(ids.dtype()) || ids.dtype() == nx::DType::Bool || ids.ndim() != 2)
@@ -110,8 +120,11 @@ Tensor GPT2::operator()(const Tensor& ids) const {
   if (T < 1 || T > P)
     fail(api, "the sequence length T must be in [1, n_positions " + std::to_string(P) + "], got " +
                   ids.describe());
-  Tensor x = wte(ids) + nx::slice(wpe.weight, {{0, T}});
-  for (const GPT2Block& b : h) x = block_forward(b, x, n_head);
+  auto drop = [&](const Tensor& x, double rate) {
+    return ctx.training() && rate > 0 ? nx::random::dropout(ctx.next_key(api.c_str()), x, rate) : x;
+  };
+  Tensor x = drop(wte(ids) + nx::slice(wpe.weight, {{0, T}}), embd_pdrop);
+  for (const GPT2Block& b : h) x = block_forward(b, x, n_head, attn_pdrop, resid_pdrop, ctx, drop);
   x = ln_f(x);
   // lm_head: x @ wte^T (tied to the input embedding).
   return nx::reshape(nx::matmul(nx::reshape(x, {B * T, C}), nx::transpose(wte.weight)), {B, T, V});

@@ -7,7 +7,8 @@
 // h.<i>.attn.c_proj.{weight,bias}, h.<i>.ln_2.{weight,bias}, h.<i>.mlp.c_fc.{weight,bias},
 // h.<i>.mlp.c_proj.{weight,bias}, ln_f.{weight,bias}. Linear weights are [in, out], the layout of
 // transformers' Conv1D. The output projection (lm_head) is wte's transpose: tied, no tensor of
-// its own. The model computes in evaluation mode (no dropout).
+// its own. model(ids) computes in evaluation mode; model(ids, ctx) in ctx's mode, with
+// transformers' dropout in training (nn::Context::train(key)).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -28,6 +29,9 @@ struct GPT2Config {
   int64_t n_inner = 0;  // the MLP's hidden width; 0: 4 * n_embd (transformers' None)
   double layer_norm_epsilon = 1e-5;
   double initializer_range = 0.02;  // GPT2::init's standard deviation
+  // Dropout rates in training, in [0, 1) (transformers' names and defaults): after the
+  // embeddings, on the attention weights, on each residual branch (before it is added).
+  double embd_pdrop = 0.1, attn_pdrop = 0.1, resid_pdrop = 0.1;
 
   int64_t inner() const { return n_inner ? n_inner : 4 * n_embd; }
 };
@@ -52,7 +56,9 @@ struct GPT2 {
   Embedding wpe;  // [n_positions, n_embd]
   std::vector<GPT2Block> h;
   LayerNorm ln_f;
-  int64_t n_head = 1;  // a static leaf (the rest of the config is in the tensors' shapes)
+  // Static leaves (the rest of the config is in the tensors' shapes).
+  int64_t n_head = 1;
+  Static<double> embd_pdrop, attn_pdrop, resid_pdrop;
 
   // transformers' initialisation (GPT2PreTrainedModel._init_weights): weights and embeddings
   // N(0, initializer_range^2), the residual projections (attn.c_proj, mlp.c_proj)
@@ -60,12 +66,17 @@ struct GPT2 {
   // the key's device. Tensor j of block i draws from fold_in(fold_in(key, 2 + i), j); wte and wpe
   // from fold_in(key, 0) and fold_in(key, 1).
   static GPT2 init(const Tensor& key, const GPT2Config& config);
-  GPT2Config config() const;  // read back from the shapes (initializer_range left default)
+  GPT2Config config() const;  // read back (initializer_range left default)
 
   // Logits [B, T, vocab_size] of token ids [B, T] (any integer dtype; 1 <= T <= n_positions):
   // position t sees positions 0..t only (causal attention). Out-of-range ids clamp, as
   // nx::take.
   Tensor operator()(const Tensor& ids) const;
+  // The same in ctx's mode. In training (transformers' model.train()), dropout at each site with
+  // a rate > 0 draws ctx.next_key() in this order: the embeddings' sum (embd_pdrop), then per
+  // block the attention weights (attn_pdrop), the attention branch's output and the MLP
+  // branch's output (resid_pdrop). In evaluation it is model(ids).
+  Tensor operator()(const Tensor& ids, Context& ctx) const;
 };
 
 // The greedy continuation: `prompt` [B, T0] (integer ids) followed by `new_tokens` tokens, each
@@ -81,4 +92,4 @@ Tensor greedy_generate(const GPT2& model, const Tensor& prompt, int64_t new_toke
 RUNE_TREE(rune::nn::GPT2Attention, c_attn, c_proj)
 RUNE_TREE(rune::nn::GPT2MLP, c_fc, c_proj)
 RUNE_TREE(rune::nn::GPT2Block, ln_1, attn, ln_2, mlp)
-RUNE_TREE(rune::nn::GPT2, wte, wpe, h, ln_f, n_head)
+RUNE_TREE(rune::nn::GPT2, wte, wpe, h, ln_f, n_head, embd_pdrop, attn_pdrop, resid_pdrop)

@@ -87,6 +87,13 @@ GPT2Config parse_config(const std::string& api, const std::string& text, const s
   if (auto it = j.find("n_inner"); it != j.end() && !it->is_null()) positive("n_inner", c.n_inner);
   number("layer_norm_epsilon", c.layer_norm_epsilon, false);
   number("initializer_range", c.initializer_range, true);
+  for (auto [key, out] : {std::pair<const char*, double*>{"embd_pdrop", &c.embd_pdrop},
+                          {"attn_pdrop", &c.attn_pdrop},
+                          {"resid_pdrop", &c.resid_pdrop}}) {
+    number(key, *out, true);
+    if (!(*out < 1))
+      fail(api, file, std::string("'") + key + "' must be in [0, 1), got " + json_text(j[key]));
+  }
   if (c.n_embd % c.n_head)
     fail(api, file,
          "'n_head' " + std::to_string(c.n_head) + " does not divide 'n_embd' " +
@@ -232,6 +239,7 @@ GPT2 from_state_dict(const std::string& api, const std::string& file, const GPT2
   }
   m.ln_f = layer_norm("ln_f");
   m.n_head = c.n_head;
+  m.embd_pdrop = c.embd_pdrop, m.attn_pdrop = c.attn_pdrop, m.resid_pdrop = c.resid_pdrop;
   t.tied_head("wte.weight");
   t.finish();
   return m;
@@ -292,6 +300,9 @@ void save_hf_gpt2(const GPT2& model, const std::string& dir) {
             {"n_head", c.n_head},
             {"n_inner", c.n_inner ? json(c.n_inner) : json(nullptr)},
             {"layer_norm_epsilon", c.layer_norm_epsilon},
+            {"embd_pdrop", c.embd_pdrop},
+            {"attn_pdrop", c.attn_pdrop},
+            {"resid_pdrop", c.resid_pdrop},
             {"activation_function", "gelu_new"},
             {"tie_word_embeddings", true},
             {"dtype", "float32"}};

@@ -197,6 +197,62 @@ TEST_P(HFGPT2Devices, GreedyContinuationEqualsTransformers) {
   }
 }
 
+// Training mode: transformers' dropout sites, each drawing the context's next key in order (the
+// embeddings, then per block the attention weights and the two residual branches), the same
+// bits eagerly and compiled; evaluation and zero rates are model(ids).
+TEST_P(HFGPT2Devices, TrainingDropoutSitesDrawTheContextKeysInOrder) {
+  nn::GPT2Config c{.vocab_size = 11,
+                   .n_positions = 8,
+                   .n_embd = 8,
+                   .n_layer = 2,
+                   .n_head = 2,
+                   .embd_pdrop = 0.25,
+                   .attn_pdrop = 0.5,
+                   .resid_pdrop = 0.125};
+  const nn::GPT2 m = nn::GPT2::init(place(nx::random::key(5)), c);
+  for (const auto& [path, t] : nn::named_params(m)) EXPECT_EQ(t.device(), device()) << path;
+  const Tensor ids = place(nx::create(nx::int32, {2, 6}, {1, 2, 3, 4, 5, 6, 10, 9, 8, 7, 0, 1}));
+  const Tensor key = place(nx::random::key(9));
+  auto train = [](const nn::GPT2& model, const Tensor& x, const Tensor& k) {
+    nn::Context ctx = nn::Context::train(k);
+    return model(x, ctx);
+  };
+  // The forward pass written out with the sites' keys fold_in(key, 0), (key, 1), ...
+  uint32_t site = 0;
+  auto drop = [&](const Tensor& x, double rate) {
+    return nx::random::dropout(nx::random::fold_in(key, site++), x, rate);
+  };
+  Tensor x = drop(m.wte(ids) + nx::slice(m.wpe.weight, {{0, 6}}), 0.25);
+  for (const nn::GPT2Block& b : m.h) {
+    Tensor qkv = b.attn.c_attn(b.ln_1(x));
+    auto heads = [&](int64_t part) {
+      Tensor t = nx::slice(qkv, {{}, {}, {part * 8, (part + 1) * 8}});
+      return nx::permute(nx::reshape(t, {2, 6, 2, 4}), {0, 2, 1, 3});
+    };
+    nx::nn::AttentionOptions o{.causal = true, .dropout = 0.5};
+    o.dropout_key = nx::random::fold_in(key, site++);
+    Tensor y = nx::nn::scaled_dot_product_attention(heads(0), heads(1), heads(2), o);
+    x = x + drop(b.attn.c_proj(nx::reshape(nx::permute(y, {0, 2, 1, 3}), {2, 6, 8})), 0.125);
+    x = x + drop(b.mlp.c_proj(nx::gelu(b.mlp.c_fc(b.ln_2(x)))), 0.125);
+  }
+  Tensor want = nx::reshape(
+      nx::matmul(nx::reshape(m.ln_f(x), {12, 8}), nx::transpose(m.wte.weight)), {2, 6, 11});
+  Tensor eager = train(m, ids, key);
+  EXPECT_EQ(bits(eager), bits(want)) << GetParam();
+  EXPECT_EQ(bits(rune::jit(train)(m, ids, key)), bits(eager)) << GetParam();
+  EXPECT_NE(bits(train(m, ids, place(nx::random::key(10)))), bits(eager)) << GetParam();
+  // Evaluation, and training with zero rates (no key needed), are model(ids).
+  nn::Context eval;
+  EXPECT_EQ(bits(m(ids, eval)), bits(m(ids))) << GetParam();
+  nn::GPT2 still = m;
+  still.embd_pdrop = still.attn_pdrop = still.resid_pdrop = 0.0;
+  nn::Context no_key = nn::Context::train();
+  EXPECT_EQ(bits(still(ids, no_key)), bits(m(ids))) << GetParam();
+  nn::Context missing = nn::Context::train();
+  expect_error([&] { m(ids, missing); },
+               {"rune::nn::GPT2: a training pass with dropout needs a key"});
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, HFGPT2Devices, ::testing::Values("CPU", "CPU:1", "CUDA:0"),
                          [](const auto& info) {
                            std::string s = info.param;
@@ -232,6 +288,21 @@ TEST(HFGPT2, TreePathsAreTransformersNames) {
   nn::GPT2Config r = nn::read_hf_gpt2_config(data("config.json"));
   EXPECT_EQ(r.initializer_range, 0.5);
   EXPECT_EQ(r.n_head, 4);
+  // The dropout rates are read, held by the model and written back.
+  nn::GPT2Config d = nn::parse_hf_gpt2_config(
+      "{\"vocab_size\": 5, \"n_positions\": 4, \"n_embd\": 4, \"n_layer\": 1, \"n_head\": 1, "
+      "\"embd_pdrop\": 0.25, \"attn_pdrop\": 0, \"resid_pdrop\": 0.5}");
+  EXPECT_EQ(d.embd_pdrop, 0.25);
+  EXPECT_EQ(d.attn_pdrop, 0.0);
+  EXPECT_EQ(d.resid_pdrop, 0.5);
+  nn::GPT2 dm = nn::from_hf_gpt2_state_dict(d, [&] {
+    nx::TensorMap own;
+    for (const auto& [path, t] : nn::named_params(nn::GPT2::init(nx::random::key(0), d)))
+      own.emplace(path, t);
+    return own;
+  }());
+  EXPECT_EQ(dm.config().embd_pdrop, 0.25);
+  EXPECT_EQ(dm.config().resid_pdrop, 0.5);
 }
 
 TEST(HFGPT2, OtherNamingsLoadTheSameModel) {
@@ -463,6 +534,10 @@ TEST(HFGPT2, ConfigErrorsNameTheApiAndTheField) {
   expect_error(
       [&] { load(edited_config("\"layer_norm_epsilon\": 1e-05", "\"layer_norm_epsilon\": -1")); },
       {api, "'layer_norm_epsilon' must be a positive number, got -1"});
+  expect_error([&] { load(edited_config("\"attn_pdrop\": 0.1", "\"attn_pdrop\": 1.0")); },
+               {api, "'attn_pdrop' must be in [0, 1), got 1.0"});
+  expect_error([&] { load(edited_config("\"embd_pdrop\": 0.1", "\"embd_pdrop\": -0.5")); },
+               {api, "'embd_pdrop' must be a non-negative number, got -0.5"});
   expect_error([&] { load(edited_config("\"gelu_new\"", "\"relu\"")); },
                {api, "'activation_function' \"relu\" is not supported"});
   expect_error(

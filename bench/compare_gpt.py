@@ -5,7 +5,9 @@ The same configuration as the sample: bytes as the vocabulary (256), context 128
 4 heads, width 128, MLP 4x with gelu (tanh form, as nx::gelu), pre-layernorm, learned position
 embeddings, tied input / output embedding, dropout 0.1, batch 32, AdamW (betas 0.9 / 0.95,
 weight decay 0.1 on matrices, eps 1e-8), global-norm clipping at 1.0, linear warmup then
-cosine. Each framework runs `warmup` steps (compiling), then `steps` timed steps; the median of
+cosine (the sample's model is rune::nn::GPT2: this math). Batches here are windows at random
+offsets, the sample's are its loader's shuffled windows: the same shapes and work per step.
+Each framework runs `warmup` steps (compiling), then `steps` timed steps; the median of
 per-step times over 3 batches of steps gives tokens per second. Prints `gpt: <framework> <tok/s>
 tok/s  loss <first> -> <last>` lines and a final JSON line in compare.py's format.
 

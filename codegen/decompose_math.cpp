@@ -386,22 +386,40 @@ Exp32 exp32_parts(const Fmt& f, E x) {
   return {ki, r, z, tail};
 }
 
-// exp(x) = 2^k (hi + (lo + r^2/2 + tail)) with hi + lo = 1 + r exactly (fast two-sum): the
-// terms after hi sum to < 0.065 with error ~2^-30, so the result rounds once to within 0.59 ulp
-// (float32, every input: exhaustive check against libm). 2^k is applied as two powers of 2
-// (k1 = floor(k/2), k2 = k - k1, biased exponents from ki + 254 > 0, so a logical shift halves
-// it): exact in normal results, one more rounding into subnormals (0.75 ulp there), inf / 0
-// beyond. x is clamped to +-110 first (Max/Min keep NaN).
+// exp(x) for a float32 x in 27 operations (OnlyExactPrimitives' count, bitcasts included; was
+// 34), within 0.78 ulp over every float32 input:
+//  * x is clamped to +-110 (Max/Min keep NaN), kf = fma(x, 1/ln2, M) with M = 1.5 2^23 + 254
+//    holds k + 254 = round(x/ln2) + 254 in its low significand bits (the sum lies in [2^23, 2^24),
+//    where floats are the integers; exp32_parts above), so k = kf - M exactly and the bit pattern
+//    of kf minus that of 1.5 2^23 is the biased u = k + 254 > 0 for the scale, in one subtraction;
+//  * rh = fma(k, -L1, x) is exact (exp32_parts) and r = fma(k, -L2, rh) rounds once: within
+//    ulp(r)/2 <= 2^-26 of x - k ln2 (|r| <= ln2/2), the error that dominates (up to ~0.2 ulp of
+//    the result); keeping that rounding error as a low part (2 more operations and one more add)
+//    gave 0.65 ulp;
+//  * e^r = hi + (lo + r^2 q(r)) with hi + lo = 1 + r exactly (fast two-sum) and
+//    q = 1/2 + r P(r) = (e^r - 1 - r)/r^2 (P: kExpm1P32, Horner with fma): the terms after hi are
+//    below 0.065 with error ~2^-28, and the sum rounds once. (Horner to the end, e^r =
+//    fma(r, fma(r, q, 1), 1), takes 20 operations but reaches 0.87 ulp: the rounding of the inner
+//    fma costs up to 0.17 ulp more.)
+//  * 2^k is applied as two powers of 2 (k1 = floor(k/2), k2 = k - k1 from u, a logical shift
+//    halving it): exact in normal results, one more rounding into subnormals, inf / 0 beyond.
+// Every float32 input checked against double exp: at most 0.765 ulp for normal results and 0.776
+// into subnormals (tests/test_decompose_math.cpp samples it, tests/numerics/test_float32_sweep.cpp
+// takes every 4099th bit pattern).
+constexpr double kMagicExp32 = 0x1.8p23 + 254;
 E exp32(const Fmt& f, E x0) {
   E x = vmin(vmax(x0, -110.0), 110.0);
-  Exp32 e = exp32_parts(f, x);
-  E hi = e.r + 1.0;
-  E lo = (1.0 - hi) + e.r;
-  E y = hi + fma_(e.z, 0.5, lo + e.tail);
-  E u = e.ki + ic(f, 2 * f.bias);
+  E kf = fma_(x, fc(f, kInvLn2), kMagicExp32);
+  E k = kf - kMagicExp32;
+  E rh = fma_(k, fc(f, -kLn2Hi32), x);
+  E r = fma_(k, fc(f, -kLn2Lo32), rh);
+  E q = fma_(horner_fma(r, kExpm1P32), r, 0.5);
+  E hi = r + 1.0;
+  E lo = (1.0 - hi) + r;
+  E y = hi + fma_(r * r, q, lo);
+  E u = bits(f, kf) - bits(f, fc(f, kMagicRound32));
   E e1 = shr_(u, ic(f, 1));
-  E e2 = u - e1;
-  E s1 = from_bits(f, shl_(e1, ic(f, f.mant))), s2 = from_bits(f, shl_(e2, ic(f, f.mant)));
+  E s1 = from_bits(f, shl_(e1, ic(f, f.mant))), s2 = from_bits(f, shl_(u - e1, ic(f, f.mant)));
   return (y * s1) * s2;
 }
 
@@ -478,6 +496,28 @@ DD log_parts(const Fmt& f, E x) {
   E lo = ((sr + hf * s) - hfl) + h.lo;
   DD H = fast_two_sum(r.k * L[0], h.hi);  // k L1 exact; |k L1| >= 0.69 > |h| unless k = 0
   return {H.hi, (lo + H.lo) + (r.k * L[1] + r.k * L[2])};
+}
+
+// float32 log(x) = H + lo with fused multiply-adds, for log and log1p: the same algebra as
+// log_parts in fewer operations. With h0 = -f/2 (exact):
+//  * hi = fma(h0, f, f) = f - f^2/2 rounded once, d = f - hi exactly (Sterbenz: hi is within a
+//    factor 2 of f for |f| <= 0.42) and lo = fma(h0, f, d) = (f - f^2/2) - hi, whose own rounding
+//    is 2^-24 of a value below ulp(hi)/2: the pair hi + lo is f - f^2/2 to ~2^-48 relative;
+//  * the plain-precision rest f^2 s/2 + s z R1(z) (< 5% of the result) takes d = f^2/2 + lo for
+//    f^2/2 (one fma; lo < 2^-24 of it) and R1 by Horner with fma;
+//  * log x = k L1 + hi (fast two-sum, k L1 exact and >= 0.69 > |hi| unless k = 0) + the rest +
+//    k L2 as one fma (k L3 < 2^-36 of the result is left out).
+DD log_parts32(const Fmt& f, E x) {
+  LogRed r = log_reduce(f, x);
+  E h0 = r.f * -0.5;
+  E hi = fma_(h0, r.f, r.f);
+  E d = r.f - hi;
+  E lo = fma_(h0, r.f, d);
+  E s = r.f / (r.f + 2.0);
+  E z = s * s;
+  E rest = fma_(d, s, s * (z * horner_fma(z, kLogR1_32)));
+  DD H = fast_two_sum(r.k * kLn2_32[0], hi);
+  return {H.hi, fma_(r.k, fc(f, kLn2_32[1]), H.lo + (lo + rest))};
 }
 
 // log(x) as a normalized pair with relative error ~2^-(p+12), for pow: |y log x| may reach 745,
@@ -1155,12 +1195,11 @@ NodeRef log(NodeRef x0) {
   check_scalar(x0);
   E x = x0;
   Fmt f = fmt_of(x);
-  DD l = log_parts(f, x);
+  DD l = f.d ? log_parts(f, x) : log_parts32(f, x);
   E r = l.hi + l.lo;
   r = where(eq(x, inf(f)), inf(f), r);
   r = where(eq(x, 0.0), -inf(f), r);
-  r = where(lt(x, 0.0), nan(f), r);
-  return where(isnan_(x), x, r);
+  return where(le(0.0, x), r, nan(f));  // x < 0 or NaN
 }
 
 // log1p x = log(u) + ue/u where u + ue = 1 + x exactly (TwoSum), summed before the single final
@@ -1170,16 +1209,15 @@ NodeRef log1p(NodeRef x0) {
   E x = x0;
   Fmt f = fmt_of(x);
   DD u = two_sum(fc(f, 1.0), x);
-  DD l = log_parts(f, u.hi);
+  DD l = f.d ? log_parts(f, u.hi) : log_parts32(f, u.hi);
   // ue/u = ue - ue (u-1)/u: ue itself joins the high sum exactly, only the (tiny) second term is
   // rounded. (u - 1 is exact for u in [1/2, 2]; outside, ue/u is negligible anyway.)
   DD h = two_sum(l.hi, u.lo);
   E r = h.hi + ((h.lo + l.lo) - (u.lo * (u.hi - 1.0)) / u.hi);
   r = where(eq(x, inf(f)), inf(f), r);
   r = where(eq(x, -1.0), -inf(f), r);
-  r = where(lt(x, -1.0), nan(f), r);
   r = where(eq(x, 0.0), x, r);
-  return where(isnan_(x), x, r);
+  return where(le(-1.0, x), r, nan(f));  // x < -1 or NaN
 }
 
 NodeRef sin(NodeRef x) { return trig(x, Trig::Sin); }

@@ -182,14 +182,13 @@ Tensor sigmoid(const Tensor& x) {
   OpScope scope_("nx::sigmoid", {&x});
   require_float("nx::sigmoid", x);
   // 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) below, so the negative tail does not flush to 0
-  // where e^-x overflows. Each branch sees only its own half of x (the other half is 0), so
-  // neither branch overflows and the gradient through the where stays finite.
+  // where e^-x overflows: with e = e^(-|x|), (x >= 0 ? 1 : e) / (1 + e), one exp and one
+  // division (the values of the two branches, never an overflow, so the gradient stays finite).
+  // -|x| is where(x >= 0, -x, x), not -abs(x), whose derivative would be 0 at x = 0.
   Tensor zero = scalar_like(x, 0), one = scalar_like(x, 1);
   Tensor nonneg = greater_equal(x, zero);
-  Tensor xp = where(nonneg, x, zero), xn = where(nonneg, zero, x);
-  Tensor pos = div(one, add(one, exp(neg(xp))));
-  Tensor en = exp(xn);
-  return where(nonneg, pos, div(en, add(one, en)));
+  Tensor e = exp(where(nonneg, neg(x), x));
+  return div(where(nonneg, one, e), add(one, e));
 }
 Tensor softplus(const Tensor& x) {
   OpScope scope_("nx::softplus", {&x});

@@ -174,4 +174,6 @@ CompileStats compile_stats() {
 
 void wait_for_kernel_upgrades() { cpu::wait_for_upgrades(); }
 
+bool kernel_upgrades_stopped() { return cpu::upgrades_stopped(); }
+
 }  // namespace codegen

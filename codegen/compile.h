@@ -37,6 +37,9 @@ CompileStats compile_stats();
 // compiled in the background: codegen/cpu/kernel_upgrades.h) is installed. For benchmarks that
 // time steady-state code, and tests; the bits are the same before and after.
 void wait_for_kernel_upgrades();
+// Whether the background upgrade thread has been stopped (it is stopped when the process exits,
+// before any static object is destroyed; later upgrades are dropped). For tests.
+bool kernel_upgrades_stopped();
 
 // How kernels for a GPU kind are rendered and turned into a module image: the dialect, and
 // compile(source, arch) -> the bytes handed to the driver's module_load.

@@ -3,11 +3,18 @@
 // products with epilogues, random draws, a training step) and prints one FNV-1a hash of each
 // result's bytes, then compile_stats() as "compiled=N upgraded=M". With the argument "swap"
 // (under RUNE_KERNEL_TIERS=1) it prints the hashes, waits for every kernel's full tier to be
-// swapped in, and prints them again from the same programs.
+// swapped in, and prints them again from the same programs. With "exit-from-thread" (under
+// RUNE_KERNEL_TIERS=1) a thread other than the main one queues the first upgrades, and the
+// process exits with status 3 if the upgrade thread is still running when exit handlers
+// registered after that run.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "codegen/compile.h"
@@ -73,7 +80,28 @@ std::vector<Tensor> results(const std::function<std::pair<Tensor, Mlp>(const Mlp
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool swap = argc > 1 && std::string(argv[1]) == "swap";
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "exit-from-thread") {
+    // The first kernels (and their upgrades) come from another thread, as from CPU:1's stream
+    // or a pool worker.
+    std::thread([] {
+      Tensor t = nx::tanh(nx::randn(nx::key(1), nx::float32, {64, 33}) * 3.0);
+      std::printf("%016llx\n", static_cast<unsigned long long>(hash(t)));
+    }).join();
+    // Registered after the upgrades were queued, as LLVM registers the destructors of the static
+    // objects it builds during a background compile: exit runs it before any handler registered
+    // earlier, so the upgrade thread must be stopped by then (by the main thread's guard).
+    std::atexit([] {
+      if (!codegen::kernel_upgrades_stopped()) {
+        std::fputs("the upgrade thread was still running at exit\n", stderr);
+        _exit(3);
+      }
+    });
+    auto s = codegen::compile_stats();
+    std::printf("compiled=%zu upgraded=%zu\n", s.kernels_compiled, s.kernels_upgraded);
+    return 0;
+  }
+  const bool swap = mode == "swap";
   auto k = nx::split(nx::key(5));
   Tensor x = nx::randn(k.first, nx::float32, {200, 2});
   Tensor y = nx::one_hot(nx::cast(nx::sum(x, {1}) > 0.0, nx::int32), 2);

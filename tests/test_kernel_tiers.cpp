@@ -68,4 +68,13 @@ TEST(KernelTiers, UpgradesSwapInTheFullTierWithTheSameBits) {
   EXPECT_LE(tiered.upgraded, tiered.compiled);
 }
 
+// The upgrade thread must stop before exit destroys any static object it may use (LLVM's), also
+// when the first upgrade was queued by a thread other than the main one: a fresh-clone CI run
+// crashed at exit this way (the first kernels came from CPU:1's stream thread).
+TEST(KernelTiers, AProcessWhoseUpgradesCameFromAnotherThreadStopsThemFirstAtExit) {
+  ProbeRun r = probe("1", "exit-from-thread");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_GT(r.compiled, 0) << r.output;
+}
+
 }  // namespace

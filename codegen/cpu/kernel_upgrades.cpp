@@ -28,17 +28,24 @@ class Upgrader {
     ~StopAtExit() { upgrader().stop(); }
   };
 
+  // A process exiting must stop the thread before any static object it may use is destroyed,
+  // and LLVM builds some on first use, during a compile (registered after any handler of ours,
+  // so destroyed before it runs). The main thread's thread_local objects are destroyed first of
+  // all when the process exits (glibc's exit runs them before the atexit handlers and static
+  // destructors): a guard made on the main thread stops the thread there. The guard is made when
+  // the library is loaded (arm_main_thread_guard, from a static initializer, which runs on the
+  // main thread), not at the first upgrade: that may be queued by any thread (a stream's, a
+  // pool worker's), and a guard on such a thread does not run at exit (a process whose first
+  // upgrade came from CPU:1's stream crashed at exit this way). The atexit handler covers an exit
+  // called from another thread.
+  static void arm_main_thread_guard() {
+    if (syscall(SYS_gettid) != getpid()) return;
+    thread_local StopAtExit guard;
+    (void)&guard;
+  }
+
   void push(Upgrade u) {
-    // A process exiting must stop the thread before any static object it may use is destroyed,
-    // and LLVM builds some on first use, during a compile (registered after any handler of
-    // ours, so destroyed before it runs). The main thread's thread_local objects are destroyed
-    // first of all when the process exits (glibc's exit runs them before the atexit handlers
-    // and static destructors): a guard made on the main thread stops the thread there. The
-    // atexit handler covers an exit called from another thread.
-    if (syscall(SYS_gettid) == getpid()) {
-      thread_local StopAtExit guard;
-      (void)&guard;
-    }
+    arm_main_thread_guard();
     std::lock_guard lock(mu_);
     if (stopping_) return;
     if (!started_) {
@@ -62,6 +69,11 @@ class Upgrader {
   }
 
   size_t installed() const { return installed_.load(); }
+
+  bool stopped() {
+    std::lock_guard lock(mu_);
+    return stopping_;
+  }
 
   static Upgrader& upgrader() {
     static auto* u = new Upgrader;  // never destroyed: the thread may outlive static objects
@@ -154,6 +166,12 @@ class Upgrader {
   std::thread thread_;
 };
 
+// Runs when the library is loaded, on the main thread (see arm_main_thread_guard).
+[[maybe_unused]] const bool main_thread_guard_armed = [] {
+  Upgrader::arm_main_thread_guard();
+  return true;
+}();
+
 }  // namespace
 
 int kernel_tiers() {
@@ -166,5 +184,7 @@ void queue_upgrade(Upgrade u) { Upgrader::upgrader().push(std::move(u)); }
 void wait_for_upgrades() { Upgrader::upgrader().wait_idle(); }
 
 size_t upgrades_installed() { return Upgrader::upgrader().installed(); }
+
+bool upgrades_stopped() { return Upgrader::upgrader().stopped(); }
 
 }  // namespace codegen::cpu

@@ -46,5 +46,7 @@ void queue_upgrade(Upgrade u);
 void wait_for_upgrades();
 // Upgrades installed so far.
 size_t upgrades_installed();
+// Whether the thread has been stopped (at exit): later upgrades are dropped.
+bool upgrades_stopped();
 
 }  // namespace codegen::cpu

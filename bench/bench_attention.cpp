@@ -4,9 +4,12 @@
 // bench/compare_attention.py measures torch's F.scaled_dot_product_attention (its fused CPU
 // kernel) on the same workloads in the same run of bench/run.
 //
-// rune's attention is a composition today (docs/attention.md, "Cost": the unfused formula, causal
-// attention in blocks of 128 query rows): these rows measure how far it is from a fused kernel.
-// Usage: bench_attention [--reps N] [--only-t T].
+// rune's attention is a composition (docs/attention.md: the formula, causal attention in blocks of
+// 128 query rows) whose forward pass the host compiles to one attention kernel per block
+// (docs/attention.md, "The fused kernel"). --unfused sets RUNE_FUSE_ATTENTION=0 (read once per
+// process, so before anything compiles): the same program as three kernels per block, rows named
+// ..._unfused; bench/run runs both, one after the other.
+// Usage: bench_attention [--reps N] [--only-t T] [--unfused].
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,8 +25,11 @@ namespace {
 
 constexpr int64_t kB = 8, kH = 8, kD = 64;
 
+bool g_unfused = false;
+
 std::string name(const char* what, int64_t t) {
-  return std::string("sdpa_causal_") + what + "_b8h8t" + std::to_string(t) + "d64";
+  return std::string("sdpa_causal_") + what + "_b8h8t" + std::to_string(t) + "d64" +
+         (g_unfused ? "_unfused" : "");
 }
 
 }  // namespace
@@ -31,10 +37,20 @@ std::string name(const char* what, int64_t t) {
 int main(int argc, char** argv) {
   int reps = 7;
   int64_t only_t = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--only-t")) only_t = std::atoll(argv[i + 1]);
+  bool unfused = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--unfused")) {
+      unfused = true;
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    if (!std::strcmp(argv[i], "--reps"))
+      reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--only-t"))
+      only_t = std::atoll(argv[++i]);
   }
+  if (unfused) setenv("RUNE_FUSE_ATTENTION", "0", 1);
+  g_unfused = unfused;
   bench::Report r("attention");
   auto attention = [](const Tensor& q, const Tensor& k, const Tensor& v) {
     nx::nn::AttentionOptions o;

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-RUNE_STEPS = ["rows", "eager", "jit", "matmul", "mlp", "train", "first_call", "first_step", "math", "donation", "control_flow", "launch", "gpt", "conv", "data", "attention"]
+RUNE_STEPS = ["rows", "eager", "jit", "matmul", "mlp", "train", "first_call", "first_step", "math", "donation", "control_flow", "launch", "gpt", "conv", "data", "attention", "attention_unfused"]
 # first_step prints rune's rows and the references' in one list (bench/first_step.py).
 COMPARE_STEPS = ["compare", "train_compare", "gpt_compare", "conv_compare", "attention_compare", "first_step"]
 SYSTEMS = ["numpy", "torch", "torch.compile", "jax.jit", "mx.compile", "tinygrad"]
@@ -42,7 +42,9 @@ ORDER = ["jit_affine_16M_f32", "jit_affine_16M_f64", "eager_affine_16M", "eager_
          "readme_mlp_step", "conv3x3_fwd_32x64x32x32", "conv3x3_fwd_bwd_32x64x32x32",
          "maxpool2x2_32x64x32x32", "cnn_train_step_b128", "sdpa_causal_fwd_b8h8t128d64",
          "sdpa_causal_fwd_bwd_b8h8t128d64", "sdpa_causal_fwd_b8h8t1024d64",
-         "sdpa_causal_fwd_bwd_b8h8t1024d64", "gpt_step", "scan_1000_steps", "scan_grad_100_first_call", "scan_grad_100_steps", "linreg_100_steps", "jit_call_3", "eager_op_3", "first_call_process_cold", "first_call_process_warm",
+         "sdpa_causal_fwd_bwd_b8h8t1024d64", "sdpa_causal_fwd_b8h8t128d64_unfused",
+         "sdpa_causal_fwd_bwd_b8h8t128d64_unfused", "sdpa_causal_fwd_b8h8t1024d64_unfused",
+         "sdpa_causal_fwd_bwd_b8h8t1024d64_unfused", "gpt_step", "scan_1000_steps", "scan_grad_100_first_call", "scan_grad_100_steps", "linreg_100_steps", "jit_call_3", "eager_op_3", "first_call_process_cold", "first_call_process_warm",
          "first_step_readme_mlp", "first_step_mlp784_adamw", "first_step_gpt"]
 
 

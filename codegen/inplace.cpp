@@ -17,9 +17,9 @@ bool reads_own_index(const View& v, const Shape& shape) {
   return true;
 }
 
-// One read of an input by a kernel: whole rows (a contraction or library kernel), a gather (at
-// a data-dependent index), or an elementwise load through `view` in the body (part 0) or a
-// reduction body (part 1: the rbody, or a row kernel's stages).
+// One read of an input by a kernel: whole rows (a contraction, library or attention kernel), a
+// gather (at a data-dependent index), or an elementwise load through `view` in the body (part 0) or
+// a reduction body (part 1: the rbody, or a row kernel's stages).
 struct Read {
   int kernel;
   enum Kind { Whole, Gather, Load } kind;
@@ -38,7 +38,7 @@ std::vector<std::vector<Read>> reads_by_input(const Schedule& s) {
   for (size_t j = 0; j < s.kernels.size(); ++j) {
     const KernelSpec& k = s.kernels[j];
     int jk = static_cast<int>(j);
-    if (k.contract || k.library) {
+    if (k.contract || k.library || k.fused_attention()) {
       for (size_t p = 1; p < k.slots.size(); ++p) add(k.slots[p], {jk, Read::Whole, 0, nullptr});
       continue;
     }

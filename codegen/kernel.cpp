@@ -26,6 +26,8 @@ std::vector<ir::NodeRef*> KernelSpec::roots() {
   if (body) r.push_back(&body);
   if (rbody) r.push_back(&rbody);
   for (auto& s : stages) r.push_back(&s.rbody);
+  for (auto& part : attention)
+    for (ir::NodeRef* p : part.roots()) r.push_back(p);
   return r;
 }
 std::vector<ir::NodeRef> KernelSpec::roots() const {
@@ -33,6 +35,8 @@ std::vector<ir::NodeRef> KernelSpec::roots() const {
   if (body) r.push_back(body);
   if (rbody) r.push_back(rbody);
   for (const auto& s : stages) r.push_back(s.rbody);
+  for (const auto& part : attention)
+    for (ir::NodeRef p : part.roots()) r.push_back(p);
   return r;
 }
 

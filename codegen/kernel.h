@@ -24,6 +24,16 @@
 // of stages t < s through Acc leaves whose arg is t. `body` reads every stage's result the same
 // way; with `row_out` it runs over shape ++ rshape (its leaves carry views over shape ++ rshape
 // and the kernel writes numel(shape) * numel(rshape) elements, row by row), else over shape.
+//
+// An attention kernel (codegen/schedule_attention.h: softmax(q k^T ...) v on the host) has
+// `attention` set, and neither body, rbody, stages, contract nor library: the three kernels it
+// replaces, in order, each as the scheduler made it (its slots program slots): [0] the scores'
+// product S (a contraction without epilogue), [1] the row kernel writing the weights P row by
+// row from S (and other buffers: a mask), [2] P's product with v (without epilogue). S and P
+// have no buffer (their slots' numel is 0): the kernel computes them a block of query rows at a
+// time in per-thread tiles (codegen/cpu/attention.h), each element as the three kernels do.
+// Its shape and out_dtype are [2]'s; slots[0] is [2]'s output, then each other slot the parts
+// read, once.
 #pragma once
 #include <memory>
 #include <optional>
@@ -88,15 +98,18 @@ struct KernelSpec {
   std::vector<int> slots;  // slots[0]: the output slot
   std::optional<Contraction> contract;
   std::optional<LibraryCall> library;
-  std::vector<RowStage> stages;  // a row kernel's reductions, in order
-  bool row_out = false;          // a row kernel's body runs over shape ++ rshape
+  std::vector<RowStage> stages;       // a row kernel's reductions, in order
+  bool row_out = false;               // a row kernel's body runs over shape ++ rshape
+  std::vector<KernelSpec> attention;  // an attention kernel's parts (scores, weights, output)
 
   bool row() const { return !stages.empty(); }
+  bool fused_attention() const { return !attention.empty(); }
   int64_t reduce_size() const;
   int64_t blocks() const;     // reduction blocks (1 when rshape has <= kReduceBlock elements)
   int64_t out_numel() const;  // elements written to param 0
   // The kernel's expression roots: body, then rbody or the stages' rbodies (to decompose,
-  // keep alive or walk them all).
+  // keep alive or walk them all); an attention kernel's are its parts' (whose loads name the
+  // parts' params, not the kernel's).
   std::vector<ir::NodeRef*> roots();
   std::vector<ir::NodeRef> roots() const;
   size_t hash() const;

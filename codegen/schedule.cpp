@@ -11,6 +11,7 @@
 
 #include "codegen/decompose.h"
 #include "codegen/grouped_view.h"
+#include "codegen/schedule_attention.h"
 #include "ir/debug.h"
 #include "ir/env.h"
 #include "ir/rewrite.h"
@@ -41,6 +42,7 @@ size_t KernelSpec::hash() const {
   for (const RowStage& st : stages)
     h = (h * 173 + std::hash<const void*>()(st.rbody)) * 179 + static_cast<size_t>(st.reduce_op);
   if (row_out) h = h * 181 + 1;
+  for (const KernelSpec& part : attention) h = h * 193 + part.hash();
   return h ^ (static_cast<size_t>(reduce_op) << 3) ^ static_cast<size_t>(out_dtype);
 }
 
@@ -1039,6 +1041,19 @@ std::string slot_list(const std::vector<int>& slots, size_t from) {
 
 std::string describe(const KernelSpec& k) {
   std::string s;
+  if (k.fused_attention()) {
+    // e.g. "attention float32 [2, 4, 128, 32] from scores [2, 4, 128, 128] by ReduceMax then
+    // ReduceSum, 4 params, 2+7+8 ops"
+    const KernelSpec& w = k.attention[1];
+    s = "attention " + std::string(name(k.out_dtype)) + " " + to_string(k.shape) + " from scores " +
+        to_string(k.attention[0].shape) + " by ";
+    for (size_t i = 0; i < w.stages.size(); ++i)
+      s += (i ? " then " : "") + std::string(op_name(w.stages[i].reduce_op));
+    const size_t params = k.slots.size() - 1;
+    s += ", " + std::to_string(params) + (params == 1 ? " param, " : " params, ");
+    for (const RowStage& st : w.stages) s += std::to_string(count_ops(st.rbody)) + "+";
+    return s + std::to_string(count_ops(w.body)) + " ops";
+  }
   if (k.library)
     s = "library " +
         (k.library->host.fn ? k.library->host.fn->describe() : std::string(op_name(k.library->op)));
@@ -1068,8 +1083,11 @@ std::string describe(const KernelSpec& k) {
 }
 
 Schedule schedule(const std::vector<NodeRef>& roots, int n_inputs, bool fuse_epilogues,
-                  bool half_operands) {
+                  bool half_operands, bool fuse_attention) {
   Schedule s = Scheduler(roots, n_inputs, fuse_epilogues, half_operands).run();
+  // RUNE_FUSE_ATTENTION=0: attention stays three kernels (the same bits).
+  if (fuse_attention && ir::env::integer(ir::env::Var::FuseAttention) != 0)
+    codegen::fuse_attention(s);
   if (debug_level() >= 3)
     for (size_t i = 0; i < s.kernels.size(); ++i) {
       const KernelSpec& k = s.kernels[i];

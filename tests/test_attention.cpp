@@ -453,6 +453,65 @@ TEST(AttentionRowBlocks, KeepTheFormulasBits) {
   expect_near("d/dv", gv, gv.shape(), nx::to_array(fv), 1e-13);
 }
 
+// Compiled on the host, attention is one attention kernel (codegen/cpu/attention.h: blocks of
+// query rows, the scores and weights in per-thread tiles): the bits of the eager formula, whose
+// scores and weights are whole buffers between separate programs, and of CPU:1 and the fake
+// CUDA:0 (three kernels there), float32 and float64, causal or not, with bool and float masks,
+// T not a multiple of the kernel's row blocks (kTileElements / Tk rows: 150 keys take 5 blocks
+// of 140 rows for 700 queries; causal attention's blocks of 128 queries over 600 keys take 3).
+TEST(AttentionFused, HasTheUnfusedBits) {
+  struct F {
+    std::string name;
+    Shape qs, ks, vs;
+    bool causal;
+    std::optional<Tensor> mask;
+  };
+  std::vector<double> pad(2 * 150, 1);
+  for (int j = 90; j < 150; ++j) pad[150 + j] = 0;  // batch 1 sees 90 keys
+  const std::vector<F> fs = {
+      {"700 x 150", {2, 2, 700, 8}, {2, 2, 150, 8}, {2, 2, 150, 5}, false, std::nullopt},
+      {"700 x 150, padding",
+       {2, 1, 700, 8},
+       {2, 1, 150, 8},
+       {2, 1, 150, 4},
+       false,
+       nx::cast(f64({2, 1, 1, 150}, pad), nx::bool_)},
+      {"causal 600 x 600, float mask",
+       {1, 2, 600, 4},
+       {1, 2, 600, 4},
+       {1, 2, 600, 4},
+       true,
+       f64({600, 600}, values({600, 600}, 9))},
+      {"causal 37 x 37", {3, 37, 16}, {3, 37, 16}, {3, 37, 16}, true, std::nullopt},
+  };
+  uint64_t seed = 600;
+  for (nx::DType t : {nx::float32, nx::float64})
+    for (const F& c : fs) {
+      const std::string name = c.name + " " + std::string(ir::name(t));
+      Tensor q = nx::cast(f64(c.qs, values(c.qs, seed++)), t);
+      Tensor k = nx::cast(f64(c.ks, values(c.ks, seed++)), t);
+      Tensor v = nx::cast(f64(c.vs, values(c.vs, seed++)), t);
+      std::optional<Tensor> mask = c.mask;
+      if (mask && mask->dtype() != nx::bool_) mask = nx::cast(*mask, t);
+      auto f_on = [&](const char* d) {
+        AttentionOptions o{.causal = c.causal};
+        if (mask) o.mask = nx::place(*mask, d);
+        return [o](const Tensor& q, const Tensor& k, const Tensor& v) { return sdpa(q, k, v, o); };
+      };
+      const std::string eager = bits(f_on("CPU")(q, k, v));
+      EXPECT_EQ(bits(rune::jit(f_on("CPU"))(q, k, v)), eager) << name << " compiled";
+      for (const char* d : {"CPU:1", "CUDA:0"}) {
+        // The fake GPU compiles each kernel with the host compiler: the causal blocks' sixteen
+        // kernels and float64's second set would take most of a minute there.
+        if (std::string(d) == "CUDA:0" && (t == nx::float64 || c.name.rfind("causal 600", 0) == 0))
+          continue;
+        EXPECT_EQ(bits(rune::jit(f_on(d))(nx::place(q, d), nx::place(k, d), nx::place(v, d))),
+                  eager)
+            << name << " compiled on " << d;
+      }
+    }
+}
+
 // ---- gradients (float64, on the host) ----
 
 // rune::grad of sum(sdpa(q, k, v) * r) against central differences of the loop, for every case.

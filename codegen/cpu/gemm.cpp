@@ -570,7 +570,7 @@ int64_t GemmPlan::flops_per_task() const {
   return std::max<int64_t>((2 * outputs * std::max<int64_t>(k, 1) + outputs * epilogue_ops) / t, 1);
 }
 
-GemmPlan plan_gemm(const KernelSpec& ks, int threads, int64_t epilogue_ops) {
+GemmPlan plan_gemm(const KernelSpec& ks, int threads, int64_t epilogue_ops, bool may_transpose) {
   if (!ks.contract) throw std::logic_error("plan_gemm: not a contraction kernel");
   const Contraction& ct = *ks.contract;
   const ir::View& va = ct.a;
@@ -612,7 +612,8 @@ GemmPlan plan_gemm(const KernelSpec& ks, int threads, int64_t epilogue_ops) {
   // C^T = B^T A^T, each output the same fma chain over k (a * b and b * a are the same bits).
   // Only when clearly better (the transposed tiles scatter their stores).
   const Isa isa = host_isa();
-  if (2 * padded_work(isa, g.dtype, g.n, g.m) < padded_work(isa, g.dtype, g.m, g.n)) {
+  if (may_transpose &&
+      2 * padded_work(isa, g.dtype, g.n, g.m) < padded_work(isa, g.dtype, g.m, g.n)) {
     g.transposed = true;
     std::swap(g.m, g.n);
     std::swap(g.a_batch, g.b_batch);

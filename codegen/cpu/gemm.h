@@ -52,8 +52,10 @@ struct GemmPlan {
 };
 
 // The plan of a Dot kernel (KernelSpec::contract), split for `threads` workers; its fused
-// epilogue, if any, costs `epilogue_ops` operations per output.
-GemmPlan plan_gemm(const KernelSpec& k, int threads, int64_t epilogue_ops = 0);
+// epilogue, if any, costs `epilogue_ops` operations per output. `may_transpose` false: never
+// transposed (the attention kernel cuts the plan's rows itself: codegen/cpu/attention.h).
+GemmPlan plan_gemm(const KernelSpec& k, int threads, int64_t epilogue_ops = 0,
+                   bool may_transpose = true);
 
 // Runs tasks [lo, hi) of the plan (a `const GemmPlan*`); a runtime::HostLibraryFn.
 void run_gemm(const void* plan, char** bufs, int64_t lo, int64_t hi);

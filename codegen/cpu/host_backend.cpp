@@ -1,13 +1,17 @@
 // The host backend: each kernel decomposed, rendered as LLVM IR (cpu::render_llvm), compiled
 // by ORC through the kernel disk cache, loaded, and run on the thread pool; matrix products and
 // sorts / scans are library steps with their plans (codegen/cpu/gemm.h, sort_scan.h); a host call
-// (ir/host_fn.h) is a library step that runs its function on the calling thread.
+// (ir/host_fn.h) is a library step that runs its function on the calling thread; an attention
+// kernel is a library step over row blocks (codegen/cpu/attention.h) that calls the gemm and
+// its compiled row kernel.
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "codegen/backend.h"
+#include "codegen/cpu/attention.h"
 #include "codegen/cpu/gemm.h"
 #include "codegen/cpu/kernel_upgrades.h"
 #include "codegen/cpu/orc_compiler.h"
@@ -104,7 +108,9 @@ class HostBackend final : public Backend {
 
   void add_steps(const Schedule& s, runtime::Program& p, CompileStats& stats) override {
     for (const auto& k : s.kernels) {
-      if (k.contract)
+      if (k.fused_attention())
+        p.steps.push_back(attention_step(k, stats));
+      else if (k.contract)
         p.steps.push_back(gemm_step(k, stats));
       else if (k.library && k.library->op == Op::HostCall)
         p.steps.push_back(host_call_step(k));
@@ -272,6 +278,34 @@ class HostBackend final : public Backend {
     st.library = cpu::run_gemm;
     st.plan = std::move(plan);
     st.keep = std::move(epilogue_code);
+    return st;
+  }
+
+  // The attention kernel: its row kernel compiled as any kernel (the full tier: the plan holds
+  // its entry point), the products planned per row block.
+  runtime::Step attention_step(const KernelSpec& k, CompileStats& stats) {
+    const KernelSpec& w = k.attention[1];
+    HostKernel wk = kernel_for(w, /*tiered=*/false, stats);
+    if (wk.phase1) throw std::logic_error("attention_step: a row kernel with two phases");
+    auto plan =
+        std::make_shared<cpu::AttentionPlan>(cpu::plan_attention(k, wk.main, work_per_output(w)));
+    runtime::Step st;
+    st.kind = runtime::Step::Kind::Library;
+    // Named with its geometry: batch elements x Tq x Tk x the output's columns.
+    st.name = "attention_" + std::string(ir::name(k.out_dtype)) + "_" +
+              std::to_string(plan->batch) + "x" + std::to_string(plan->tq) + "x" +
+              std::to_string(plan->tk) + "x" + std::to_string(plan->values.n);
+    st.items = plan->tasks();
+    st.cost = plan->flops_per_task();
+    // q, k, v and the output, about (a mask read in place is not counted).
+    st.bytes = plan->batch *
+               (plan->tq * (plan->scores.k + plan->values.n) +
+                plan->tk * (plan->scores.k + plan->values.n)) *
+               itemsize(k.out_dtype);
+    st.slots = k.slots;
+    st.library = cpu::run_attention;
+    st.plan = std::move(plan);
+    st.keep = std::move(wk.code);
     return st;
   }
 

@@ -4,6 +4,7 @@
 // better or worse, fails here and must be pinned again on purpose, with the reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -25,7 +26,8 @@ struct Arg {
 using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 // Traces fn over stand-ins of `args` as rune::jit does (captured tensors become params after the
-// arguments) and schedules the graph as both compile paths do, epilogues fused.
+// arguments) and schedules the graph as the host's (or with `gpu` the GPUs') compile path does,
+// epilogues fused.
 codegen::Schedule schedule_of(const std::vector<Arg>& args, const Fn& fn, bool gpu = false) {
   ir::NodeUse use;  // the traced nodes stay until the schedule is made
   rune::Tracer tracer(nx::Device::cpu(), static_cast<int>(args.size()));
@@ -39,12 +41,13 @@ codegen::Schedule schedule_of(const std::vector<Arg>& args, const Fn& fn, bool g
     for (const auto& r : fn(ins)) roots.push_back(tracer.node_of(r));
   }
   int n_params = static_cast<int>(args.size() + tracer.captured().size());
-  return codegen::schedule(roots, n_params, /*fuse_epilogues=*/true, /*half_operands=*/gpu);
+  return codegen::schedule(roots, n_params, /*fuse_epilogues=*/true, /*half_operands=*/gpu,
+                           /*fuse_attention=*/!gpu);
 }
 
-std::vector<std::string> kernels_of(const std::vector<Arg>& args, const Fn& fn) {
+std::vector<std::string> kernels_of(const std::vector<Arg>& args, const Fn& fn, bool gpu = false) {
   std::vector<std::string> out;
-  for (const auto& k : schedule_of(args, fn).kernels) out.push_back(codegen::describe(k));
+  for (const auto& k : schedule_of(args, fn, gpu).kernels) out.push_back(codegen::describe(k));
   return out;
 }
 
@@ -506,7 +509,8 @@ TEST(ScheduleFusion, GptAttentionBlock) {
                    Tensor y = nx::reshape(nx::permute(nx::matmul(att, v), {0, 2, 1, 3}), {B, T, C});
                    return std::vector<Tensor>{a[0] + dense(y, a[5], a[6])};
                  });
-  // The attention itself is four kernels (the mask, q k^T, softmax, att v):
+  // The attention itself was four kernels (the mask, q k^T, softmax, att v), and the last three
+  // are one attention kernel on the host now:
   // the scale and the causal mask fuse into softmax's row kernel (its stages and body read the
   // product and the mask), not into the product's epilogue: a product whose value a reduction
   // reads is a buffer anyway. The products stay kernels of their own (a row kernel reads
@@ -520,13 +524,13 @@ TEST(ScheduleFusion, GptAttentionBlock) {
                    // layer_norm (under the reshape to the product's rows)
                    "row float32 [32, 128, 1] over [128] by ReduceSum then ReduceSum, writes rows, "
                    "3 params, 0+3+8 ops",
-                   "contract float32 [4096, 384], 3 params, 1 ops",       // qkv, + b fused
-                   "contract float32 [32, 4, 128, 128], 1 param, 0 ops",  // q k^T: views of qkv
-                   // * 1 / sqrt(D), where(causal, ., -inf), then softmax: max, sum(exp(. - max)),
-                   // exp(. - max) / sum over the row (the exp computed once, kept in the row)
-                   "row float32 [32, 4, 128, 1] over [128] by ReduceMax then ReduceSum, writes "
-                   "rows, 2 params, 2+7+8 ops",
-                   "contract float32 [32, 4, 128, 32], 2 params, 0 ops",  // att v
+                   "contract float32 [4096, 384], 3 params, 1 ops",  // qkv, + b fused
+                   // q k^T (q and k views of qkv), * 1 / sqrt(D), where(causal, ., -inf), then
+                   // softmax: max, sum(exp(. - max)), exp(. - max) / sum over the row (the exp
+                   // computed once, kept in the row), and att v: one attention kernel reading the
+                   // mask and qkv (codegen/schedule_attention.h; on a GPU, three kernels)
+                   "attention float32 [32, 4, 128, 32] from scores [32, 4, 128, 128] by ReduceMax "
+                   "then ReduceSum, 2 params, 2+7+8 ops",
                    "contract float32 [4096, 128], 2 params, 0 ops",  // the heads joined, projected
                    // + b and the residual x + ...: the product's epilogue does not reach through
                    // the reshape back to [B, T, C]
@@ -622,4 +626,88 @@ TEST(ScheduleFusion, AConvolutionReadsItsWindowsInPlace) {
   };
   EXPECT_EQ(count(schedule_of(args, dk), &grouped), 0);
   EXPECT_TRUE(grouped);
+}
+
+// nx::nn::scaled_dot_product_attention (core/attention.h) schedules as the textbook formula
+// does: the causal mask, q k^T, the softmax row kernel (the scale and the mask fused) and the
+// weights times v; no guard for rows without keys (causal attention leaves key 0 to every row).
+// On the host the last three are one attention kernel (codegen/schedule_attention.h: no
+// [B, H, T, T] buffer); GPU schedules keep them apart (the same bits).
+TEST(ScheduleFusion, AttentionIsTheTextbookFormulaAndOneKernelOnTheHost) {
+  const int64_t B = 2, H = 4, T = 128, D = 32;
+  const std::vector<Arg> args{
+      {nx::float32, {B, H, T, D}}, {nx::float32, {B, H, T, D}}, {nx::float32, {B, H, T, D}}};
+  auto sdpa = [](const std::vector<Tensor>& a) {
+    nx::nn::AttentionOptions o;
+    o.causal = true;
+    return std::vector<Tensor>{nx::nn::scaled_dot_product_attention(a[0], a[1], a[2], o)};
+  };
+  auto textbook = [&](const std::vector<Tensor>& a) {
+    Tensor causal = nx::less_equal(nx::iota({T, T}, 1), nx::iota({T, T}, 0));
+    Tensor s =
+        nx::matmul(a[0], nx::permute(a[1], {0, 1, 3, 2})) * (1 / std::sqrt(static_cast<double>(D)));
+    s = nx::softmax(nx::where(causal, s, nx::scalar_like(s, -INFINITY)), -1);
+    return std::vector<Tensor>{nx::matmul(s, a[2])};
+  };
+  auto host = kernels_of(args, sdpa);
+  EXPECT_EQ(host, kernels_of(args, textbook));
+  EXPECT_EQ(host, (std::vector<std::string>{
+                      "elementwise bool [128, 128], 0 params, 1 ops",  // the causal mask
+                      // q k^T, softmax (max, sum(exp(. - max)), exp(. - max) / sum) and . v
+                      "attention float32 [2, 4, 128, 32] from scores [2, 4, 128, 128] by ReduceMax "
+                      "then ReduceSum, 4 params, 2+7+8 ops",
+                  }));
+  // The scores and the weights have no buffer.
+  const codegen::Schedule s = schedule_of(args, sdpa);
+  ASSERT_EQ(s.kernels.size(), 2u);
+  ASSERT_EQ(s.kernels[1].attention.size(), 3u);
+  for (int part : {0, 1}) {
+    const int slot = s.kernels[1].attention[static_cast<size_t>(part)].slots[0];
+    EXPECT_EQ(s.slots[static_cast<size_t>(slot)].numel, 0) << "part " << part;
+  }
+  auto gpu = kernels_of(args, sdpa, /*gpu=*/true);
+  EXPECT_EQ(gpu, kernels_of(args, textbook, /*gpu=*/true));
+  EXPECT_EQ(gpu, (std::vector<std::string>{
+                     "elementwise bool [128, 128], 0 params, 1 ops",
+                     "contract float32 [2, 4, 128, 128], 2 params, 0 ops",
+                     "row float32 [2, 4, 128, 1] over [128] by ReduceMax then ReduceSum, writes "
+                     "rows, 2 params, 2+7+8 ops",
+                     "contract float32 [2, 4, 128, 32], 2 params, 0 ops",
+                 }));
+}
+
+// Long causal attention runs in blocks of 128 query rows (docs/attention.md, "Cost"): each block
+// is an attention kernel of its own on the host; a padding mask joins the row kernel (and so
+// the attention kernel), as does its guard for rows with no key. A scores product read by
+// anything else (here: returned) is not fused.
+TEST(ScheduleFusion, AttentionBlocksAndMasksAreAttentionKernels) {
+  const int64_t B = 1, H = 2, T = 300, D = 16;
+  const std::vector<Arg> args{{nx::float32, {B, H, T, D}},
+                              {nx::float32, {B, H, T, D}},
+                              {nx::float32, {B, H, T, D}},
+                              {nx::bool_, {B, 1, 1, T}}};
+  auto count = [](const std::vector<std::string>& ks, const std::string& kind) {
+    return std::count_if(ks.begin(), ks.end(),
+                         [&](const std::string& k) { return k.rfind(kind, 0) == 0; });
+  };
+  auto causal = kernels_of(args, [](const std::vector<Tensor>& a) {
+    nx::nn::AttentionOptions o;
+    o.causal = true;
+    return std::vector<Tensor>{nx::nn::scaled_dot_product_attention(a[0], a[1], a[2], o)};
+  });
+  EXPECT_EQ(count(causal, "attention "), 3) << testing::PrintToString(causal);
+  EXPECT_EQ(count(causal, "contract "), 0) << testing::PrintToString(causal);
+  auto masked = kernels_of(args, [](const std::vector<Tensor>& a) {
+    nx::nn::AttentionOptions o;
+    o.mask = a[3];
+    return std::vector<Tensor>{nx::nn::scaled_dot_product_attention(a[0], a[1], a[2], o)};
+  });
+  EXPECT_EQ(count(masked, "attention "), 1) << testing::PrintToString(masked);
+  EXPECT_EQ(count(masked, "contract "), 0) << testing::PrintToString(masked);
+  auto scores_kept = kernels_of(args, [](const std::vector<Tensor>& a) {
+    Tensor s = nx::matmul(a[0], nx::permute(a[1], {0, 1, 3, 2}));
+    return std::vector<Tensor>{nx::matmul(nx::softmax(s, -1), a[2]), s};
+  });
+  EXPECT_EQ(count(scores_kept, "attention "), 0) << testing::PrintToString(scores_kept);
+  EXPECT_EQ(count(scores_kept, "contract "), 2) << testing::PrintToString(scores_kept);
 }

@@ -255,13 +255,6 @@ constexpr double kAtanTwo32[] = {0x1.1b6e1ap+0, -0x1.a28838p-25};
 constexpr double kPio2Cw[] = {0x1.921fb8p+0, -0x1.5dde98p-23, 0x1.846988p-48, 0x1.8cc518p-72,
                               -0x1.fc8f8cbb5bf6cp-97};
 constexpr double kTwoOverPi = 0x1.45f306dc9c883p-1;
-// 2/pi truncated into 29-bit chunks at bit offsets 29 i, for the float32 reduction (done in
-// float64): x (24 bits) * chunk (29 bits) is exact. Seven chunks keep 203 bits of 2/pi, so even
-// for x = 2^128 the fraction of x * 2/pi is known to 2^-75.
-constexpr double kTwoOverPiChunks[] = {0x1.45f306dp-1,  0x1.9391054p-30,  0x1.4fe13abp-59,
-                                       0x1.d1f534dp-88, 0x1.b81b6c5p-117, 0x1.5993c4p-148,
-                                       0x1.c820ff2p-175};
-
 // 2/pi as 64-bit words for the float64 Payne-Hanek reduction: word i holds the bits of weight
 // 2^-(64i-64) .. 2^-(64i-1), i.e. floor(2/pi 2^(64i-1)) mod 2^64 (word 0, the integer bits, is 0).
 // 1216 bits: enough for a 192-bit window starting at any float64 exponent.
@@ -694,32 +687,51 @@ TrigRed reduce_ph(const Fmt& f, E x) {
   return {where(neg, -r.hi, r.hi), where(neg, -r.lo, r.lo), qs};
 }
 
-// float32 x, reduced exactly in float64 (Payne-Hanek in floating point): every x * C_i is exact,
-// and T_i = x C_i - 4 round(x C_i / 4) is exact and in [-2, 2], so sum T_i = x 2/pi (mod 4) up to
-// 2^-75. The sum is accumulated with TwoSum; k = round(sum), the fraction is exact and r = frac *
-// pi/2 with ~2^-52 relative error: more than enough for a float32 result, whatever the
-// cancellation.
-TrigRed reduce_f32(E x32) {
-  Fmt f = fmt_of(x32);
-  E x = cast_(x32, DType::Float64);
-  E hi = b::cf(DType::Float64, 0.0);
-  E lo = b::cf(DType::Float64, 0.0);
-  for (int i = 0; i < 7; ++i) {
-    E t = x * kTwoOverPiChunks[i];
-    if (i < 5) t = t - vround(t * 0.25) * 4.0;  // chunks 6, 7: |x C_i| < 2^-17, no reduction
-    if (i == 0) {
-      hi = t;
-    } else {
-      DD s = two_sum(hi, t);
-      hi = s.hi;
-      lo = lo + s.lo;
-    }
-  }
-  E k = vround(hi);
-  E fr = hi - k;  // exact
-  E r = fr * kPio2_64[0] + (fr * kPio2_64[1] + lo * kPio2_64[0]);
-  E q = cast_(k - vfloor(k * 0.25) * 4.0, f.it);
-  return {r, nullptr, q};
+// float32 x, reduced exactly over the whole float32 range in 64-bit integer arithmetic (the
+// float32 counterpart of reduce_ph, after glibc's sinf): |x| = M 2^s with M < 2^24 an integer
+// and s = e - 150 (e the biased exponent). The bits b_j of 2/pi with j <= s - 2 contribute
+// multiples of 4 to |x| 2/pi, so
+//   y = |x| 2/pi mod 4 = M G 2^-94 (mod 4) + err,  0 <= err < M 2^-94 < 2^-70,
+// with G the 96-bit window b_{s-1} .. b_{s+94} of kTwoOverPiWords (cut by a shift from the three
+// words at index p0 >> 6, p0 = s + 63: Where on two compares, words 0 .. 4). M G is formed from
+// three limb products M g_i < 2^56; Q = floor(M G 2^-32) mod 2^64 is exact (the floor drops the
+// low 32 bits of M g_0), so y = Q 2^-62 + (< 2^-62): Q's top two bits are
+// round(y) mod 4 once 2^61 is added, and the rest, as a signed 62-bit fraction f = y - k, gives
+// r = f pi/2 to ~2^-61.3 absolute plus 2^-52 relative (the int64 -> float64 conversion and the
+// multiply round). The closest float32 to a multiple of pi/2, 16367173 * 2^72, has |r| = 2^-29.2
+// (an exhaustive search over every float32 >= pi/4), so r's relative error stays below 2^-32.
+// |x| < pi/4 takes r = |x|, q = 0 (exact; the window would cut tiny arguments' bits). sin is 73
+// operations with it, 116 with the float64 Payne-Hanek on 7 chunks of 2/pi it replaced. There is
+// no Cody-Waite fast path for small |x|: the IR has no branch, so selecting between two reductions
+// would evaluate both on every element.
+// Returns r (float64) for |x| and q as an Int32; the caller restores the sign of x.
+TrigRed reduce_f32(E ax32) {
+  const DType I = DType::Int64;
+  auto c = [&](int64_t v) { return E(b::ci(I, v)); };
+  const int64_t M32 = 0xffffffffLL;
+  E xb = cast_(bitcast_(ax32, DType::Int32), I);  // ax32 >= 0 (or NaN with a clear sign bit)
+  E m = bor_(band_(xb, c(0x7fffff)), c(0x800000));
+  // p0 = s - 1 + 64 = e - 87, the table position of b_{s-1}; e >= 126 whenever |x| >= pi/4, and
+  // the clamp keeps the shifts in range for the small |x| whose result is not used.
+  E p0 = max_(shr_(xb, c(23)), c(126)) - c(87);  // 39 .. 168 (inf and NaN: 168)
+  E sh = band_(p0, c(63));
+  E w1st = b::le(c(64), p0), w2nd = b::le(c(128), p0);  // word index p0 >> 6 is 0, 1 or 2
+  auto word = [&](int k) {
+    auto w = [&](int i) { return c(static_cast<int64_t>(kTwoOverPiWords[i + k])); };
+    return where(w2nd, w(2), where(w1st, w(1), w(0)));
+  };
+  E w0 = word(0), w1 = word(1), w2 = word(2);
+  // The window's top 64 bits and the 32 below; (w >> 1) >> (63 - sh) avoids a shift by 64.
+  E hi = bor_(shl_(w0, sh), shr_(shr_(w1, c(1)), c(63) - sh));
+  E lo = shr_(bor_(shl_(w1, sh), shr_(shr_(w2, c(1)), c(63) - sh)), c(32));
+  E a = m * lo, bm = m * band_(hi, c(M32)), cm = m * shr_(hi, c(32));
+  E q64 = (shl_(cm, c(32)) + bm) + shr_(a, c(32));  // floor(M G / 2^32) mod 2^64
+  E k = shr_(q64 + c(int64_t{1} << 61), c(62));     // round(y) mod 4
+  E fr = q64 - shl_(k, c(62));                      // y - round(y), times 2^62, in [-2^61, 2^61)
+  E r = cast_(fr, DType::Float64) * (kPio2_64[0] * 0x1p-62);
+  E tiny = lt(ax32, 0x1.921fb6p-1);  // pi/4 rounded up: no reduction below it
+  return {where(tiny, cast_(ax32, DType::Float64), r), nullptr,
+          cast_(where(tiny, c(0), k), DType::Int32)};
 }
 
 // sin and cos of rh + rl (|r| <= pi/4 + tiny) as pairs, float64.
@@ -774,23 +786,27 @@ E trig(E x, Trig which) {
       }
     }
   } else {
-    TrigRed r = reduce_f32(x);
+    // float32: sin / cos of the reduced |x| in float64 (fma Horner steps), the quadrant and the
+    // sign of x applied, rounded once. sin(-0) = -0 and tan(-0) = -0 come out of r = |x| = 0 and
+    // the sign; inf and NaN are replaced below.
+    TrigRed r = reduce_f32(vabs(x));
     E z = r.rh * r.rh;
-    E sv = r.rh + (r.rh * z) * horner(z, kSinS32);
-    E cv = (1.0 - z * 0.5) + (z * z) * horner(z, kCosC32);
-    E qodd = odd(f, r.q);
+    E sv = fma_(r.rh * z, horner_fma(z, kSinS32), r.rh);
+    E cv = fma_(z * z, horner_fma(z, kCosC32), fma_(z, -0.5, lit(z.dt(), 1.0)));
+    E qodd = odd(f, r.q), neg = sign_bit(f, x);
     E v = x;
     if (which == Trig::Tan) {
       E t = where(qodd, cv, sv) / where(qodd, sv, cv);
-      v = where(qodd, -t, t);
+      v = where(bxor_(qodd, neg), -t, t);
     } else if (which == Trig::Sin) {
       E u = where(qodd, cv, sv);
-      v = where(bit2(f, r.q), -u, u);
+      v = where(bxor_(bit2(f, r.q), neg), -u, u);
     } else {
       E u = where(qodd, sv, cv);
       v = where(bit2(f, r.q + ic(f, 1)), -u, u);
     }
-    res = cast_(v, DType::Float32);  // the only rounding to float32
+    res = cast_(v, DType::Float32);                    // the only rounding to float32
+    return where(b::lt(vabs(x), inf(f)), res, x - x);  // inf and NaN: NaN
   }
   if (which != Trig::Cos) res = where(eq(x, 0.0), x, res);  // sin(-0) = tan(-0) = -0
   return where(eq(vabs(x), inf(f)), nan(f), res);
@@ -857,15 +873,12 @@ constexpr double kAsinP32[] = {0x1.555554dd866dap-3, 0x1.33343bac7f03cp-4, 0x1.6
                                0x1.fdcb1d413897ep-6, 0x1.17dda3166f889p-6, 0x1.14e3256e555f3p-5};
 
 // erf x = x + x R(z), z = x^2 in [0, 1] (|x| < 1); R = erf(x)/x - 1 in [-0.16, 0.13]. Fitted as
-// G = 1 + R (relative, so R's absolute error is G's: float64 degree 11, 2^-56.9; float32, in
-// float64, degree 6, 2^-29.6); R's constant term is the rounded c0 - 1 of the exact fit.
+// G = 1 + R (relative, so R's absolute error is G's: float64 degree 11, 2^-56.9); R's constant term
+// is the rounded c0 - 1 of the exact fit.
 constexpr double kErfR64[] = {
     0x1.06eba8214db68p-3,  -0x1.812746b0379bdp-2,  0x1.ce2f21a040d16p-4,  -0x1.b82ce311fa93ep-6,
     0x1.565bccf92b304p-8,  -0x1.c02db03dd73fap-11, 0x1.f9a2baa902c77p-14, -0x1.f4ca4d6f840aap-17,
     0x1.b97fd3dc97f35p-20, -0x1.5c07270490b58p-23, 0x1.d71b0fb1de544p-27, -0x1.abae4afa423abp-31};
-constexpr double kErfR32[] = {0x1.06eba7f245a14p-3,  -0x1.81273de944853p-2, 0x1.ce2cf73f097cdp-4,
-                              -0x1.b7f90cffd7aacp-6, 0x1.5405b1aa5131cp-8,  -0x1.a3f6ff4b94efep-11,
-                              0x1.496a30a50aaf3p-14};
 // float64 erf on [1/2, 1]: erf(3/4 + t) = E0 + t Q(t), |t| <= 1/4, degree 14 (rel err 2^-60.6;
 // Q's leading coefficient is kErfT64[1]); E0 = erf(3/4) as hi + lo. Here x + x R(z) would lose
 // ~0.7 ulp: near z = 1 R's Horner sums are larger than R and z = x^2 itself rounds.
@@ -898,6 +911,29 @@ constexpr double kErfH[4][14] = {
      0x1.6cc10c6b32a61p-13, -0x1.12f1214195b54p-15, 0x1.9818703683b3ap-18, -0x1.2a78fbf37faa4p-20,
      0x1.ae392b729c506p-23, -0x1.2ec8903f254a4p-25, 0x1.a955d20b623f2p-28, -0x1.58a2032f15666p-30,
      0x1.d386abbff1719p-33, 0.0}};
+
+// float32 erf, evaluated in float64 (erf32): one degree-10 Horner scheme whose coefficients are
+// picked per lane from three pieces (tools/math/erf32_fit.py; Chebyshev fits, near minimax):
+//   |x| < 1.25:           erf x = x G(z), z = x^2, G = erf(x)/x (relative error 2^-44.2)
+//   1.25 <= |x| < 2.375:  erf(1.8125 + t)                       (absolute error 2^-33.5)
+//   2.375 <= |x| < 3.92:  erf(3.125 + t)                        (absolute error 2^-31.0)
+// with the rounded coefficients. erf >= 0.92 on the last two pieces, so every fit error is below
+// 2^-30 relative (< 2^-6 float32 ulp); the float64 Horner steps add ~2^-50. From 3.92 on
+// (erfc < 2^-25.0) erf rounds to 1 in float32.
+constexpr double kErf32Split[] = {1.25, 2.375};
+constexpr double kErf32Centre[] = {1.8125, 3.125};
+constexpr double kErf32One = 3.92;
+constexpr double kErf32P[3][11] = {
+    {0x1.20dd750429ab2p+0, -0x1.812746b01b456p-2, 0x1.ce2f2194e454ap-4, -0x1.b82ce14a47a16p-6,
+     0x1.565ba846a78a7p-8, -0x1.c02a3b44de74bp-11, 0x1.f96e9785aa85dp-14, -0x1.f2cf442696755p-17,
+     0x1.ad0fa8a34a758p-20, -0x1.2b3185652cb65p-23, 0x1.f8eb5130e0958p-28},
+    {0x1.fab0dd89d1309p-1, 0x1.5a08e8cac1b0ep-5, -0x1.3998121a4e24cp-4, 0x1.4140e1bf37404p-4,
+     -0x1.7535e174debb2p-5, 0x1.37547eb626d9ep-7, 0x1.a427eb6eb6971p-8, -0x1.6e3a63913ea93p-8,
+     0x1.2b2da18d9967ep-10, 0x1.527df1d247ab7p-11, -0x1.9396c30f4271dp-12},
+    {0x1.fffeb3ecaa374p-1, 0x1.0f98de0c03ea5p-14, -0x1.a86c280bf9999p-13, 0x1.a3a03fa6492b4p-12,
+     -0x1.2444b4456aa03p-11, 0x1.2da816b774b6cp-11, -0x1.daac5576d492dp-12, 0x1.1df94f9f1eeb5p-12,
+     -0x1.d3b536c0b99abp-14, 0x1.f148f534c34ecp-17, 0x1.ac7ff12d65cafp-18},
+};
 
 // erfc x = exp(-x^2) h(x) for x in [1/2, 27.5]: h = erfc(x) e^(x^2) (0.62 .. 0.02) on nine pieces,
 // each h(centre + t) = H0 + H1 t + t^2 Q(t), degree 17, H0 and H1 as hi + lo
@@ -1040,25 +1076,25 @@ E asin_acos64(E x, bool is_asin, bool f32) {
   return where(isnan_(x), x, r);
 }
 
-// erf on a float64 x (float32 inputs are widened, the result rounded once).
-//  * |x| < 1 (float64: < 1/2): erf = x + x R(z), z = x^2: the rounded terms (x R, < 13% of the
-//    result) cost < 0.1 ulp. float64 [1/2, 1): kErfT64. Below 2^-1000 the sum is formed on x 2^64
+// erf on a float64 x (float32 has erf32 above).
+//  * |x| < 1/2: erf = x + x R(z), z = x^2: the rounded terms (x R, < 13% of the result) cost
+//    < 0.1 ulp. [1/2, 1): kErfT64. Below 2^-1000 the sum is formed on x 2^64
 //    and scaled back by one multiply, so (float64) subnormal results round about once (double
 //    rounding there: < 0.8 ulp).
 //  * 1 <= |x| < 6: erf = 1 - erfc, erfc = exp(-x^2) h(x) with x^2 exact as a pair (two_prod) into
 //    exp_core (~0.55 ulp) and h from the piece of kErfH picked by Where. erfc <= 0.16 has an ulp
 //    <= 1/4 of erf's, so erfc's ~1.5 ulp cost < 0.4 ulp of erf before the final rounding.
 //  * |x| >= 6: erfc < 2^-55, erf rounds to 1 (Where also maps inf to 1).
-E erf64(E x, bool f32) {
+E erf64(E x) {
   const Fmt f = fmt_of(x);
   E ax = vabs(x);
   E tiny = lt(ax, 0x1p-1000);
   E as = where(tiny, ax * 0x1p64, ax);
   E z = ax * ax;
-  E R = f32 ? horner(z, kErfR32) : horner(z, kErfR64);
+  E R = horner(z, kErfR64);
   E lo = as + as * R;
   lo = where(tiny, lo * 0x1p-64, lo);
-  if (!f32) {  // [1/2, 1): E0 + t Q(t), t = x - 3/4 exact (Sterbenz)
+  {  // [1/2, 1): E0 + t Q(t), t = x - 3/4 exact (Sterbenz)
     E t = ax - 0.75;
     E mid = kErfT64[0] + (t * horner(t, kErfT64 + 1, 14) + kErfT64Lo);
     lo = where(lt(ax, 0.5), lo, mid);
@@ -1080,6 +1116,31 @@ E erf64(E x, bool f32) {
   E r = where(lt(ax, 1.0), lo, where(lt(ax, 6.0), hi, fc(f, 1.0)));
   r = copysign(f, r, x);  // erf(-0) = -0
   return where(isnan_(x), x, r);
+}
+
+// float32 erf: kErf32P's piece for |x| evaluated in float64 with fma steps, rounded once to
+// float32 (~0.5 ulp: the fits and the float64 steps stay below 2^-30 relative). About 45
+// operations, against ~180 for the float64 algorithm with shorter polynomials that float32 ran
+// before (a double-double exp and a four-piece erfc tail). erf(-0) = -0 (x G(z) keeps the zero,
+// then the sign is copied), +-inf give +-1 (clamped to the last piece, then replaced), NaN
+// propagates through the polynomial. Subnormal float32 inputs are normal float64 values: x G(z)
+// rounds once, to the nearest float32 subnormal.
+E erf32(E x32) {
+  E x = cast_(x32, DType::Float64);
+  const Fmt f = fmt_of(x);
+  E ax = vabs(x);
+  E mid = le(kErf32Split[0], ax), tail = le(kErf32Split[1], ax);
+  auto pick = [&](int i) {
+    return where(tail, fc(f, kErf32P[2][i]), where(mid, kErf32P[1][i], kErf32P[0][i], f.ft));
+  };
+  E t = ax - where(tail, kErf32Centre[1], kErf32Centre[0], f.ft);
+  E u = where(mid, t, x * x);
+  constexpr int kDeg = sizeof(kErf32P[0]) / sizeof(kErf32P[0][0]) - 1;
+  E p = pick(kDeg);
+  for (int i = kDeg - 1; i >= 0; --i) p = fma_(p, u, pick(i));
+  E r = where(mid, p, ax * p);
+  r = where(le(kErf32One, ax), fc(f, 1.0), r);
+  return cast_(copysign(f, r, x), DType::Float32);
 }
 
 // erfc on a float64 x (float32 inputs are widened, the result rounded once).
@@ -1351,8 +1412,8 @@ NodeRef cosh(NodeRef x0) {
   return where(isnan_(x), x, sinh_cosh(f, vabs(x), false));
 }
 
-// float32 asin/acos/erf widen to float64, run the float64 algorithm with shorter polynomials, and
-// round once: < 0.5 ulp + 2^-20.
+// float32 asin/acos widen to float64, run the float64 algorithm with shorter polynomials, and
+// round once: < 0.5 ulp + 2^-20. float32 erf is erf32 (one polynomial in float64, rounded once).
 NodeRef asin(NodeRef x0) {
   check_scalar(x0);
   Fmt f = fmt_of(x0);
@@ -1370,8 +1431,8 @@ NodeRef acos(NodeRef x0) {
 NodeRef erf(NodeRef x0) {
   check_scalar(x0);
   Fmt f = fmt_of(x0);
-  if (f.d) return erf64(x0, false);
-  return cast_(erf64(cast_(x0, DType::Float64), true), DType::Float32);
+  if (f.d) return erf64(x0);
+  return erf32(x0);
 }
 
 // float32 erfc runs the float64 algorithm (the same polynomials) and rounds once: < 0.5 ulp +

@@ -329,7 +329,7 @@ void run_cases(const std::vector<Case>& cases) {
 
 bool float_only(Op op) {
   return op == Op::Sqrt || op == Op::Exp || op == Op::Log || op == Op::Sin || op == Op::Cos ||
-         op == Op::Tan || op == Op::Tanh || op == Op::Pow || op == Op::Atan2;
+         op == Op::Tan || op == Op::Tanh || op == Op::Erf || op == Op::Pow || op == Op::Atan2;
 }
 bool bits_only(Op op) {
   return op == Op::Not || op == Op::And || op == Op::Or || op == Op::Xor || op == Op::Shl ||
@@ -338,8 +338,9 @@ bool bits_only(Op op) {
 
 TEST(CRendererHost, ElementwiseAndCastsMatchEagerBits) {
   std::vector<Case> cases;
-  const Op unary[] = {Op::Neg,   Op::Abs, Op::Sqrt, Op::Floor, Op::Ceil, Op::Round, Op::Not,
-                      Op::IsNan, Op::Exp, Op::Log,  Op::Sin,   Op::Cos,  Op::Tan,   Op::Tanh};
+  const Op unary[] = {Op::Neg,   Op::Abs, Op::Sqrt,  Op::Floor, Op::Ceil,
+                      Op::Round, Op::Not, Op::IsNan, Op::Exp,   Op::Log,
+                      Op::Sin,   Op::Cos, Op::Tan,   Op::Tanh,  Op::Erf};
   const Op binary[] = {Op::Add, Op::Sub,   Op::Mul,   Op::Div,   Op::Mod,   Op::Max,
                        Op::Min, Op::CmpLt, Op::CmpLe, Op::CmpEq, Op::CmpNe, Op::And,
                        Op::Or,  Op::Xor,   Op::Shl,   Op::Shr,   Op::Pow,   Op::Atan2};

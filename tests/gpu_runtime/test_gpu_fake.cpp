@@ -3,7 +3,9 @@
 // and compiler runs here: contexts, the caching allocator, transfers, runtime::Program slots and
 // two-phase scratch, the launch helper, eager ops, rune::jit, donation and checks.
 // The donation and check suite of tests/runtime runs here too, on CUDA:0.
+#include <bit>
 #include <cstring>
+#include <random>
 
 #include "fake_driver.h"
 #include "runtime/gpu/context.h"
@@ -96,6 +98,63 @@ TEST(FakeGpu, NewPrimitivesAreBitIdenticalOnEveryDevice) {
   };
   auto jfn = rune::jit(fn);
   for (auto t : {nx::float64, nx::float32, nx::float16, nx::bfloat16}) {
+    auto host = nx::create(t, {static_cast<int64_t>(v.size())}, v);
+    auto want = fn(host);
+    for (const char* dev : {"CPU", "CPU:1", "CUDA:0"}) {
+      auto x = nx::place(host, dev);
+      auto eager = fn(x), compiled = jfn(x);
+      for (size_t k = 0; k < want.size(); ++k) {
+        SCOPED_TRACE(std::string(ir::name(t)) + " on " + dev + ", output " + std::to_string(k));
+        EXPECT_EQ(eager[k].device().name(), dev);
+        EXPECT_EQ(bits(eager[k]), bits(want[k]));
+        EXPECT_EQ(bits(compiled[k]), bits(want[k]));
+      }
+    }
+  }
+}
+
+// float32 erf (one polynomial, its coefficients picked per element from three pieces) and sin /
+// cos / tan (an integer Payne-Hanek reduction over the whole range) give the same bits on CPU,
+// CPU:1 and CUDA:0, eagerly and under rune::jit, for float32 and the 16-bit floats that compute
+// at float32: at the pieces' ends, where erf rounds to 1, at the float32 closest to a multiple of
+// pi/2 (16367173 * 2^72), at huge arguments, the special values and random bit patterns.
+TEST(FakeGpu, Float32ErfAndTrigAreBitIdenticalOnEveryDevice) {
+  std::vector<double> v = {0.0,
+                           -0.0,
+                           INFINITY,
+                           -INFINITY,
+                           NAN,
+                           1e-40,
+                           1e-8,
+                           0.7853981,
+                           0.7853982,
+                           1.5707964,
+                           1.25,
+                           1.2499999,
+                           2.375,
+                           2.3749998,
+                           3.92,
+                           3.9199998,
+                           -3.9192,
+                           4.5,
+                           1e10,
+                           -3e9,
+                           3.4e38,
+                           123456.789,
+                           16367173.0 * 0x1p72,
+                           -7.0,
+                           1e5};
+  auto r = nx::to_vector<double>(nx::rand(nx::key(22), nx::float64, {300}) * 20.0 - 10.0);
+  v.insert(v.end(), r.begin(), r.end());
+  std::vector<uint32_t> pattern(300);
+  std::mt19937 gen(5);
+  for (auto& p : pattern) p = static_cast<uint32_t>(gen());
+  for (uint32_t p : pattern) v.push_back(std::bit_cast<float>(p));
+  auto fn = [](const Tensor& x) {
+    return std::vector<Tensor>{nx::erf(x), nx::sin(x), nx::cos(x), nx::tan(x)};
+  };
+  auto jfn = rune::jit(fn);
+  for (auto t : {nx::float32, nx::float16, nx::bfloat16}) {
     auto host = nx::create(t, {static_cast<int64_t>(v.size())}, v);
     auto want = fn(host);
     for (const char* dev : {"CPU", "CPU:1", "CUDA:0"}) {

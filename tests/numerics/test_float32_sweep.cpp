@@ -72,4 +72,36 @@ TEST(Float32Sweep, EveryBinadeWithinTheDocumentedBound) {
   }
 }
 
+// Every float32 within 4096 patterns of the points where float32 erf's polynomial pieces meet
+// (|x| = 1.25, 2.375) and where it starts returning 1 (3.92), and the float32 arguments hardest
+// for sin / cos / tan's range reduction: 16367173 * 2^72 (the closest float32 to a multiple of
+// pi/2, |r| = 2^-29.2) and its neighbours, both signs; held to the documented bound.
+TEST(Float32Sweep, ErfPieceEndsAndTheHardestTrigReduction) {
+  auto sweep = [](std::vector<float> xs, const Fn& f) {
+    const int64_t n = static_cast<int64_t>(xs.size());
+    std::vector<float> y = nx::to_vector<float>(f.op(nx::from_bytes(nx::float32, {n}, xs.data())));
+    double worst = 0;
+    float at = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double e = ulp_error(y[i], f.ref(xs[i]));
+      if (!(e <= worst)) worst = e, at = xs[i];
+    }
+    std::printf("  %-5s float32: max %.3f ulp over %lld inputs, at x = %a\n", f.name, worst,
+                static_cast<long long>(n), at);
+    EXPECT_LT(worst, 1.0) << f.name << " at x = " << at << " (" << std::hexfloat << at << ")";
+  };
+  auto around = [](std::initializer_list<float> centres, int64_t reach) {
+    std::vector<float> xs;
+    for (float c : centres)
+      for (int64_t d = -reach; d <= reach; ++d)
+        for (float sign : {1.0f, -1.0f})
+          xs.push_back(sign * std::bit_cast<float>(std::bit_cast<uint32_t>(c) + int32_t(d)));
+    return xs;
+  };
+  sweep(around({1.25f, 2.375f, 3.92f}, 4096), kFns[5]);  // erf
+  const Fn tan{"tan", nx::tan, [](double x) { return std::tan(x); }};
+  for (const Fn& f : {kFns[6], kFns[7], tan})
+    sweep(around({16367173.0f * 0x1p72f, 0x1.921fb6p+0f, 0x1.921fb6p+24f}, 64), f);
+}
+
 }  // namespace

@@ -1,7 +1,9 @@
 // nx::conv and nx::conv_transpose (core/conv.h, docs/conv.md) as compositions of nx ops: the
 // operands are permuted to channels first, the input dilated and padded, its windows viewed
 // (one ir::Op::Window per spatial dimension: a strided view, no gather) and contracted with the
-// kernel by one batched nx::matmul whose k index is (input channel, kernel offsets) row-major. The
+// kernel by one batched nx::matmul whose k index is (input channel, kernel offsets) row-major.
+// Reverse mode takes the input's cotangent from a rule of its own (trace/custom_vjp.h): the
+// transposed convolution, one product over the windows of the output's cotangent. The
 // helpers the windowed reductions share (core/window.cpp) are here too (core/window_internal.h).
 #include "core/conv.h"
 
@@ -11,6 +13,7 @@
 #include "core/donation.h"
 #include "core/prim.h"
 #include "core/window_internal.h"
+#include "trace/custom_vjp.h"
 
 namespace nx {
 namespace detail {
@@ -289,6 +292,71 @@ Tensor conv_channels_first(const std::string& api, const Tensor& xc, const Tenso
   return reshape(permute(reshape(r, rs), back), final);
 }
 
+// The cotangent of conv_channels_first's input xc (shape xs) for its output's cotangent g [N',
+// O, out...]: the transposed convolution (JAX's _conv_general_dilated_transpose_lhs) -- g dilated
+// by the stride, padded so that each input position sees every output position whose window
+// covered it, its windows read with stride lhs_dilation and contracted with the kernel flipped
+// along its spatial axes and its channel axes swapped within each group: one implicit GEMM, no
+// window-shaped cotangent and no col2im. Each element is one fma chain over (o, k...), the
+// output channel of the group outermost, the flipped kernel's offsets row-major and increasing
+// inside it (the kernel's own offsets decreasing). Batch groups B become B feature groups whose
+// outputs are the B blocks of the batch.
+Tensor conv_input_cotangent(const std::string& api, const Shape& xs, const Tensor& wc,
+                            const Tensor& g, const std::vector<int64_t>& stride,
+                            const std::vector<std::pair<int64_t, int64_t>>& pads,
+                            const std::vector<int64_t>& ldil, const std::vector<int64_t>& rdil,
+                            int64_t fg, int64_t bg, const std::string& shapes) {
+  const int d = static_cast<int>(xs.size()) - 2;
+  const int64_t o = wc.shape()[0], i = wc.shape()[1];
+  const int64_t groups = fg > 1 ? fg : bg, og = o / groups;
+  const auto k = spatial_of(wc), p = spatial_of(g);
+  std::vector<std::pair<int64_t, int64_t>> tpads(d);
+  for (int a = 0; a < d; ++a) {
+    const int64_t eff = (k[a] - 1) * rdil[a] + 1;
+    const int64_t in_dilated = (xs[2 + a] - 1) * ldil[a] + 1;
+    const int64_t out_dilated = (p[a] - 1) * stride[a] + 1;
+    const int64_t before = eff - 1 - pads[a].first;
+    tpads[a] = {before, in_dilated + eff - 1 - out_dilated - before};
+  }
+  // [G Og, I, K..] -> [G, Og, I, K..] -> [G, I, Og, K..] -> [G I, Og, K..], flipped.
+  Shape split{groups, og, i};
+  split.insert(split.end(), k.begin(), k.end());
+  Axes swap{0, 2, 1}, spatial;
+  for (int a = 0; a < d; ++a) swap.push_back(3 + a), spatial.push_back(2 + a);
+  Shape merged{groups * i, og};
+  merged.insert(merged.end(), k.begin(), k.end());
+  Tensor wt = flip(reshape(permute(reshape(wc, split), swap), merged), spatial);
+  Tensor dx = conv_channels_first(api, g, wt, ldil, tpads, stride, rdil, groups, 1, shapes);
+  if (bg == 1) return dx;
+  // [N / B, B I, S..] -> [N / B, B, I, S..] -> [B, N / B, I, S..] -> [N, I, S..].
+  Shape blocks{xs[0] / bg, bg, i};
+  blocks.insert(blocks.end(), xs.begin() + 2, xs.end());
+  Axes outer{1, 0};
+  for (int a = 2; a < d + 3; ++a) outer.push_back(a);
+  return reshape(permute(reshape(dx, blocks), outer), xs);
+}
+
+// conv_channels_first whose input cotangent is conv_input_cotangent (rune::grad and the
+// like: trace/custom_vjp.h); the kernel's cotangent is the composition's own (the windows of xc,
+// transposed, against the output's cotangent: an implicit GEMM too). Empty operands keep the
+// composition's rules.
+Tensor conv_with_vjp(const std::string& api, const Tensor& xc, const Tensor& wc,
+                     const std::vector<int64_t>& stride,
+                     const std::vector<std::pair<int64_t, int64_t>>& pads,
+                     const std::vector<int64_t>& ldil, const std::vector<int64_t>& rdil, int64_t fg,
+                     int64_t bg, const std::string& shapes) {
+  auto forward = [=](const std::vector<Tensor>& in) {
+    return conv_channels_first(api, in[0], in[1], stride, pads, ldil, rdil, fg, bg, shapes);
+  };
+  if (xc.size() == 0 || wc.size() == 0) return forward({xc, wc});
+  const Shape xs = xc.shape();
+  auto backward = [=](const std::vector<Tensor>& in, const Tensor& g) {
+    return std::vector<Tensor>{
+        conv_input_cotangent(api, xs, in[1], g, stride, pads, ldil, rdil, fg, bg, shapes)};
+  };
+  return rune::detail::custom_vjp({xc, wc}, {true, false}, forward, backward);
+}
+
 Axes inverse(const std::vector<int>& p) {
   Axes r(p.size());
   for (size_t i = 0; i < p.size(); ++i) r[p[i]] = static_cast<int>(i);
@@ -346,9 +414,9 @@ Tensor conv(const Tensor& x, const Tensor& w, const ConvOptions& o) {
     eff[a] = k == 0 ? 0 : (k - 1) * rdil[a] + 1;
   }
   auto pads = resolve_padding(api, o.padding, in, eff, stride);
-  Tensor r = conv_channels_first(api, permute(x, Axes(l.lhs.begin(), l.lhs.end())),
-                                 permute(w, Axes(l.rhs.begin(), l.rhs.end())), stride, pads, ldil,
-                                 rdil, fg, bg, shapes);
+  Tensor r = conv_with_vjp(api, permute(x, Axes(l.lhs.begin(), l.lhs.end())),
+                           permute(w, Axes(l.rhs.begin(), l.rhs.end())), stride, pads, ldil, rdil,
+                           fg, bg, shapes);
   return permute(r, inverse(l.out));
 }
 
@@ -419,7 +487,7 @@ Tensor conv_transpose(const Tensor& x, const Tensor& w, const ConvTransposeOptio
   cs.insert(cs.end(), k.begin(), k.end());
   Tensor kc = flip(reshape(permute(reshape(wc, ws), swap), cs), spatial);
   Tensor r =
-      conv_channels_first(api, xc, kc, std::vector<int64_t>(d, 1), pads, stride, dil, g, 1, shapes);
+      conv_with_vjp(api, xc, kc, std::vector<int64_t>(d, 1), pads, stride, dil, g, 1, shapes);
   return last ? permute(r, inverse(std::vector<int>(xperm.begin(), xperm.end()))) : r;
 }
 

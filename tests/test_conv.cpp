@@ -2,14 +2,16 @@
 // written here (conv: XLA's definition of conv_general_dilated, output by output; conv_transpose:
 // torch's, input by input scattered into the output), eagerly and under rune::jit on CPU, CPU:1
 // and the fake CUDA:0 (eager and compiled share their bits); gradients with respect to the input
-// and the kernel against central differences of the loop reference; vmap against a loop; errors
-// that name the API and the shapes.
+// and the kernel against central differences of the loop reference (channels last: the
+// channels-first gradients' bits); jvp, second derivatives and vmap of the gradient through the
+// input cotangent's own rule; vmap against a loop; errors that name the API and the shapes.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/conv.h"
@@ -389,6 +391,148 @@ TEST(ConvGrad, InputAndKernelAgainstCentralDifferences) {
           return ref_of(c, x, w);
         });
   }
+}
+
+// Channels last: the same composition between views, so the gradients are the channels-first
+// ones permuted, bit for bit (conv and conv_transpose).
+TEST(ConvGrad, ChannelsLastHasTheChannelsFirstGradients) {
+  uint64_t seed = 70;
+  auto grads = [](const std::function<Tensor(const Tensor&, const Tensor&)>& f, const Tensor& x,
+                  const Tensor& w, const Tensor& r) {
+    return rune::grad([&](const Tensor& a, const Tensor& b) { return nx::sum(f(a, b) * r); },
+                      rune::argnums<0, 1>)(x, w);
+  };
+  auto expect_same = [&](const std::string& name, const Shape& xs, const Shape& ws,
+                         const std::function<Tensor(const Tensor&, const Tensor&)>& first,
+                         const std::function<Tensor(const Tensor&, const Tensor&)>& last,
+                         const nx::Axes& kernel_perm) {
+    const int nd = static_cast<int>(xs.size());
+    Tensor x = f64(xs, values(xs, seed++)), w = f64(ws, values(ws, seed++));
+    Tensor y = first(x, w);
+    Tensor r = f64(y.shape(), values(y.shape(), seed++));
+    auto [gx, gw] = grads(first, x, w, r);
+    auto [lx, lw] = grads(last, nx::permute(x, to_last(nd)), nx::permute(w, kernel_perm),
+                          nx::permute(r, to_last(nd)));
+    EXPECT_EQ(bits(lx), bits(nx::permute(gx, to_last(nd)))) << name << " d/dx";
+    EXPECT_EQ(bits(lw), bits(nx::permute(gw, kernel_perm))) << name << " d/dw";
+  };
+  for (const ConvCase& c : conv_cases()) {
+    if (numel(c.xs) > 200 || numel(c.xs) == 0) continue;
+    nx::ConvOptions ol = c.o;
+    ol.layout = last_layout(c.xs.size());
+    expect_same(
+        c.name, c.xs, c.ws,
+        [o = c.o](const Tensor& a, const Tensor& b) { return nx::conv(a, b, o); },
+        [ol](const Tensor& a, const Tensor& b) { return nx::conv(a, b, ol); },
+        kernel_to_last(static_cast<int>(c.xs.size())));
+  }
+  for (const TransposeCase& c : transpose_cases()) {
+    const int nd = static_cast<int>(c.xs.size());
+    nx::ConvTransposeOptions ol = c.o;
+    ol.layout = last_layout(c.xs.size());
+    nx::Axes wl;  // [Cin, Og, K...] -> [K..., Cin, Og]
+    for (int a = 2; a < nd; ++a) wl.push_back(a);
+    wl.push_back(0);
+    wl.push_back(1);
+    expect_same(
+        std::string("transpose ") + c.name, c.xs, c.ws,
+        [o = c.o](const Tensor& a, const Tensor& b) { return nx::conv_transpose(a, b, o); },
+        [ol](const Tensor& a, const Tensor& b) { return nx::conv_transpose(a, b, ol); }, wl);
+  }
+}
+
+// The input's cotangent has its own rule (a transposed convolution, docs/conv.md); forward mode,
+// second derivatives and batched gradients still hold: jvp against the loop's product rule,
+// the second derivatives of a nonlinear loss against central differences of rune's gradient
+// (and compiled with the eager bits), vmap of the gradient against a loop of gradients.
+TEST(ConvGrad, JvpSecondDerivativesAndVmap) {
+  const std::vector<ConvCase> cases{
+      {"strided groups",
+       {2, 4, 5, 4},
+       {4, 2, 3, 2},
+       {.strides = {2, 1}, .padding = "SAME", .rhs_dilation = {1, 2}, .feature_groups = 2}},
+      {"batch groups, lhs dilation",
+       {2, 2, 3, 3},
+       {4, 2, 2, 2},
+       {.padding = {{1, 0}, {0, 1}}, .lhs_dilation = {2, 1}, .batch_groups = 2}},
+  };
+  uint64_t seed = 80;
+  for (const ConvCase& c : cases) {
+    auto xv = values(c.xs, seed++), wv = values(c.ws, seed++);
+    auto txv = values(c.xs, seed++), twv = values(c.ws, seed++);
+    Tensor x = f64(c.xs, xv), w = f64(c.ws, wv);
+    auto conv = [o = c.o](const Tensor& a, const Tensor& b) { return nx::conv(a, b, o); };
+    // jvp: the product rule of a bilinear map, J (tx, tw) = conv(tx, w) + conv(x, tw).
+    using Pair = std::tuple<Tensor, Tensor>;
+    auto [y, dy] =
+        rune::jvp<Tensor>([&](const Pair& p) { return conv(std::get<0>(p), std::get<1>(p)); },
+                          Pair{x, w}, Pair{f64(c.xs, txv), f64(c.ws, twv)});
+    Result a = ref_of(c, txv, wv), b = ref_of(c, xv, twv);
+    for (size_t i = 0; i < a.v.size(); ++i) a.v[i] += b.v[i];
+    expect_near(std::string(c.name) + " jvp", dy, a);
+    // Second derivatives of h(x, w) = <d/dx sum(r sin(conv(x, w))), s>.
+    Tensor r = f64(y.shape(), values(y.shape(), seed++)), s = f64(c.xs, values(c.xs, seed++));
+    auto dx = [&](const Tensor& p, const Tensor& q) {
+      return rune::grad([&](const Tensor& u) { return nx::sum(nx::sin(conv(u, q)) * r); })(p);
+    };
+    auto h = [&](const Tensor& p, const Tensor& q) { return nx::sum(dx(p, q) * s); };
+    auto second = [&](const Tensor& p, const Tensor& q) {
+      auto [hx, hw] = rune::grad(h, rune::argnums<0, 1>)(p, q);
+      return nx::concatenate({nx::flatten(hx), nx::flatten(hw)});
+    };
+    Tensor got = second(x, w);
+    EXPECT_EQ(bits(rune::jit(second)(x, w)), bits(got)) << c.name << " compiled";
+    auto gv = nx::to_array(got);
+    std::vector<double> all = xv;
+    all.insert(all.end(), wv.begin(), wv.end());
+    for (size_t i = 0; i < all.size(); i += 3) {  // every third element: enough to fail
+      auto at = [&](double e) {
+        std::vector<double> v = all;
+        v[i] += e;
+        return nx::item<double>(h(f64(c.xs, std::vector<double>(v.begin(), v.begin() + xv.size())),
+                                  f64(c.ws, std::vector<double>(v.begin() + xv.size(), v.end()))));
+      };
+      const double e = 1e-5, fd = (at(e) - at(-e)) / (2 * e);
+      EXPECT_NEAR(gv[i], fd, 1e-7 * std::max(1.0, std::fabs(fd))) << c.name << " element " << i;
+    }
+    // vmap of the gradient: the examples stacked on a new axis 0.
+    const Shape bs{3, c.xs[0], c.xs[1], c.xs[2], c.xs[3]};
+    Tensor xb = f64(bs, values(bs, seed++));
+    std::vector<Tensor> rows;
+    for (int64_t i = 0; i < bs[0]; ++i) rows.push_back(dx(nx::index(xb, 0, i), w));
+    auto batched = rune::vmap(dx, {0, rune::none});
+    EXPECT_EQ(bits(batched(xb, w)), bits(nx::stack(rows))) << c.name << " vmap";
+  }
+}
+
+// A convolution in a loop's body keeps its rule: rune::grad through rune::scan (the reverse scan
+// of the body's vjp) has the bits of the same steps unrolled.
+TEST(ConvGrad, InsideAScanBodyAsUnrolled) {
+  const Shape hs{2, 3, 4, 4}, ws{3, 3, 3, 3}, xs{3, 2, 3, 4, 4};
+  Tensor h0 = f64(hs, values(hs, 90)), w = f64(ws, values(ws, 91)), rows = f64(xs, values(xs, 92));
+  nx::ConvOptions o{.strides = {1, 1}, .padding = "SAME"};
+  auto step = [o](const Tensor& h, const Tensor& k, const Tensor& x) {
+    return nx::sin(nx::conv(h, k, o)) + x;
+  };
+  auto scanned = [&](const Tensor& h, const Tensor& k) {
+    auto body = [&](const Tensor& c, const Tensor& x) {
+      Tensor n = step(c, k, x);
+      return std::make_pair(n, n);
+    };
+    return nx::sum(rune::scan(body, h, rows).second);
+  };
+  auto unrolled = [&](const Tensor& h, const Tensor& k) {
+    Tensor c = h, total = nx::zeros(nx::float64, {});
+    for (int64_t t = 0; t < xs[0]; ++t) {
+      c = step(c, k, nx::index(rows, 0, t));
+      total = total + nx::sum(c);
+    }
+    return total;
+  };
+  auto [sh, sk] = rune::grad(scanned, rune::argnums<0, 1>)(h0, w);
+  auto [uh, uk] = rune::grad(unrolled, rune::argnums<0, 1>)(h0, w);
+  EXPECT_EQ(bits(sh), bits(uh));
+  EXPECT_EQ(bits(sk), bits(uk));
 }
 
 // ---- errors: the API's name and the offending shapes; a failed call changes nothing ----

@@ -48,6 +48,7 @@ struct Differentiation {
   std::unordered_set<int> live;  // params that depend on the differentiated params
   std::unordered_map<ir::NodeRef, bool> depends;
   std::vector<Tracer::Checkpoint> checkpoints;
+  std::vector<Tracer::CustomVjp> custom_vjps;
   std::vector<ir::NodeRef> seed_roots, seed_cots;
 };
 
@@ -58,6 +59,11 @@ Backward vjp_check(const Tracer::Check& c, Differentiation& d) {
 
 Backward vjp_checkpoint(const Tracer::Checkpoint& c, Differentiation& d) {
   d.checkpoints.push_back(c);
+  return {};
+}
+
+Backward vjp_custom_vjp(const Tracer::CustomVjp& c, Differentiation& d) {
+  d.custom_vjps.push_back(c);
   return {};
 }
 
@@ -89,7 +95,7 @@ Backward vjp_loop(const Tracer::Loop& s, Differentiation& d) {
       results.push_back(
           ir::contiguous_param(s.outputs[i], run->outputs[i].dtype(), run->outputs[i].shape()));
     std::vector<nx::Tensor> result_cts =
-        d.ev(vjp_nodes(d.seed_roots, d.seed_cots, results, d.checkpoints));
+        d.ev(vjp_nodes(d.seed_roots, d.seed_cots, results, d.checkpoints, d.custom_vjps));
     std::vector<nx::Tensor> input_cts =
         scan_vjp(s, d.ev(s.inputs), *run, result_cts, *wants, d.device);
     for (size_t i = 0; i < s.inputs.size(); ++i) {
@@ -114,7 +120,7 @@ namespace {
 // seeding more cotangents, and the params' gradients. Returns the outputs, then the gradients.
 std::vector<nx::Tensor> evaluate_with_rules(const Bound& t, const std::vector<ir::NodeRef>& roots,
                                             const std::vector<ir::NodeRef>& cots) {
-  Differentiation d{t.device, GraphEvaluator(t.bindings, t.device), {}, {}, {}, roots, cots};
+  Differentiation d{t.device, GraphEvaluator(t.bindings, t.device), {}, {}, {}, {}, roots, cots};
   for (ir::NodeRef p : t.params) d.live.insert(ir::arg_load(p).param);
   std::vector<Backward> backward;
   for (const auto& e : t.equations)
@@ -130,7 +136,7 @@ std::vector<nx::Tensor> evaluate_with_rules(const Bound& t, const std::vector<ir
   for (size_t k = backward.size(); k-- > 0;)
     if (backward[k]) backward[k](d);
   std::vector<nx::Tensor> grads =
-      d.ev(vjp_nodes(d.seed_roots, d.seed_cots, t.params, d.checkpoints));
+      d.ev(vjp_nodes(d.seed_roots, d.seed_cots, t.params, d.checkpoints, d.custom_vjps));
   outs.insert(outs.end(), grads.begin(), grads.end());
   return outs;
 }

@@ -8,6 +8,7 @@
 #include "core/ops.h"
 #include "ir/node.h"
 #include "trace/control_flow.h"
+#include "trace/custom_vjp.h"
 #include "trace/graph_eval.h"
 #include "trace/vjp.h"
 
@@ -86,7 +87,7 @@ std::vector<nx::Tensor> scan_vjp(const Tracer::Loop& s, const std::vector<nx::Te
   std::vector<ir::NodeRef> wrt;
   for (const auto* group : {&carry_ct, &x_ct, &cap_ct})
     for (size_t i : *group) wrt.push_back(body_param(i));
-  const std::vector<ir::NodeRef> step_vjp = vjp_nodes(roots, cots, wrt);
+  const std::vector<ir::NodeRef> step_vjp = vjp_nodes(roots, cots, wrt, {}, custom_vjps_of(s.body));
   const std::vector<nx::Tensor> caps = slice(inputs, n_args, n_in);
 
   // The reverse scan. Carry: the float carry leaves' cotangents, then one accumulator per

@@ -1,7 +1,7 @@
-// Structured primitives (trace/structured.def): checks, checkpoint blocks and loops, which a
-// trace records whole as equations in program order (Tracer::Equation) instead of flattening
-// them into graph nodes. Each transformation runs an equation by its rule for the row, the
-// function its column of the table names; the rules are declared here, each defined beside the
+// Structured primitives (trace/structured.def): checks, checkpoint blocks, custom vjps and loops,
+// which a trace records whole as equations in program order (Tracer::Equation) instead of
+// flattening them into graph nodes. Each transformation runs an equation by its rule for the row,
+// the function its column of the table names; the rules are declared here, each defined beside the
 // transformation that uses it. A loop (rune::scan, fori_loop, while_loop) is recorded in one
 // form, Tracer::Loop, whatever the transformation that traced it.
 #pragma once
@@ -33,6 +33,9 @@ bool differentiating();
 void eval_check(const Tracer::Check& c, GraphEvaluator& ev);
 // Nothing: the block's nodes are the graph's own, replayed with it.
 inline void eval_checkpoint(const Tracer::Checkpoint&, GraphEvaluator&) {}
+// Nothing: the forward's nodes are the graph's own (only reverse mode reads the rule). rune::jvp
+// transposes the vjp graph built by the nodes' own rules.
+inline void eval_custom_vjp(const Tracer::CustomVjp&, GraphEvaluator&) {}
 // (trace/control_flow.cpp) The loop bound again (bind_loop) on the values of its inputs; its
 // results bound to its output params in `ev`.
 void eval_loop(const Tracer::Loop& loop, GraphEvaluator& ev);
@@ -64,6 +67,8 @@ using Backward = std::function<void(Differentiation&)>;
 Backward vjp_check(const Tracer::Check& c, Differentiation& d);
 // The block joins the rematerialised blocks of every backward pass (trace/checkpoint.h).
 Backward vjp_checkpoint(const Tracer::Checkpoint& c, Differentiation& d);
+// The rule joins the custom rules of every backward pass (vjp_nodes).
+Backward vjp_custom_vjp(const Tracer::CustomVjp& c, Differentiation& d);
 // Forward: the scan run (saving its carries where a gradient flows through it); backward: the
 // reverse scan of its body's vjp (trace/scan_vjp.h) seeding its inputs' cotangents.
 Backward vjp_loop(const Tracer::Loop& loop, Differentiation& d);
@@ -78,6 +83,9 @@ struct Batching;  // the batched bindings and the batch size
 // example's message and " (<api>: example b of B fails)" (trace/check_replay.h).
 void batch_check(const Tracer::Check& c, Batching& b);
 inline void batch_checkpoint(const Tracer::Checkpoint&, Batching&) {}
+// Nothing: the forward's nodes are batched as they are (a gradient of the batched function takes
+// the nodes' own rules).
+inline void batch_custom_vjp(const Tracer::CustomVjp&, Batching&) {}
 // The loop batched as a loop (trace/vmap_loops.h).
 void batch_loop(const Tracer::Loop& loop, Batching& b);
 
@@ -90,6 +98,7 @@ struct Staging {
 };
 void stage_check(const Tracer::Check& c, Staging& s);
 inline void stage_checkpoint(const Tracer::Checkpoint&, Staging&) {}
+inline void stage_custom_vjp(const Tracer::CustomVjp&, Staging&) {}
 void stage_loop(const Tracer::Loop& loop, Staging& s);
 // Each equation by its stage rule, in order.
 void stage_equations(const std::vector<Tracer::Equation>& eqs, Staging& s);

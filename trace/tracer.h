@@ -3,6 +3,7 @@
 // by the traced function) are lifted to extra params and bound at every call: they are
 // constants of the program.
 #pragma once
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <variant>
@@ -67,6 +68,22 @@ class Tracer final : public nx::Interpreter {
   struct Checkpoint {
     std::vector<ir::NodeRef> inputs, outputs;
   };
+  // A value with its own vjp (trace/custom_vjp.h): `output` was computed from `inputs` by
+  // graph nodes of this trace (every transformation but reverse-mode autodiff reads those nodes as
+  // they are). Reverse mode does not propagate output's cotangent into those nodes: the cotangents
+  // of the inputs marked in `own` are `backward`'s (nx code over the inputs' values and output's
+  // cotangent, traced into the backward graph), and those of the other inputs come from the
+  // nodes between the inputs and output, as for any graph. The inputs are distinct nodes.
+  struct CustomVjp {
+    std::vector<ir::NodeRef> inputs;
+    ir::NodeRef output;
+    std::vector<bool> own;  // one per input
+    // The cotangents of the `own` inputs, in order, each with its input's dtype and shape.
+    std::function<std::vector<nx::Tensor>(const std::vector<nx::Tensor>& inputs,
+                                          const nx::Tensor& cotangent)>
+        backward;
+    nx::Device device;  // where the traced backward runs
+  };
   struct Loop;
   // One equation: a row of trace/structured.def.
   using Equation = detail::RowVariant<void
@@ -112,6 +129,7 @@ class Tracer final : public nx::Interpreter {
   // undefined tensor), bound when a transformation runs the loop.
   std::vector<nx::Tensor> add_loop(Loop loop);
   void record_checkpoint(Checkpoint c) { equations_.emplace_back(std::move(c)); }
+  void record_custom_vjp(CustomVjp c) { equations_.emplace_back(std::move(c)); }
   // The structured primitives recorded, in program order.
   const std::vector<Equation>& equations() const { return equations_; }
   // Concrete tensors the trace captured, in param order after the arguments.

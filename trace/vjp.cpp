@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/full.h"
+#include "trace/custom_vjp.h"
 
 namespace rune {
 
@@ -362,28 +364,96 @@ std::vector<NodeRef> rule(NodeRef n, NodeRef g) {
 
 }  // namespace
 
-std::vector<NodeRef> vjp_nodes(const std::vector<NodeRef>& roots,
-                               const std::vector<NodeRef>& cotangents,
-                               const std::vector<NodeRef>& wrt,
-                               const std::vector<Tracer::Checkpoint>& checkpoints) {
-  std::unordered_map<NodeRef, NodeRef> ct;
-  auto accumulate = [&](NodeRef n, NodeRef g) {
-    auto it = ct.find(n);
-    if (it == ct.end())
-      ct[n] = g;
+namespace {
+
+using Cotangents = std::unordered_map<NodeRef, NodeRef>;
+using CustomAt = std::unordered_map<NodeRef, const Tracer::CustomVjp*>;
+
+void accumulate(Cotangents& ct, NodeRef n, NodeRef g) {
+  auto it = ct.find(n);
+  if (it == ct.end())
+    ct[n] = g;
+  else
+    it->second = add(it->second, g);
+}
+
+// The nodes reachable from `root`, sources first, without passing a node of `stops` (which
+// are included, as leaves).
+std::vector<NodeRef> toposort_until(NodeRef root, const std::unordered_set<NodeRef>& stops) {
+  std::vector<NodeRef> order;
+  std::unordered_set<NodeRef> seen{root};
+  std::vector<std::pair<NodeRef, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto& [n, i] = stack.back();
+    if (!stops.count(n) && i < n->src.size()) {
+      NodeRef s = n->src[i++];
+      if (seen.insert(s).second) stack.push_back({s, 0});
+    } else {
+      order.push_back(n);
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
+void propagate(Cotangents& ct, const std::vector<NodeRef>& order, const CustomAt& custom,
+               const std::unordered_set<NodeRef>& stops);
+
+// The cotangents of a custom vjp's inputs, given its output's cotangent g: its rule's for the
+// inputs it owns; for the others, g taken through the forward's nodes between its inputs and its
+// output (stopping at the inputs, so no cotangent reaches an owned input that way).
+void custom_rule(Cotangents& ct, const Tracer::CustomVjp& c, NodeRef g, const CustomAt& custom) {
+  std::vector<NodeRef> own = detail::custom_cotangents(c, g);
+  size_t k = 0;
+  bool others = false;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (c.own[i])
+      accumulate(ct, c.inputs[i], own[k++]);
     else
-      it->second = add(it->second, g);
-  };
-  for (size_t i = 0; i < roots.size(); ++i) accumulate(roots[i], cotangents[i]);
-  auto order = ir::toposort(roots);
+      others = true;
+  }
+  if (!others) return;
+  const std::unordered_set<NodeRef> inputs(c.inputs.begin(), c.inputs.end());
+  Cotangents inner{{c.output, g}};
+  CustomAt below = custom;
+  below.erase(c.output);
+  propagate(inner, toposort_until(c.output, inputs), below, inputs);
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    if (!c.own[i])
+      if (auto it = inner.find(c.inputs[i]); it != inner.end())
+        accumulate(ct, c.inputs[i], it->second);
+}
+
+// Each node's cotangent into its sources, in reverse `order` (sources first), by the nodes'
+// rules or, at a custom vjp's output, by custom_rule; nodes of `stops` keep theirs.
+void propagate(Cotangents& ct, const std::vector<NodeRef>& order, const CustomAt& custom,
+               const std::unordered_set<NodeRef>& stops) {
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     NodeRef n = *it;
     auto c = ct.find(n);
-    if (c == ct.end() || n->src.empty() || !ir::is_float(n->dtype)) continue;
+    if (c == ct.end() || n->src.empty() || !ir::is_float(n->dtype) || stops.count(n)) continue;
+    if (auto k = custom.find(n); k != custom.end()) {
+      custom_rule(ct, *k->second, c->second, custom);
+      continue;
+    }
     auto grads = rule(n, c->second);
     for (size_t i = 0; i < n->src.size(); ++i)
-      if (grads[i] && ir::is_float(n->src[i]->dtype)) accumulate(n->src[i], grads[i]);
+      if (grads[i] && ir::is_float(n->src[i]->dtype)) accumulate(ct, n->src[i], grads[i]);
   }
+}
+
+}  // namespace
+
+std::vector<NodeRef> vjp_nodes(const std::vector<NodeRef>& roots,
+                               const std::vector<NodeRef>& cotangents,
+                               const std::vector<NodeRef>& wrt,
+                               const std::vector<Tracer::Checkpoint>& checkpoints,
+                               const std::vector<Tracer::CustomVjp>& custom_vjps) {
+  Cotangents ct;
+  for (size_t i = 0; i < roots.size(); ++i) accumulate(ct, roots[i], cotangents[i]);
+  CustomAt custom;
+  for (const auto& c : custom_vjps) custom.emplace(c.output, &c);
+  propagate(ct, ir::toposort(roots), custom, {});
   std::vector<NodeRef> out;
   for (auto w : wrt) {
     auto c = ct.find(w);

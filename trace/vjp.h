@@ -10,11 +10,14 @@ namespace rune {
 
 // Cotangents of `wrt` for roots[i] receiving cotangents[i] (same shape and dtype as the root).
 // A node of `wrt` that no root depends on gets zeros. The backward pass reads no inner node of
-// a `checkpoints` block: it recomputes them from the block's inputs (trace/checkpoint.cpp).
+// a `checkpoints` block: it recomputes them from the block's inputs (trace/checkpoint.cpp). The
+// cotangent of a `custom_vjps` output goes to its inputs by its rule (trace/custom_vjp.h), not
+// through the nodes that computed it.
 std::vector<ir::NodeRef> vjp_nodes(const std::vector<ir::NodeRef>& roots,
                                    const std::vector<ir::NodeRef>& cotangents,
                                    const std::vector<ir::NodeRef>& wrt,
-                                   const std::vector<Tracer::Checkpoint>& checkpoints = {});
+                                   const std::vector<Tracer::Checkpoint>& checkpoints = {},
+                                   const std::vector<Tracer::CustomVjp>& custom_vjps = {});
 
 // The backward nodes `grads` rewritten so that no inner node of a block (reachable from its
 // outputs without passing its inputs) is read: each is recomputed from its block's inputs, read

@@ -15,12 +15,13 @@ namespace rune::detail {
 namespace {
 
 // The loops in the body of a lowered loop, in order. Its other equations can only be
-// checkpoint blocks, which only autodiff reads: a body with checks is never kept whole.
+// checkpoint blocks and custom vjps, which only autodiff reads: a body with checks is never kept
+// whole.
 std::vector<const Tracer::Loop*> body_loops(const Tracer::Loop& loop) {
   std::vector<const Tracer::Loop*> r;
   for (const auto& e : loop.body)
     std::visit(Overloaded{[&](const Tracer::Loop& inner) { r.push_back(&inner); },
-                          [](const Tracer::Checkpoint&) {},
+                          [](const Tracer::Checkpoint&) {}, [](const Tracer::CustomVjp&) {},
                           [&](const Tracer::Check&) {
                             throw std::logic_error(std::string(loop.api) +
                                                    ": a loop kept whole has a check in its body");

@@ -628,6 +628,42 @@ TEST(ScheduleFusion, AConvolutionReadsItsWindowsInPlace) {
   EXPECT_TRUE(grouped);
 }
 
+// The input's gradient is one implicit GEMM too: the transposed convolution, whose operand is the
+// windows of the cotangent (dilated by the stride, padded) read in place. No kernel writes the
+// window-shaped cotangent [N, OH, OW, C, KH, KW] (the product's cotangent for the windows) and
+// none adds it back over the window offsets (a col2im): the composition's own rules would.
+TEST(ScheduleFusion, AConvolutionsInputGradientIsOneImplicitGemm) {
+  struct Case {
+    const char* name;
+    nx::ConvOptions o;
+    int64_t positions;  // N OH OW
+  };
+  const std::vector<Case> cases{{"SAME", {.padding = "SAME"}, 2 * 6 * 6},
+                                {"strided", {.strides = {2, 2}, .padding = "SAME"}, 2 * 3 * 3},
+                                {"groups", {.padding = "VALID", .feature_groups = 3}, 2 * 4 * 4}};
+  for (const Case& c : cases) {
+    const int64_t in = c.o.feature_groups;
+    const std::vector<Arg> args{{nx::float32, {2, 3, 6, 6}}, {nx::float32, {6, 3 / in, 3, 3}}};
+    const int64_t window_shaped = c.positions * (3 / in) * 3 * 3 * in;
+    auto dx = [&](const std::vector<Tensor>& a) {
+      auto f = [&](const Tensor& x) { return nx::sum(nx::sin(nx::conv(x, a[1], c.o))); };
+      return std::vector<Tensor>{rune::grad(f)(a[0])};
+    };
+    for (bool gpu : {false, true}) {
+      int contractions = 0, grouped = 0;
+      for (const auto& k : schedule_of(args, dx, gpu).kernels) {
+        EXPECT_NE(ir::numel(k.shape), window_shaped)
+            << c.name << (gpu ? " gpu: " : ": ") << codegen::describe(k);
+        if (!k.contract) continue;
+        ++contractions;
+        grouped += !k.contract->a_groups.empty() || !k.contract->b_groups.empty();
+      }
+      EXPECT_EQ(contractions, 2) << c.name << ": the forward and the input's gradient";
+      EXPECT_EQ(grouped, 2) << c.name << ": both read their windows in place";
+    }
+  }
+}
+
 // nx::nn::scaled_dot_product_attention (core/attention.h) schedules as the textbook formula
 // does: the causal mask, q k^T, the softmax row kernel (the scale and the mask fused) and the
 // weights times v; no guard for rows without keys (causal attention leaves key 0 to every row).

@@ -11,10 +11,12 @@ namespace codegen::cpu {
 
 namespace {
 
-// Scores' elements per tile: rows of S (and of P) per task are about this many over Tk, so a
-// task's two tiles stay in the L2 cache (128 KiB of float32 each) while rows amortise the
-// packing of k and v (once per task).
-constexpr int64_t kTileElements = 32768;
+// Bytes per tile: a task's rows of S (and of P) are about this many bytes over Tk's, rounded
+// up to the micro-kernel's rows. More rows amortise the packing of k and v (once per task) and
+// waste fewer rows of edge tiles; the two tiles of a task fit the L2 cache of the machine the
+// size was measured on (1 MiB per core: all 128 queries of a causal block against 1024 keys,
+// float32; about 10% faster there than a quarter of that: docs/attention.md).
+constexpr int64_t kTileBytes = 512 * 1024;
 
 // A 64-byte aligned tile per thread (which: 0 the scores, 1 the weights), grown on demand.
 char* tile(int which, int64_t bytes) {
@@ -87,7 +89,8 @@ int64_t AttentionPlan::flops_per_task() const {
   return std::max<int64_t>(rows * (2 * tk * (scores.k + values.n) + row_ops), 1);
 }
 
-AttentionPlan plan_attention(const KernelSpec& k, runtime::HostKernelFn weights, int64_t row_ops) {
+AttentionPlan plan_attention(const KernelSpec& k, runtime::HostKernelFn weights,
+                             const std::atomic<void*>* weights_live, int64_t row_ops) {
   if (k.attention.size() != 3) throw std::logic_error("plan_attention: not an attention kernel");
   const KernelSpec &s = k.attention[0], &w = k.attention[1], &o = k.attention[2];
   AttentionPlan p;
@@ -103,11 +106,15 @@ AttentionPlan plan_attention(const KernelSpec& k, runtime::HostKernelFn weights,
   p.values.a_rs = p.tk;
   p.values.a_cs = 1;
   p.weights = weights;
+  p.weights_live = weights_live;
   p.row_ops = row_ops;
-  const int64_t want = std::clamp<int64_t>(kTileElements / std::max<int64_t>(p.tk, 1), 1,
-                                           std::max<int64_t>(p.tq, 1));
+  const int64_t per_row = ir::itemsize(p.dtype) * std::max<int64_t>(p.tk, 1);
+  const int64_t want = std::clamp<int64_t>(kTileBytes / per_row, 1, std::max<int64_t>(p.tq, 1));
+  const int64_t mr = p.scores.mr;
   p.blocks = (p.tq + want - 1) / want;
   p.rows = p.blocks ? (p.tq + p.blocks - 1) / p.blocks : 1;
+  p.rows = std::min(p.tq, (p.rows + mr - 1) / mr * mr);
+  p.blocks = p.rows ? (p.tq + p.rows - 1) / p.rows : 1;
   const int s_slot = s.slots[0], p_slot = w.slots[0];
   p.scores_bufs = param_map(k, s, s_slot, p_slot);
   p.weights_bufs = param_map(k, w, s_slot, p_slot);
@@ -120,6 +127,10 @@ void run_attention(const void* plan, char** bufs, int64_t lo, int64_t hi) {
   const int64_t size = ir::itemsize(p.dtype);
   char* s_tile = tile(0, p.rows * p.tk * size);
   char* p_tile = tile(1, p.rows * p.tk * size);
+  const runtime::HostKernelFn weights =
+      p.weights_live
+          ? reinterpret_cast<runtime::HostKernelFn>(p.weights_live->load(std::memory_order_acquire))
+          : p.weights;
   std::vector<char*> sb(p.scores_bufs.size()), wb(p.weights_bufs.size()), vb(p.values_bufs.size());
   for (int64_t t = lo; t < hi; ++t) {
     const int64_t bi = t / p.blocks, r0 = t % p.blocks * p.rows;
@@ -142,7 +153,7 @@ void run_attention(const void* plan, char** bufs, int64_t lo, int64_t hi) {
     run_gemm(&sg, sb.data(), 0, 1);
     // P: the row kernel over rows bi * Tq + [r0, r1) of S, written into the weights tile.
     fill(wb, p.weights_bufs);
-    p.weights(wb.data(), bi * p.tq + r0, bi * p.tq + r1);
+    weights(wb.data(), bi * p.tq + r0, bi * p.tq + r1);
     // O: P times v's element bi, into the output's rows.
     GemmPlan vg = p.values;
     vg.m = r1 - r0;

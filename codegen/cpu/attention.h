@@ -11,6 +11,7 @@
 // computes each row on its own), so the result has the bits of the unfused schedule, with no
 // [.., Tq, Tk] buffer: two tiles per thread.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -32,7 +33,10 @@ struct AttentionPlan {
   ir::Shape scores_batch, values_batch;
   std::vector<int64_t> scores_a_batch, scores_b_batch, values_b_batch;
   runtime::HostKernelFn weights = nullptr;  // the row kernel (items: rows of S and P)
-  int64_t row_ops = 0;                      // the row kernel's operations per row
+  // Where its current entry point is read instead, when set: a tiered kernel that a program
+  // compiled earlier (codegen/cpu/kernel_upgrades.h); both tiers give the same bits.
+  const std::atomic<void*>* weights_live = nullptr;
+  int64_t row_ops = 0;  // the row kernel's operations per row
   // Where each part's params (KernelSpec::attention[i].slots) point: an index into the step's
   // buffers (the kernel's slots), or one of the tiles.
   static constexpr int kScoresTile = -1, kWeightsTile = -2;
@@ -43,8 +47,9 @@ struct AttentionPlan {
 };
 
 // The plan of an attention kernel whose row kernel (attention[1]) is compiled as `weights`
-// and costs `row_ops` operations per row.
-AttentionPlan plan_attention(const KernelSpec& k, runtime::HostKernelFn weights, int64_t row_ops);
+// (or `weights_live`) and costs `row_ops` operations per row.
+AttentionPlan plan_attention(const KernelSpec& k, runtime::HostKernelFn weights,
+                             const std::atomic<void*>* weights_live, int64_t row_ops);
 
 // Runs tasks [lo, hi) of the plan (a `const AttentionPlan*`); a runtime::HostLibraryFn.
 void run_attention(const void* plan, char** bufs, int64_t lo, int64_t hi);

@@ -281,14 +281,15 @@ class HostBackend final : public Backend {
     return st;
   }
 
-  // The attention kernel: its row kernel compiled as any kernel (the full tier: the plan holds
-  // its entry point), the products planned per row block.
+  // The attention kernel: its row kernel compiled as any kernel (the full tier, unless a
+  // program compiled it tiered before: the plan then reads its live entry point), the products
+  // planned per row block.
   runtime::Step attention_step(const KernelSpec& k, CompileStats& stats) {
     const KernelSpec& w = k.attention[1];
     HostKernel wk = kernel_for(w, /*tiered=*/false, stats);
     if (wk.phase1) throw std::logic_error("attention_step: a row kernel with two phases");
-    auto plan =
-        std::make_shared<cpu::AttentionPlan>(cpu::plan_attention(k, wk.main, work_per_output(w)));
+    auto plan = std::make_shared<cpu::AttentionPlan>(
+        cpu::plan_attention(k, wk.main, wk.live_main, work_per_output(w)));
     runtime::Step st;
     st.kind = runtime::Step::Kind::Library;
     // Named with its geometry: batch elements x Tq x Tk x the output's columns.

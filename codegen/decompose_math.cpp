@@ -700,20 +700,21 @@ TrigRed reduce_ph(const Fmt& f, E x) {
 // r = f pi/2 to ~2^-61.3 absolute plus 2^-52 relative (the int64 -> float64 conversion and the
 // multiply round). The closest float32 to a multiple of pi/2, 16367173 * 2^72, has |r| = 2^-29.2
 // (an exhaustive search over every float32 >= pi/4), so r's relative error stays below 2^-32.
-// |x| < pi/4 takes r = |x|, q = 0 (exact; the window would cut tiny arguments' bits). sin is 73
+// |x| < pi/4 takes r = |x|, q = 0 (exact; the window would cut tiny arguments' bits). sin is 70
 // operations with it, 116 with the float64 Payne-Hanek on 7 chunks of 2/pi it replaced. There is
 // no Cody-Waite fast path for small |x|: the IR has no branch, so selecting between two reductions
 // would evaluate both on every element.
-// Returns r (float64) for |x| and q as an Int32; the caller restores the sign of x.
+// Returns r (float64) for |x| and q as an Int64; the caller restores the sign of x.
 TrigRed reduce_f32(E ax32) {
   const DType I = DType::Int64;
   auto c = [&](int64_t v) { return E(b::ci(I, v)); };
   const int64_t M32 = 0xffffffffLL;
   E xb = cast_(bitcast_(ax32, DType::Int32), I);  // ax32 >= 0 (or NaN with a clear sign bit)
   E m = bor_(band_(xb, c(0x7fffff)), c(0x800000));
-  // p0 = s - 1 + 64 = e - 87, the table position of b_{s-1}; e >= 126 whenever |x| >= pi/4, and
-  // the clamp keeps the shifts in range for the small |x| whose result is not used.
-  E p0 = max_(shr_(xb, c(23)), c(126)) - c(87);  // 39 .. 168 (inf and NaN: 168)
+  // p0 = s - 1 + 64 = e - 87, the table position of b_{s-1}; e >= 126 whenever |x| >= pi/4.
+  // Below, e is clamped to 125: the window then gives y = M 2^-25 2/pi < 1/3, so k = 0 for every
+  // |x| < 1/2 (its r is replaced by |x|), and the shifts stay in range.
+  E p0 = max_(shr_(xb, c(23)), c(125)) - c(87);  // 38 .. 168 (inf and NaN: 168)
   E sh = band_(p0, c(63));
   E w1st = b::le(c(64), p0), w2nd = b::le(c(128), p0);  // word index p0 >> 6 is 0, 1 or 2
   auto word = [&](int k) {
@@ -729,9 +730,10 @@ TrigRed reduce_f32(E ax32) {
   E k = shr_(q64 + c(int64_t{1} << 61), c(62));     // round(y) mod 4
   E fr = q64 - shl_(k, c(62));                      // y - round(y), times 2^62, in [-2^61, 2^61)
   E r = cast_(fr, DType::Float64) * (kPio2_64[0] * 0x1p-62);
-  E tiny = lt(ax32, 0x1.921fb6p-1);  // pi/4 rounded up: no reduction below it
-  return {where(tiny, cast_(ax32, DType::Float64), r), nullptr,
-          cast_(where(tiny, c(0), k), DType::Int32)};
+  // Below pi/4 (rounded up) r = |x|, exactly. Adding ax - ax (+0, or NaN for inf and NaN) makes
+  // r NaN for those, so the result is NaN without a select at the end.
+  E ax = cast_(ax32, DType::Float64);
+  return {where(lt(ax32, 0x1.921fb6p-1), ax, r) + (ax - ax), nullptr, k};
 }
 
 // sin and cos of rh + rl (|r| <= pi/4 + tiny) as pairs, float64.
@@ -788,25 +790,27 @@ E trig(E x, Trig which) {
   } else {
     // float32: sin / cos of the reduced |x| in float64 (fma Horner steps), the quadrant and the
     // sign of x applied, rounded once. sin(-0) = -0 and tan(-0) = -0 come out of r = |x| = 0 and
-    // the sign; inf and NaN are replaced below.
+    // the sign; inf and NaN give r = NaN.
     TrigRed r = reduce_f32(vabs(x));
     E z = r.rh * r.rh;
     E sv = fma_(r.rh * z, horner_fma(z, kSinS32), r.rh);
     E cv = fma_(z * z, horner_fma(z, kCosC32), fma_(z, -0.5, lit(z.dt(), 1.0)));
-    E qodd = odd(f, r.q), neg = sign_bit(f, x);
+    auto qbit = [&](E q, int64_t bit) {
+      return ne(band_(q, b::ci(DType::Int64, bit)), b::ci(DType::Int64, 0));
+    };
+    E qodd = qbit(r.q, 1), neg = sign_bit(f, x);
     E v = x;
     if (which == Trig::Tan) {
       E t = where(qodd, cv, sv) / where(qodd, sv, cv);
       v = where(bxor_(qodd, neg), -t, t);
     } else if (which == Trig::Sin) {
       E u = where(qodd, cv, sv);
-      v = where(bxor_(bit2(f, r.q), neg), -u, u);
+      v = where(bxor_(qbit(r.q, 2), neg), -u, u);
     } else {
       E u = where(qodd, sv, cv);
-      v = where(bit2(f, r.q + ic(f, 1)), -u, u);
+      v = where(qbit(r.q + b::ci(DType::Int64, 1), 2), -u, u);
     }
-    res = cast_(v, DType::Float32);                    // the only rounding to float32
-    return where(b::lt(vabs(x), inf(f)), res, x - x);  // inf and NaN: NaN
+    return cast_(v, DType::Float32);  // the only rounding to float32
   }
   if (which != Trig::Cos) res = where(eq(x, 0.0), x, res);  // sin(-0) = tan(-0) = -0
   return where(eq(vabs(x), inf(f)), nan(f), res);

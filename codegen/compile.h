@@ -27,7 +27,8 @@ std::shared_ptr<const runtime::Program> compile(const std::vector<ir::NodeRef>& 
 struct CompileStats {
   size_t programs = 0;           // programs built for any device (memory-cache misses)
   size_t kernels_compiled = 0;   // host kernels compiled by LLVM
-  size_t kernels_from_disk = 0;  // host kernels loaded from the disk cache
+  size_t kernels_from_disk = 0;  // host kernels loaded from the disk cache or prebuilt
+  size_t kernels_prebuilt = 0;   // of those, the kernels built with rune (DiskCache::prebuilt)
   size_t sources = 0;            // GPU sources compiled (or read from the GPU binary cache)
   size_t kernels_upgraded = 0;   // host kernels whose full tier replaced their quick tier
 };

@@ -100,8 +100,30 @@ DiskCache::DiskCache() {
   if (ec) dir_.clear();  // an unusable directory disables the cache rather than failing
 }
 
+DiskCache::DiskCache(std::string read_only_dir) : dir_(std::move(read_only_dir)), read_only_(true) {
+  std::error_code ec;
+  if (dir_.empty() || !std::filesystem::is_directory(dir_, ec)) dir_.clear();
+}
+
 DiskCache& DiskCache::instance() {
   static DiskCache c;
+  return c;
+}
+
+DiskCache& DiskCache::prebuilt() {
+  static DiskCache c([]() -> std::string {
+    if (ir::env::integer(ir::env::Var::PrebuiltKernels) == 0) return "";
+#ifdef RUNE_PREBUILT_KERNELS_DIR
+    std::error_code ec;
+#ifdef RUNE_PREBUILT_KERNELS_INSTALLED_DIR
+    if (!std::filesystem::is_directory(RUNE_PREBUILT_KERNELS_DIR, ec))
+      return RUNE_PREBUILT_KERNELS_INSTALLED_DIR;
+#endif
+    return RUNE_PREBUILT_KERNELS_DIR;
+#else
+    return "";
+#endif
+  }());
   return c;
 }
 
@@ -126,14 +148,14 @@ std::optional<std::string> DiskCache::get(const std::string& key) {
   if (!ok) {
     if (ir::debug_level() >= 1)
       std::fprintf(stderr, "rune: cache entry %s is corrupt; rebuilding\n", path.c_str());
-    std::remove(path.c_str());
+    if (!read_only_) std::remove(path.c_str());
     return std::nullopt;
   }
   return payload;
 }
 
 void DiskCache::put(const std::string& key, const std::string& data) {
-  if (!enabled()) return;
+  if (!enabled() || read_only_) return;
   static std::atomic<uint64_t> counter{0};
   std::string path = path_for(key);
   std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);

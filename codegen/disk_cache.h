@@ -15,6 +15,10 @@ namespace codegen {
 class DiskCache {
  public:
   static DiskCache& instance();
+  // The kernels built with rune (the build's prebuild step, docs/performance.md "Prebuilt
+  // kernels"): read-only, in the build tree or, where that is gone, where `cmake --install` put
+  // them. Disabled by RUNE_PREBUILT_KERNELS=0, or when neither directory exists.
+  static DiskCache& prebuilt();
   std::optional<std::string> get(const std::string& key);
   void put(const std::string& key, const std::string& data);
   const std::string& dir() const { return dir_; }
@@ -23,7 +27,9 @@ class DiskCache {
 
  private:
   DiskCache();
+  explicit DiskCache(std::string read_only_dir);
   std::string dir_;
+  bool read_only_ = false;  // a corrupt entry is a miss, not removed
 };
 
 }  // namespace codegen

@@ -4,6 +4,7 @@
 // eager and compiled results share their bits and a repeated op never recompiles.
 #include <bit>
 #include <list>
+#include <optional>
 #include <unordered_map>
 
 #include "codegen/compile.h"
@@ -70,15 +71,8 @@ struct FingerprintHash {
   size_t operator()(const Fingerprint& f) const { return f.hash; }
 };
 
-// Fills f (reused per thread, so the hot path allocates nothing).
-void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape,
-                 const std::vector<Tensor>& srcs, const ir::Arg& arg) {
-  auto& v = f.v;
-  v.clear();
-  v.push_back(static_cast<int64_t>(op));
-  v.push_back(static_cast<int64_t>(out));
-  v.push_back(static_cast<int64_t>(shape.size()));
-  v.insert(v.end(), shape.begin(), shape.end());
+// Appends an op's argument to a fingerprint.
+void push_arg(std::vector<int64_t>& v, const ir::Arg& arg) {
   v.push_back(static_cast<int64_t>(arg.index()));
   std::visit(
       [&](const auto& a) {
@@ -102,6 +96,18 @@ void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape,
         }
       },
       arg);
+}
+
+// Fills f (reused per thread, so the hot path allocates nothing).
+void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape,
+                 const std::vector<Tensor>& srcs, const ir::Arg& arg) {
+  auto& v = f.v;
+  v.clear();
+  v.push_back(static_cast<int64_t>(op));
+  v.push_back(static_cast<int64_t>(out));
+  v.push_back(static_cast<int64_t>(shape.size()));
+  v.insert(v.end(), shape.begin(), shape.end());
+  push_arg(v, arg);
   for (const auto& s : srcs) {
     const auto& im = s.impl();
     v.push_back(static_cast<int64_t>(im.dtype));
@@ -149,6 +155,97 @@ class ProgramLru {
                      FingerprintHash>
       index_;
 };
+
+// Eager ops compiled once per op kind, not once per shape (docs/performance.md "The first
+// step"). A host kernel's entry runs the items [lo, hi) its launcher gives it, and an elementwise
+// kernel over a 1-D shape [F] computes item i from its operands' elements i (or their one
+// broadcast element) only. So an elementwise op whose operands are each contiguous in the
+// output's shape or a single broadcast element computes, over any shape of n elements, exactly
+// what the *flat* program over [kFlatExtent] computes over its first n items: the same
+// per-element code, so the same bits (the lowering fixes every element's operation order, and
+// no plan changes it). That program is compiled once per op, dtypes, argument and operand
+// layout class (contiguous or broadcast); each shape gets a copy of it with its item count and
+// output size (no compile), cached by shape as every one-op program is.
+constexpr int64_t kFlatExtent = int64_t{1} << 40;
+
+enum class FlatOperand : int64_t { Contiguous = 1, Broadcast = 2 };
+
+// How operand s reads in the flat program, if it can: every element in row-major order, or
+// one element for all.
+std::optional<FlatOperand> flat_operand(const Tensor& s, const Shape& shape) {
+  const auto& im = s.impl();
+  if (im.shape != shape) return std::nullopt;
+  const ir::View v = key_view(im.view);
+  if (!v.mask.empty()) return std::nullopt;
+  // One element: read at index 0 either way (so a 0-d op shares the kind's kernel).
+  if (ir::numel(shape) == 1) return FlatOperand::Contiguous;
+  bool broadcast = true;
+  for (int64_t st : v.strides) broadcast = broadcast && st == 0;
+  if (broadcast) return FlatOperand::Broadcast;
+  if (v.is_contiguous()) return FlatOperand::Contiguous;
+  return std::nullopt;
+}
+
+// The flat program's key (op, dtypes, argument, operands' classes, device) into f, if the op
+// has one: an elementwise op, a copy or a constant fill (a 1-D iota too: its index is the flat
+// index)
+// with at least one element, on a host device (a GPU kernel's launch geometry is its shape's).
+bool flat_fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape,
+                      const std::vector<Tensor>& srcs, const ir::Arg& arg, int64_t dev,
+                      Device device) {
+  if (device.kind != runtime::DeviceKind::CPU) return false;
+  if (!ir::is_elementwise(op) && op != ir::Op::Const && op != ir::Op::Copy &&
+      !(op == ir::Op::Iota && shape.size() == 1))
+    return false;
+  if (ir::numel(shape) == 0 || std::holds_alternative<ir::HostFnArg>(arg)) return false;
+  auto& v = f.v;
+  v.clear();
+  v.push_back(static_cast<int64_t>(op));
+  v.push_back(static_cast<int64_t>(out));
+  v.push_back(-1);  // no shape: the flat program's
+  push_arg(v, arg);
+  for (const auto& s : srcs) {
+    auto how = flat_operand(s, shape);
+    if (!how) return false;
+    v.push_back(static_cast<int64_t>(s.dtype()));
+    v.push_back(static_cast<int64_t>(*how));
+  }
+  v.push_back(dev);
+  f.hash = ir::hash_words(v);
+  return true;
+}
+
+// The graph of the flat program: the op over [kFlatExtent] with Params of that shape, each read
+// contiguously or as one broadcast element.
+ir::NodeRef flat_root(ir::Op op, DType out, const std::vector<Tensor>& srcs, const Shape& shape,
+                      const ir::Arg& arg) {
+  const Shape flat = {kFlatExtent};
+  std::vector<ir::NodeRef> params;
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    ir::View view = ir::View::contiguous(flat);
+    if (*flat_operand(srcs[i], shape) == FlatOperand::Broadcast) view.strides = {0};
+    params.push_back(
+        ir::make(ir::Op::Param, srcs[i].dtype(), flat, {}, ir::LoadArg{static_cast<int>(i), view}));
+  }
+  return op == ir::Op::Copy ? params[0] : ir::make(op, out, flat, params, arg);
+}
+
+// The flat program g run over n items: a copy with its item count and output size. Null when g
+// is not the single elementwise kernel expected (its kernel then serves no other shape).
+std::shared_ptr<const runtime::Program> flat_program_for(const runtime::Program& g, int64_t n,
+                                                         DType out) {
+  if (g.steps.size() != 1 || g.steps[0].kind != runtime::Step::Kind::Kernel ||
+      g.steps[0].items != kFlatExtent || g.output_slots.size() != 1 || g.temp_bytes != 0 ||
+      g.slot_bytes.size() != static_cast<size_t>(g.n_inputs) + 1)
+    return nullptr;
+  auto p = std::make_shared<runtime::Program>(g);
+  runtime::Step& step = p->steps[0];
+  step.bytes = step.bytes / kFlatExtent * n;
+  step.items = n;
+  p->slot_bytes[p->output_slots[0]] = n * ir::itemsize(out);
+  p->finalize();
+  return p;
+}
 
 // The graph of one primitive over Params 0..n-1 laid out as its operands are.
 ir::NodeRef one_op_root(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
@@ -285,8 +382,9 @@ class Eager final : public Interpreter {
     fp.hash = ir::hash_combine(fp.hash, dev);
     const auto* found = programs.find(fp);
     if (!found) {
-      std::shared_ptr<const runtime::Program> built;
-      {
+      std::shared_ptr<const runtime::Program> built =
+          flat_program(op, out, shape, srcs, arg, dev, device);
+      if (!built) {
         ir::NodeUse use;
         built = codegen::compile({one_op_root(op, out, shape, srcs, arg)},
                                  static_cast<int>(srcs.size()), device);
@@ -332,6 +430,29 @@ class Eager final : public Interpreter {
     auto launched = launcher.call(program, call);
     return make_concrete(out, std::move(launched.outputs[0]), ir::View::contiguous(shape), device,
                          std::move(launched.poison));
+  }
+
+  // This shape's copy of the op kind's flat program (compiled at the kind's first shape), or
+  // null when the op has none.
+  static std::shared_ptr<const runtime::Program> flat_program(ir::Op op, DType out,
+                                                              const Shape& shape,
+                                                              const std::vector<Tensor>& srcs,
+                                                              const ir::Arg& arg, int64_t dev,
+                                                              Device device) {
+    thread_local ProgramLru<runtime::Program> flat_programs;
+    thread_local Fingerprint key;
+    if (!flat_fingerprint(key, op, out, shape, srcs, arg, dev, device)) return nullptr;
+    const auto* found = flat_programs.find(key);
+    if (!found) {
+      std::shared_ptr<const runtime::Program> built;
+      {
+        ir::NodeUse use;
+        built = codegen::compile({flat_root(op, out, srcs, shape, arg)},
+                                 static_cast<int>(srcs.size()), device);
+      }
+      found = &flat_programs.insert(key, std::move(built));
+    }
+    return flat_program_for(**found, ir::numel(shape), out);
   }
 
   // A host scalar (0-d, or broadcast with all strides 0) as a one-element tensor on `device`

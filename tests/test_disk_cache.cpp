@@ -48,11 +48,14 @@ void parse_stats(ProbeRun& r) {
 
 // Runs the probe against `dir`. `timeout 120`: a probe that blocks (as one did on a FIFO entry)
 // fails the test instead of hanging it.
-ProbeRun probe(const fs::path& dir) {
+ProbeRun probe(const fs::path& dir, const std::string& args = "",
+               const std::string& prebuilt = "0") {
   // RUNE_KERNEL_TIERS=0: every kernel at the full tier at once, one entry each, so the counts
   // below are exact (tiered, a background thread writes the entries: tests/test_kernel_tiers).
-  std::string cmd = "timeout 120 env DEBUG=0 RUNE_KERNEL_TIERS=0 RUNE_CACHE_DIR='" + dir.string() +
-                    "' RUNE_DISK_CACHE=1 '" + RUNE_CACHE_PROBE + "' 2>&1";
+  // RUNE_PREBUILT_KERNELS=0 unless asked: every kernel compiled or read from `dir`.
+  std::string cmd = "timeout 120 env DEBUG=0 RUNE_KERNEL_TIERS=0 RUNE_PREBUILT_KERNELS=" +
+                    prebuilt + " RUNE_CACHE_DIR='" + dir.string() + "' RUNE_DISK_CACHE=1 '" +
+                    RUNE_CACHE_PROBE + "' " + args + " 2>&1";
   ProbeRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -85,6 +88,7 @@ ProbeRun probe_with_file_size_limit(const fs::path& dir, rlim_t limit) {
     setenv("RUNE_CACHE_DIR", dir.c_str(), 1);
     setenv("RUNE_DISK_CACHE", "1", 1);
     setenv("RUNE_KERNEL_TIERS", "0", 1);
+    setenv("RUNE_PREBUILT_KERNELS", "0", 1);
     alarm(120);  // a hang fails the test
     execl(RUNE_CACHE_PROBE, RUNE_CACHE_PROBE, static_cast<char*>(nullptr));
     _exit(98);
@@ -251,6 +255,27 @@ TEST_F(DiskCache, DisabledByEmptyDirectory) {
   EXPECT_EQ(out.rfind(kExpectedOutput, 0), 0u) << out;
   EXPECT_NE(out.find(" disk=0\n"), std::string::npos) << out;
   EXPECT_EQ(out.find("compiled=0 "), std::string::npos) << out;
+}
+
+// The kernels built with rune (docs/packaging.md "Prebuilt kernels"): a fresh process with an
+// empty cache runs a model's set-up of common eager ops without compiling any kernel, with the
+// same printed results as when it compiles them all (RUNE_PREBUILT_KERNELS=0).
+TEST_F(DiskCache, AFreshProcessRunsCommonEagerOpsWithoutCompiling) {
+#ifndef RUNE_HAVE_PREBUILT_KERNELS
+  GTEST_SKIP() << "built with -DRUNE_PREBUILT_KERNELS=OFF";
+#else
+  fs::path compiled_dir = dir_ / "compiled", prebuilt_dir = dir_ / "prebuilt";
+  ProbeRun compiled = probe(compiled_dir, "common-eager", "0");
+  ProbeRun prebuilt = probe(prebuilt_dir, "common-eager", "1");
+  ASSERT_EQ(compiled.status, 0) << compiled.output;
+  ASSERT_EQ(prebuilt.status, 0) << prebuilt.output;
+  EXPECT_GT(compiled.compiled, 5) << compiled.output;
+  EXPECT_EQ(prebuilt.compiled, 0) << prebuilt.output;
+  EXPECT_EQ(prebuilt.disk, compiled.compiled) << prebuilt.output;
+  auto values = [](const std::string& out) { return out.substr(0, out.rfind("compiled=")); };
+  EXPECT_EQ(values(prebuilt.output), values(compiled.output));
+  EXPECT_TRUE(objects(prebuilt_dir).empty()) << "prebuilt kernels are not copied to the cache";
+#endif
 }
 
 }  // namespace

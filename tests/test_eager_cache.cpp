@@ -74,4 +74,52 @@ TEST(EagerCache, NewStructureCompiles) {
   EXPECT_GT(programs(), p);
 }
 
+// Eager elementwise ops compile once per op kind (docs/performance.md "The first step"): over
+// 20 shapes, 6 kinds of op (120 eager ops) build at most one kernel per kind, operand class and
+// device (7: `x * 2.5` reads its scalar as a broadcast element, except over a one-element shape,
+// where both operands are one contiguous element), and
+// each result has the bits of the same op compiled for its own shape by rune::jit. A host's
+// kernels only: a GPU kernel's launch geometry is its shape's.
+TEST(EagerCache, ElementwiseOpsCompileOncePerKindAcrossShapes) {
+  if (!host_is_default()) GTEST_SKIP() << "host devices only (GPU kernels are per shape)";
+  const std::vector<Shape> shapes = {{},        {1},      {7},          {3, 5},    {5, 3},
+                                     {2, 3, 4}, {64},     {1000},       {33, 17},  {4, 1, 6},
+                                     {1, 9},    {9, 1},   {2, 2, 2, 2}, {300},     {11, 13},
+                                     {6, 7, 8}, {128, 3}, {3, 128},     {1, 1, 1}, {17}};
+  auto ops = [](const Tensor& x, const Tensor& y) {
+    return std::vector<Tensor>{
+        nx::add(x, y),         x * 2.5, nx::exp(x), nx::less(x, y), nx::where(nx::less(x, y), x, y),
+        nx::cast(x, nx::int32)};
+  };
+  const size_t kinds = 6, kernels_at_most = 7;
+  for (const char* where : {"CPU", "CPU:1"}) {
+    SCOPED_TRACE(where);
+    const nx::Device device = nx::Device::parse(where, "test");
+    // The operands, made from host data before counting (nx::create compiles nothing).
+    std::vector<std::pair<Tensor, Tensor>> inputs;
+    for (const Shape& s : shapes) {
+      std::vector<double> a(static_cast<size_t>(ir::numel(s))), b(a.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        a[i] = 0.37 * static_cast<double>(i % 23) - 3.1;
+        b[i] = 2.9 - 0.41 * static_cast<double>(i % 17);
+      }
+      inputs.emplace_back(nx::place(nx::create(nx::float32, s, a), device),
+                          nx::place(nx::create(nx::float32, s, b), device));
+    }
+    for (auto& [x, y] : inputs) nx::wait(y);
+    const size_t before = kernels();
+    std::vector<std::vector<Tensor>> eager;
+    for (auto& [x, y] : inputs) eager.push_back(ops(x, y));
+    for (auto& r : eager) nx::wait(r.back());
+    EXPECT_LE(kernels() - before, kernels_at_most)
+        << "eager ops over " << shapes.size() << " shapes";
+    auto compiled = rune::jit([&](const Tensor& x, const Tensor& y) { return ops(x, y); });
+    for (size_t i = 0; i < shapes.size(); i += 3) {  // 7 of the shapes: each is a compile
+      std::vector<Tensor> want = compiled(inputs[i].first, inputs[i].second);
+      for (size_t k = 0; k < kinds; ++k)
+        EXPECT_EQ(bits(eager[i][k]), bits(want[k])) << "op " << k << ", shape " << show(shapes[i]);
+    }
+  }
+}
+
 }  // namespace

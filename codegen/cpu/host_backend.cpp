@@ -211,10 +211,17 @@ class HostBackend final : public Backend {
     return hk;
   }
 
-  // An entry of the disk cache (counted as loaded from disk), or nullopt.
+  // An entry of the disk cache, else a prebuilt kernel (both counted as loaded from disk), or
+  // nullopt.
   static std::optional<std::string> disk_read(const std::string& key, CompileStats& stats) {
     runtime::ProfileSpan phase("phase", "disk read", "CPU");
     auto hit = DiskCache::instance().get(key);
+    // The prebuilt kernels count as part of the disk cache: off with it (RUNE_DISK_CACHE=0,
+    // RUNE_CACHE_DIR=""), so that setting compiles every kernel.
+    if (!hit && DiskCache::instance().enabled()) {
+      hit = DiskCache::prebuilt().get(key);
+      if (hit) ++stats.kernels_prebuilt;
+    }
     if (hit) ++stats.kernels_from_disk;
     return hit;
   }

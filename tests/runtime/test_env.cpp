@@ -43,10 +43,11 @@ struct Child {
 
 // RUNE_KERNEL_TIERS=0 unless `env` sets it: every kernel at the full tier at once, one cache
 // entry each, written by the probe itself (tiered, a background thread writes them).
+// RUNE_PREBUILT_KERNELS=0 likewise: every kernel compiled or read from the test's directory.
 Child start(const std::string& env, const std::string& mode, const fs::path& err) {
   std::string cmd =
       "env -u DEBUG -u RUNE_DISK_CACHE -u RUNE_NUM_THREADS -u RUNE_DEFAULT_DEVICE "
-      "RUNE_KERNEL_TIERS=0 " +
+      "RUNE_KERNEL_TIERS=0 RUNE_PREBUILT_KERNELS=0 " +
       env + " '" RUNE_ENV_PROBE "' " + mode + " 2>'" + err.string() + "'";
   return {popen(cmd.c_str(), "r"), err};
 }

@@ -34,6 +34,20 @@ bool float_product(const KernelSpec& k) {
   return c.a_dtype == c.dtype && c.b_dtype == c.dtype && k.out_dtype == c.dtype;
 }
 
+// Whether the product is a batch of problems whose right operand (k^T, v) is each problem's
+// own: batch axes, none of extent > 1 broadcast in b. The attention kernel packs b once per
+// block of rows, as the separate product packs it once per batch element; a b shared by every
+// row (a weight matrix: a layer norm between two linear layers is the same chain) would be
+// packed again for every block where the separate product packs it once.
+bool batched_operand(const KernelSpec& k) {
+  const Contraction& c = *k.contract;
+  const size_t nd = c.b.shape.size();
+  if (nd <= 2) return false;
+  for (size_t d = 0; d + 2 < nd; ++d)
+    if (c.b.shape[d] > 1 && c.b.strides[d] == 0) return false;
+  return true;
+}
+
 // The kernels of the schedule that read slot `slot` (once per reading param).
 std::vector<int> readers_of(const Schedule& s, int slot) {
   std::vector<int> r;
@@ -73,7 +87,7 @@ bool reads_rows_in_place(const KernelSpec& k, int slot) {
 // The chain ending at product `o` (index into s.kernels), as {scores, weights, o}, or none.
 std::optional<std::array<int, 3>> chain_at(const Schedule& s, int o) {
   const KernelSpec& out = s.kernels[static_cast<size_t>(o)];
-  if (!float_product(out)) return std::nullopt;
+  if (!float_product(out) || !batched_operand(out)) return std::nullopt;
   const Contraction& oc = *out.contract;
   const int p_slot = out.slots[static_cast<size_t>(oc.a_param)];
   if (out.slots[static_cast<size_t>(oc.b_param)] == p_slot || p_slot < s.n_inputs ||
@@ -100,7 +114,7 @@ std::optional<std::array<int, 3>> chain_at(const Schedule& s, int o) {
     auto sw = writers_of(s, sl);
     if (sw.size() != 1 || sw[0] >= w) continue;
     const KernelSpec& sk = s.kernels[static_cast<size_t>(sw[0])];
-    if (!float_product(sk) || sk.out_dtype != oc.dtype) continue;
+    if (!float_product(sk) || !batched_operand(sk) || sk.out_dtype != oc.dtype) continue;
     const Shape sa = sk.contract->a_shape();
     if (sk.shape.size() < 2 || sk.shape.back() != tk || sa[sa.size() - 2] != tq ||
         numel(sk.shape) != rows * tk)

@@ -8,8 +8,10 @@ namespace codegen {
 //   S = a product (a contraction without epilogue),
 //   P = a row kernel writing rows over S's rows (softmax with its scale and masks fused),
 //   O = P's product with another operand (a contraction without epilogue, P its left operand),
-// where S and P are read by no other kernel and are no outputs, with one attention kernel
-// (kernel.h) at O's place; S's and P's slots then hold no buffer (numel 0). The row kernel
+// where S and P are read by no other kernel and are no outputs, and both products are batches
+// whose right operands (k^T and v) are each batch element's own (not broadcast: a weight
+// matrix shared by every row would be packed again for each block of rows), with one attention
+// kernel (kernel.h) at O's place; S's and P's slots then hold no buffer (numel 0). The row kernel
 // must read S at each element's own index (rows of S are rows of P), and P must be the
 // product's left operand as written (contiguous rows). Nothing else changes: every element
 // is computed by the same operations in the same order (codegen/cpu/attention.h).

@@ -715,7 +715,7 @@ TEST(ScheduleFusion, AttentionIsTheTextbookFormulaAndOneKernelOnTheHost) {
 // Long causal attention runs in blocks of 128 query rows (docs/attention.md, "Cost"): each block
 // is an attention kernel of its own on the host; a padding mask joins the row kernel (and so
 // the attention kernel), as does its guard for rows with no key. A scores product read by
-// anything else (here: returned) is not fused.
+// anything else (here: returned) is not fused, nor one whose right operand every row shares.
 TEST(ScheduleFusion, AttentionBlocksAndMasksAreAttentionKernels) {
   const int64_t B = 1, H = 2, T = 300, D = 16;
   const std::vector<Arg> args{{nx::float32, {B, H, T, D}},
@@ -746,4 +746,19 @@ TEST(ScheduleFusion, AttentionBlocksAndMasksAreAttentionKernels) {
   });
   EXPECT_EQ(count(scores_kept, "attention "), 0) << testing::PrintToString(scores_kept);
   EXPECT_EQ(count(scores_kept, "contract "), 2) << testing::PrintToString(scores_kept);
+  // The same chain with weights shared by every row (a softmax or a layer norm between two
+  // linear layers, or keys broadcast over the batch) stays three kernels: the weights would be
+  // packed again for every block of rows.
+  auto linear = kernels_of(args, [](const std::vector<Tensor>& a) {
+    Tensor x = nx::reshape(a[0], {-1, D});
+    Tensor w = nx::reshape(nx::slice(a[1], {{0, 1}, {0, 1}, {0, D}}), {D, D});
+    return std::vector<Tensor>{nx::matmul(nx::softmax(nx::matmul(x, w), -1), w)};
+  });
+  EXPECT_EQ(count(linear, "attention "), 0) << testing::PrintToString(linear);
+  auto broadcast = kernels_of(args, [](const std::vector<Tensor>& a) {
+    Tensor k = nx::slice(a[1], {{0, 1}, {0, 1}});  // one head's keys for every query head
+    Tensor s = nx::matmul(a[0], nx::permute(k, {0, 1, 3, 2}));
+    return std::vector<Tensor>{nx::matmul(nx::softmax(s, -1), k)};
+  });
+  EXPECT_EQ(count(broadcast, "attention "), 0) << testing::PrintToString(broadcast);
 }

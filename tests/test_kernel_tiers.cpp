@@ -21,9 +21,9 @@ struct ProbeRun {
   long compiled = -1, upgraded = -1;
 };
 
-ProbeRun probe(const std::string& tiers, const std::string& arg = "") {
-  std::string cmd = "timeout 300 env DEBUG=0 RUNE_DISK_CACHE=0 RUNE_KERNEL_TIERS=" + tiers + " '" +
-                    RUNE_KERNEL_TIERS_PROBE + "' " + arg + " 2>&1";
+ProbeRun probe(const std::string& tiers, const std::string& arg = "", const std::string& env = "") {
+  std::string cmd = "timeout 300 env DEBUG=0 RUNE_DISK_CACHE=0 RUNE_KERNEL_TIERS=" + tiers + " " +
+                    env + " '" + RUNE_KERNEL_TIERS_PROBE + "' " + arg + " 2>&1";
   ProbeRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -66,6 +66,17 @@ TEST(KernelTiers, UpgradesSwapInTheFullTierWithTheSameBits) {
   // Every kernel compiled at the quick tier was upgraded (gemm epilogues start at the full tier).
   EXPECT_GT(tiered.upgraded, 20) << tiered.output;
   EXPECT_LE(tiered.upgraded, tiered.compiled);
+}
+
+// A program's kernels compiled on several threads (HostBackend::precompile) are the kernels a
+// serial compile makes: the same count and the same bits.
+TEST(KernelTiers, ParallelAndSerialCompilesGiveTheSameKernels) {
+  ProbeRun serial = probe("0", "", "RUNE_COMPILE_THREADS=1");
+  ProbeRun parallel = probe("0", "", "RUNE_COMPILE_THREADS=3");
+  ASSERT_EQ(serial.status, 0) << serial.output;
+  ASSERT_EQ(parallel.status, 0) << parallel.output;
+  EXPECT_EQ(parallel.compiled, serial.compiled);
+  EXPECT_EQ(parallel.hashes, serial.hashes);
 }
 
 // The upgrade thread must stop before exit destroys any static object it may use (LLVM's), also

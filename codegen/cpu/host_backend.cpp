@@ -8,7 +8,10 @@
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
+#include <unordered_set>
+#include <variant>
 
 #include "codegen/backend.h"
 #include "codegen/cpu/attention.h"
@@ -21,6 +24,7 @@
 #include "codegen/disk_cache.h"
 #include "codegen/plan.h"
 #include "ir/debug.h"
+#include "ir/env.h"
 #include "ir/rewrite.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"
@@ -107,6 +111,7 @@ class HostBackend final : public Backend {
   }
 
   void add_steps(const Schedule& s, runtime::Program& p, CompileStats& stats) override {
+    const std::vector<HostKernel> held = precompile(s, stats);
     for (const auto& k : s.kernels) {
       if (k.fused_attention())
         p.steps.push_back(attention_step(k, stats));
@@ -122,93 +127,194 @@ class HostBackend final : public Backend {
   }
 
  private:
-  // Decompose + render + compile (or load from disk) one kernel: the one place the host's
-  // renderer is called. `tiered`: a disk-cache miss compiles the quick tier and queues the full
-  // tier's upgrade (RUNE_KERNEL_TIERS=1, the default); else the full tier is compiled now (a gemm
-  // epilogue, whose entry point its plan holds, is never swapped).
-  HostKernel build_kernel(const KernelSpec& spec, bool tiered, CompileStats& stats) {
+  // One kernel between its render and its load: named, looked up in the disk cache, and
+  // compiled (compile_pending) when no cache has it; that step may run on another thread.
+  struct PendingKernel {
+    std::string name, ir, key;
+    bool two_phase = false;
+    int64_t phase1_items = 0;
+    bool quick = false;  // loads the quick tier and queues the full tier's upgrade
+    std::string quick_key;
+    std::optional<std::string> obj;  // the object, once read or compiled
+    bool compiled = false;
+    std::chrono::steady_clock::time_point t0;
+  };
+
+  // Decompose + render one kernel (the one place the host's renderer is called) and look its
+  // object up: a kernel of the same source still loaded is returned as it is. `tiered`: a
+  // disk-cache miss compiles the quick tier and queues the full tier's upgrade
+  // (RUNE_KERNEL_TIERS=1, the default); else the full tier is compiled (a gemm epilogue or an
+  // attention row kernel, whose entry point its plan holds, is never swapped).
+  std::variant<HostKernel, PendingKernel> prepare_kernel(const KernelSpec& spec, bool tiered,
+                                                         CompileStats& stats) {
     std::optional<runtime::ProfileSpan> phase(std::in_place, "phase", "lower and render", "CPU");
     KernelSpec k = spec;
     for (NodeRef* r : k.roots()) *r = decompose(*r);
     auto rendered = cpu::render_llvm(k, "KERNEL", runtime::host_threads());
     phase.reset();
+    PendingKernel p;
+    p.t0 = std::chrono::steady_clock::now();
     // The symbol is named after the source, so equal kernels share one name and object.
-    const std::string name = kernel_symbol(rendered.ir);
-    std::string ir = rendered.ir;
-    replace_all(ir, "@KERNEL", "@" + name);
-    if (auto it = by_name_.find(name); it != by_name_.end())
+    p.name = kernel_symbol(rendered.ir);
+    p.ir = rendered.ir;
+    replace_all(p.ir, "@KERNEL", "@" + p.name);
+    if (auto it = by_name_.find(p.name); it != by_name_.end())
       if (auto live = it->second.get()) return *live;
     if (debug_level() >= 5)
-      std::fprintf(stderr, "rune: kernel %s source:\n%s\n", name.c_str(), ir.c_str());
-    const std::string key = cpu::target_id() + "\n" + ir;
-    runtime::ProfileSpan span("compile", name, "CPU", static_cast<int64_t>(ir.size()));
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::string> syms = {name};
-    if (rendered.two_phase) syms.push_back(name + "_p1");
+      std::fprintf(stderr, "rune: kernel %s source:\n%s\n", p.name.c_str(), p.ir.c_str());
+    p.key = cpu::target_id() + "\n" + p.ir;
+    p.two_phase = rendered.two_phase;
+    p.phase1_items = rendered.phase1_items;
     const int tiers = cpu::kernel_tiers();
     tiered = tiered && tiers != 0;
     // The full tier from the disk cache, unless only the quick tier is wanted.
-    std::optional<std::string> obj;
-    if (!tiered || tiers == 1) obj = disk_read(key, stats);
+    if (!tiered || tiers == 1) p.obj = disk_read(p.key, stats);
+    if (!p.obj && tiered) {
+      // The quick tier, under names of its own (`name`_q...) so that the full tier's object
+      // can be loaded beside it, and a disk-cache key of its own.
+      p.quick = true;
+      p.quick_key = "quick\n" + cpu::target_id() + "\n" + quick_ir(p);
+      p.obj = disk_read(p.quick_key, stats);
+    }
+    return p;
+  }
+
+  static std::string quick_ir(const PendingKernel& p) {
+    std::string ir = p.ir;
+    replace_all(ir, "@" + p.name, "@" + p.name + "_q");
+    return ir;
+  }
+
+  // Compiles p's object if no cache had it. Thread-safe: each compile has its own LLVM context
+  // and target machine, and touches nothing of the backend's.
+  static void compile_pending(PendingKernel& p) {
+    if (p.obj) return;
+    runtime::ProfileSpan span("compile", p.name, "CPU", static_cast<int64_t>(p.ir.size()));
+    p.obj = p.quick ? cpu::compile_to_object(quick_ir(p), p.name + "_q", cpu::Tier::Quick)
+                    : cpu::compile_to_object(p.ir, p.name, cpu::Tier::Full);
+    p.compiled = true;
+  }
+
+  // Writes a compiled full tier to the disk cache, loads p's object and, for a quick tier,
+  // queues its upgrade.
+  HostKernel finish_kernel(PendingKernel& p, CompileStats& stats) {
+    const int tiers = cpu::kernel_tiers();
+    std::vector<std::string> syms = {p.name};
+    if (p.two_phase) syms.push_back(p.name + "_p1");
+    if (p.compiled) ++stats.kernels_compiled;
     HostKernel hk;
-    hk.name = name;
-    hk.phase1_items = rendered.phase1_items;
-    if (obj || !tiered) {
-      if (!obj) {
-        obj = cpu::compile_to_object(ir, name, cpu::Tier::Full);
-        disk_write(key, *obj);
-        ++stats.kernels_compiled;
-      }
-      phase.emplace("phase", "load", "CPU");
-      auto loaded = cpu::load_object(*obj, syms);
+    hk.name = p.name;
+    hk.phase1_items = p.phase1_items;
+    if (!p.quick) {
+      if (p.compiled) disk_write(p.key, *p.obj);
+      std::optional<runtime::ProfileSpan> phase(std::in_place, "phase", "load", "CPU");
+      auto loaded = cpu::load_object(*p.obj, syms);
       phase.reset();
       hk.main = reinterpret_cast<runtime::HostKernelFn>(loaded.addresses[0]);
-      if (rendered.two_phase)
-        hk.phase1 = reinterpret_cast<runtime::HostKernelFn>(loaded.addresses[1]);
+      if (p.two_phase) hk.phase1 = reinterpret_cast<runtime::HostKernelFn>(loaded.addresses[1]);
       hk.code = loaded.owner;
     } else {
-      // The quick tier, under names of its own (`name`_q...) so that the full tier's object can
-      // be loaded beside it, and a disk-cache key of its own.
-      std::string quick_ir = ir;
-      replace_all(quick_ir, "@" + name, "@" + name + "_q");
-      const std::string quick_key = "quick\n" + cpu::target_id() + "\n" + quick_ir;
-      obj = disk_read(quick_key, stats);
-      bool compiled = false;
-      if (!obj) {
-        obj = cpu::compile_to_object(quick_ir, name + "_q", cpu::Tier::Quick);
-        compiled = true;
-        ++stats.kernels_compiled;
-        // RUNE_KERNEL_TIERS=2 has no thread to write it.
-        if (tiers == 2) disk_write(quick_key, *obj);
-      }
+      // RUNE_KERNEL_TIERS=2 has no thread to write the quick tier's entry.
+      if (p.compiled && tiers == 2) disk_write(p.quick_key, *p.obj);
       std::vector<std::string> quick_syms;
       for (const auto& sym : syms)
-        quick_syms.push_back(sym.substr(0, name.size()) + "_q" + sym.substr(name.size()));
-      phase.emplace("phase", "load", "CPU");
-      auto loaded = cpu::load_object(*obj, quick_syms);
+        quick_syms.push_back(sym.substr(0, p.name.size()) + "_q" + sym.substr(p.name.size()));
+      std::optional<runtime::ProfileSpan> phase(std::in_place, "phase", "load", "CPU");
+      auto loaded = cpu::load_object(*p.obj, quick_syms);
       phase.reset();
       auto tk = std::make_shared<cpu::TieredKernel>();
       tk->quick_code = loaded.owner;
       tk->main.store(loaded.addresses[0]);
-      if (rendered.two_phase) tk->phase1.store(loaded.addresses[1]);
+      if (p.two_phase) tk->phase1.store(loaded.addresses[1]);
       hk.main = reinterpret_cast<runtime::HostKernelFn>(loaded.addresses[0]);
-      if (rendered.two_phase)
-        hk.phase1 = reinterpret_cast<runtime::HostKernelFn>(loaded.addresses[1]);
+      if (p.two_phase) hk.phase1 = reinterpret_cast<runtime::HostKernelFn>(loaded.addresses[1]);
       hk.live_main = &tk->main;
-      if (rendered.two_phase) hk.live_phase1 = &tk->phase1;
+      if (p.two_phase) hk.live_phase1 = &tk->phase1;
       if (tiers == 1)
-        cpu::queue_upgrade({tk, ir, name, key, rendered.two_phase, compiled ? quick_key : "",
-                            compiled ? *obj : ""});
+        cpu::queue_upgrade({tk, p.ir, p.name, p.key, p.two_phase, p.compiled ? p.quick_key : "",
+                            p.compiled ? *p.obj : ""});
       hk.code = std::shared_ptr<void>(tk, tk.get());
     }
     if (debug_level() >= 1) {
-      double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "rune: kernel %s ready in %.2f ms%s\n", name.c_str(), ms,
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p.t0)
+                      .count();
+      std::fprintf(stderr, "rune: kernel %s ready in %.2f ms%s\n", p.name.c_str(), ms,
                    hk.live_main ? " (quick tier)" : "");
     }
-    by_name_.insert_or_assign(name, CachedKernel(hk));
+    by_name_.insert_or_assign(p.name, CachedKernel(hk));
     return hk;
+  }
+
+  HostKernel build_kernel(const KernelSpec& spec, bool tiered, CompileStats& stats) {
+    auto prepared = prepare_kernel(spec, tiered, stats);
+    if (auto* hk = std::get_if<HostKernel>(&prepared)) return *hk;
+    auto& p = std::get<PendingKernel>(prepared);
+    compile_pending(p);
+    return finish_kernel(p, stats);
+  }
+
+  // The kernels a schedule's steps will ask kernel_for for (its plain kernels, gemm epilogues
+  // and attention row kernels) that no cache holds, compiled in parallel on the host's threads
+  // before the steps are built in order (XLA compiles a module's kernels in parallel too); the
+  // result holds them until the steps do. Compiling is the only parallel part: rendering,
+  // cache lookups, loading and every cache of the backend stay on this thread, in schedule
+  // order, so the kernels and their names are the ones a serial compile makes.
+  std::vector<HostKernel> precompile(const Schedule& s, CompileStats& stats) {
+    std::vector<std::pair<KernelSpec, bool>> specs;  // (spec, tiered), as the steps ask
+    for (const auto& k : s.kernels) {
+      if (k.fused_attention())
+        specs.emplace_back(k.attention[1], false);
+      else if (k.contract) {
+        if (auto e = epilogue_spec(k)) specs.emplace_back(std::move(*e), false);
+      } else if (!k.library) {
+        specs.emplace_back(k, true);
+      }
+    }
+    std::vector<HostKernel> held;
+    std::vector<std::pair<const KernelSpec*, PendingKernel>> todo;
+    std::unordered_set<std::string> names;
+    for (const auto& [spec, tiered] : specs) {
+      if (auto it = kernels_.find(spec); it != kernels_.end() && !it->second.expired()) continue;
+      auto prepared = prepare_kernel(spec, tiered, stats);
+      if (auto* hk = std::get_if<HostKernel>(&prepared)) {
+        kernels_.insert_or_assign(spec, CachedKernel(*hk));
+        held.push_back(*hk);
+        continue;
+      }
+      auto& p = std::get<PendingKernel>(prepared);
+      // The same source twice: the second step finds the first's kernel by name.
+      if (!names.insert(p.name).second) continue;
+      todo.emplace_back(&spec, std::move(p));
+    }
+    size_t to_compile = 0;
+    for (const auto& [spec, p] : todo) to_compile += p.obj ? 0 : 1;
+    static const int64_t threads = ir::env::integer(ir::env::Var::CompileThreads);
+    const size_t workers = std::min<size_t>(
+        to_compile, static_cast<size_t>(threads > 0 ? threads : runtime::host_threads()));
+    if (workers >= 2) {
+      std::atomic<size_t> next{0};
+      std::vector<std::exception_ptr> errors(todo.size());
+      auto work = [&] {
+        for (size_t i; (i = next.fetch_add(1)) < todo.size();) try {
+            compile_pending(todo[i].second);
+          } catch (...) {
+            errors[i] = std::current_exception();
+          }
+      };
+      std::vector<std::thread> threads;
+      for (size_t t = 1; t < workers; ++t) threads.emplace_back(work);
+      work();
+      for (auto& t : threads) t.join();
+      for (const auto& e : errors)
+        if (e) std::rethrow_exception(e);
+    }
+    for (auto& [spec, p] : todo) {
+      compile_pending(p);  // none left when compiled above
+      HostKernel hk = finish_kernel(p, stats);
+      kernels_.insert_or_assign(*spec, CachedKernel(hk));
+      held.push_back(std::move(hk));
+    }
+    return held;
   }
 
   // An entry of the disk cache, else a prebuilt kernel (both counted as loaded from disk), or
@@ -243,6 +349,23 @@ class HostBackend final : public Backend {
     return hk;
   }
 
+  // A product's fused epilogue, if it has one: an elementwise kernel over the output that reads
+  // the product where it was built (Acc becomes a load of the output at its own index), applied
+  // by the gemm to each finished tile while it is in cache.
+  static std::optional<KernelSpec> epilogue_spec(const KernelSpec& k) {
+    if (!k.body || k.body->op == Op::Acc) return std::nullopt;
+    KernelSpec e;
+    e.shape = k.shape;
+    e.out_dtype = k.out_dtype;
+    e.slots = k.slots;
+    NodeRef acc_load = make(Op::Load, k.out_dtype, {}, {}, LoadArg{0, View::contiguous(k.shape)});
+    e.body = rewrite(k.body, [&](NodeRef n, const std::vector<NodeRef>& src) -> NodeRef {
+      (void)src;
+      return n->op == Op::Acc ? acc_load : nullptr;
+    });
+    return e;
+  }
+
   runtime::Step gemm_step(const KernelSpec& k, CompileStats& stats) {
     std::shared_ptr<void> epilogue_code;
     const bool has_epilogue = k.body && k.body->op != Op::Acc;
@@ -252,18 +375,7 @@ class HostBackend final : public Backend {
     auto plan = std::make_shared<cpu::GemmPlan>(
         cpu::plan_gemm(k, runtime::host_threads(), has_epilogue ? work_per_output(body_only) : 0));
     if (has_epilogue) {
-      // The fused epilogue: an elementwise kernel over the output that reads the product where
-      // it was built (Acc becomes a load of the output at its own index), applied by the gemm
-      // to each finished tile while it is in cache.
-      KernelSpec e;
-      e.shape = k.shape;
-      e.out_dtype = k.out_dtype;
-      e.slots = k.slots;
-      NodeRef acc_load = make(Op::Load, k.out_dtype, {}, {}, LoadArg{0, View::contiguous(k.shape)});
-      e.body = rewrite(k.body, [&](NodeRef n, const std::vector<NodeRef>& src) -> NodeRef {
-        (void)src;
-        return n->op == Op::Acc ? acc_load : nullptr;
-      });
+      KernelSpec e = *epilogue_spec(k);
       HostKernel ek = kernel_for(e, /*tiered=*/false, stats);
       plan->epilogue = ek.main;
       epilogue_code = ek.code;

@@ -8,9 +8,9 @@
 // the hand-written init before, other numbers), so the losses and accuracies differ from earlier
 // versions' (the epochs' orders and the dropout masks are the same).
 //
-// Measured (docs/conv.md, "The sample"): 92.40% test accuracy after the 10 epochs, past 92% after
-// epoch 7; 42.8 minutes in all (30.8 to pass 92%) on a 2-core machine shared with other builds,
-// 2 threads, 126-522 ms per step of 64 images with the load.
+// Measured (docs/conv.md, "The sample"): 92.38% test accuracy after the 10 epochs, past 92% after
+// epoch 7; 11.2 minutes in all (9.3 to pass 92%) on a 2-core machine shared with other builds,
+// 2 threads, 37-137 ms per step of 64 images with the load.
 //
 // Data: Fashion-MNIST's IDX files (Debian's dataset-fashion-mnist, installed by tools/setup-deps)
 // read with nx::load_idx: 60,000 training and 10,000 test images of 28 x 28.

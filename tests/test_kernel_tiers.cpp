@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <regex>
 #include <string>
 
@@ -66,6 +68,23 @@ TEST(KernelTiers, UpgradesSwapInTheFullTierWithTheSameBits) {
   // Every kernel compiled at the quick tier was upgraded (gemm epilogues start at the full tier).
   EXPECT_GT(tiered.upgraded, 20) << tiered.output;
   EXPECT_LE(tiered.upgraded, tiered.compiled);
+}
+
+// A short process leaves its quick tiers in the disk cache: the next run of it compiles nothing
+// (the entries were dropped at exit when the background thread had not written them yet, so
+// every run of a short program compiled all its kernels again).
+TEST(KernelTiers, AShortProcessLeavesItsKernelsInTheDiskCache) {
+  char tmpl[] = "/tmp/rune-tiers-cache-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string env =
+      std::string("RUNE_DISK_CACHE=1 RUNE_PREBUILT_KERNELS=0 RUNE_CACHE_DIR=") + tmpl;
+  ProbeRun first = probe("1", "", env), second = probe("1", "", env);
+  std::filesystem::remove_all(tmpl);
+  ASSERT_EQ(first.status, 0) << first.output;
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_GT(first.compiled, 20) << first.output;
+  EXPECT_EQ(second.compiled, 0) << second.output;
+  EXPECT_EQ(second.hashes, first.hashes);
 }
 
 // A program's kernels compiled on several threads (HostBackend::precompile) are the kernels a

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -56,15 +57,17 @@ class Upgrader {
     // Bounded: upgrades of kernels no program uses any more (evicted ones) are dropped here,
     // and quick-tier entries past kMaxWrites are not written (a later run compiles them again),
     // so a process whose shapes never repeat holds no more than its caches do.
-    std::erase_if(jobs_, [](const Upgrade& j) { return j.kernel.expired(); });
+    std::erase_if(jobs_, [](const auto& j) { return j.first.kernel.expired(); });
     if (!u.quick_object.empty() && writes_.size() < kMaxWrites)
       writes_.emplace_back(std::move(u.quick_key), std::move(u.quick_object));
-    jobs_.push_back(std::move(u));
+    jobs_.emplace_back(std::move(u), std::chrono::steady_clock::now() + kUpgradeDelay);
     wake_.notify_one();
   }
 
   void wait_idle() {
     std::unique_lock lock(mu_);
+    hurry_ = true;  // the upgrades queued so far start now, without their delay
+    wake_.notify_all();
     idle_.wait(lock, [&] { return (jobs_.empty() && writes_.empty() && !busy_) || stopping_; });
   }
 
@@ -80,19 +83,24 @@ class Upgrader {
     return *u;
   }
 
-  // Cancels the compile in progress (its passes left are skipped), drops the queue and joins
-  // the thread; later pushes are ignored.
+  // Cancels the compile in progress (its passes left are skipped), drops the upgrades queued
+  // and joins the thread; later pushes are ignored. The quick tiers' cache entries still queued
+  // are written here, on the exiting thread: each costs a write and an fsync, and without them a
+  // short process (one that exits before the thread reached them) left its kernels out of the
+  // cache, so every later run of it compiled them all again.
   void stop() {
+    std::deque<std::pair<std::string, std::string>> pending;
     {
       std::lock_guard lock(mu_);
       stopping_ = true;
       jobs_.clear();
-      writes_.clear();
+      pending.swap(writes_);
     }
     cancel_.store(true);
     wake_.notify_all();
     idle_.notify_all();
     if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+    for (const auto& [key, object] : pending) DiskCache::instance().put(key, object);
   }
 
  private:
@@ -111,7 +119,17 @@ class Upgrader {
           write = std::move(writes_.front());
           writes_.pop_front();
         } else {
-          u = std::move(jobs_.front());
+          // An upgrade starts kUpgradeDelay after its kernel was compiled: a process that is
+          // over by then (a script, a test, a short sample run) exits without compiling a full
+          // tier it would not have used, nor waiting at exit for one in progress. A program
+          // that keeps running gets every upgrade after that delay (V8 and the JVM tier up hot
+          // code the same way, by use).
+          const auto due = jobs_.front().second;
+          if (!hurry_ && std::chrono::steady_clock::now() < due) {
+            wake_.wait_until(lock, due, [&] { return stopping_ || hurry_; });
+            continue;
+          }
+          u = std::move(jobs_.front().first);
           jobs_.pop_front();
         }
         busy_ = true;
@@ -156,11 +174,13 @@ class Upgrader {
   }
 
   static constexpr size_t kMaxWrites = 64;
+  static constexpr std::chrono::milliseconds kUpgradeDelay{250};
   std::mutex mu_;
   std::condition_variable wake_, idle_;
-  std::deque<Upgrade> jobs_;
-  std::deque<std::pair<std::string, std::string>> writes_;  // (key, object)
+  std::deque<std::pair<Upgrade, std::chrono::steady_clock::time_point>> jobs_;  // (job, due)
+  std::deque<std::pair<std::string, std::string>> writes_;                      // (key, object)
   bool started_ = false, stopping_ = false, busy_ = false;
+  bool hurry_ = false;  // wait_for_upgrades was called: no more delays
   std::atomic<bool> cancel_{false};
   std::atomic<size_t> installed_{0};
   std::thread thread_;

@@ -1,7 +1,8 @@
 // Tiered host kernels (issue 42). A kernel the disk cache lacks is compiled at the quick tier
 // (cpu::Tier::Quick, about a tenth of the full tier's compile time) and runs at once; its
 // full-tier build is queued here and compiled by one background thread at the lowest CPU
-// priority, written to the disk cache (later processes load the full tier), and swapped in:
+// priority, from 250 ms after it was queued (a process over by then compiles none), written
+// to the disk cache (later processes load the full tier), and swapped in:
 // every program step running the kernel reads its entry point through the TieredKernel
 // (runtime::Step::live_entry), so the launch after the swap runs the full tier. Both tiers give
 // the same bits (cpu::Tier), so a swap, even between a two-phase reduction's two steps, changes

@@ -7,8 +7,10 @@
 // tiled plan, codegen/plan.h) against cuBLAS's sgemm (dlopen, bench/cublas_sgemm.h) in the
 // same run, with rune's results up to 2^31 FLOP checked bit for bit against the host's, (g) the
 // tf32 and bf16 matmul precisions at 4096^2 (rune's tensor-core plan) against cuBLAS's cublasGemmEx
-// with the matching fast compute type. Prints one line each and exits 0 with "no CUDA device" where
-// there is none.
+// with the matching fast compute type, (h) the 3x3 convolution of bench/bench_conv.cpp forward and
+// forward + both gradients (rune::jit of nx::conv) against cuDNN's (dlopen, bench/cudnn_conv.h),
+// with the largest difference from cuDNN's y, dx, dk. Prints one line each and exits 0 with "no
+// CUDA device" where there is none.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "bench/cublas_sgemm.h"
+#include "bench/cudnn_conv.h"
 #include "bench/mlp_784_step.h"
 #include "runtime/cuda/cub_sort.h"
 #include "runtime/gpu/context.h"
@@ -218,6 +221,88 @@ int main(int argc, char** argv) {
           "%.2f TFLOP/s%s), max diff from highest %.3g of %.3g\n",
           p, static_cast<long long>(d), rune_us, tflops, cublas_us / rune_us, cublas_us,
           2.0 * d * d * d / cublas_us / 1e6, rc ? ", cuBLAS FAILED" : "", diff, mag);
+    }
+  }
+
+  // The 3x3 convolution of bench/bench_conv.cpp (32 images, 64 -> 64 channels, 32 x 32, SAME,
+  // float32, NCHW and OIHW), forward and forward + both gradients (of sum(conv(x, k) * dy)),
+  // rune::jit of nx::conv (an implicit GEMM, docs/conv.md) against cuDNN's forward and forward +
+  // backward data + backward filter (bench/cudnn_conv.h: fixed algorithms, FMA math) on the same
+  // device buffers, and the largest difference from cuDNN relative to cuDNN's largest magnitude.
+  // rune's gradients row also computes the loss sum(y * dy); cuDNN's computes only y, dx and dk.
+  {
+    constexpr int64_t cn = 32, cc = 64, ch = 32, cw = 32, co = 64;
+    auto ks = nx::split(nx::key(40));
+    auto k2 = nx::split(ks.second);
+    Tensor cx = nx::place(nx::randn(ks.first, nx::float32, {cn, cc, ch, cw}), dev);
+    Tensor ck = nx::place(
+        nx::randn(k2.first, nx::float32, {co, cc, 3, 3}) * std::sqrt(2.0 / (cc * 9)), dev);
+    Tensor cdy = nx::place(nx::randn(k2.second, nx::float32, {cn, co, ch, cw}), dev);
+    auto same = [] {
+      nx::ConvOptions o;
+      o.padding = "SAME";
+      return o;
+    };
+    auto conv = rune::jit([&](const Tensor& a, const Tensor& k) { return nx::conv(a, k, same()); });
+    auto conv_grads = rune::jit([&](const Tensor& a, const Tensor& k, const Tensor& dy) {
+      auto loss = [&](const std::pair<Tensor, Tensor>& ak) {
+        return nx::sum(nx::conv(ak.first, ak.second, same()) * dy);
+      };
+      auto [l, g] = rune::value_and_grad(loss, std::make_pair(a, k));
+      return std::make_tuple(l, g.first, g.second);
+    });
+    Tensor y, loss, gx, gk;
+    const double fwd_flop = 2.0 * cn * co * ch * cw * cc * 9;
+    double fwd_us = time_us(dev, 20, [&] { y = conv(cx, ck); });
+    double grads_us = time_us(dev, 20, [&] { std::tie(loss, gx, gk) = conv_grads(cx, ck, cdy); });
+    bench::CudnnConv cudnn(ctx.handle(), cn, cc, ch, cw, co, 3, 3, 1, 1);
+    if (!cudnn.ok()) {
+      std::printf("conv3x3_fwd_32x64x32x32: %9.1f us  %6.2f TFLOP/s  (cuDNN: %s)\n", fwd_us,
+                  fwd_flop / fwd_us / 1e6, cudnn.error().c_str());
+      std::printf("conv3x3_fwd_bwd_32x64x32x32: %9.1f us  (cuDNN: %s)\n", grads_us,
+                  cudnn.error().c_str());
+    } else {
+      auto ws = runtime::allocate(dev, std::max<size_t>(cudnn.workspace_bytes(), 256));
+      auto ry = runtime::allocate(dev, static_cast<size_t>(cn * co * ch * cw * 4));
+      auto rdx = runtime::allocate(dev, static_cast<size_t>(cn * cc * ch * cw * 4));
+      auto rdk = runtime::allocate(dev, static_cast<size_t>(co * cc * 9 * 4));
+      const auto* px = static_cast<const float*>(cx.impl().buffer->data);
+      const auto* pk = static_cast<const float*>(ck.impl().buffer->data);
+      const auto* pdy = static_cast<const float*>(cdy.impl().buffer->data);
+      auto* py = static_cast<float*>(ry->data);
+      auto* pdx = static_cast<float*>(rdx->data);
+      auto* pdk = static_cast<float*>(rdk->data);
+      int rc = 0;
+      double cudnn_fwd_us = time_us(dev, 20, [&] { rc |= cudnn.forward(px, pk, py, ws->data); });
+      double cudnn_grads_us = time_us(dev, 20, [&] {
+        rc |= cudnn.forward(px, pk, py, ws->data);
+        rc |= cudnn.backward_data(pk, pdy, pdx, ws->data);
+        rc |= cudnn.backward_filter(px, pdy, pdk, ws->data);
+      });
+      nx::wait(dev);
+      // The largest |rune - cuDNN| / the largest |cuDNN|, of `n` floats of a cuDNN output.
+      auto rel = [&](const Tensor& got, const void* want_dev, int64_t n) {
+        std::vector<float> want(static_cast<size_t>(n));
+        runtime::gpu::copy_to_host(ctx, want.data(), want_dev, want.size() * sizeof(float));
+        auto g = nx::to_vector<float>(got);
+        double d = 0, m = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+          d = std::max(d, static_cast<double>(std::fabs(g[i] - want[i])));
+          m = std::max(m, static_cast<double>(std::fabs(want[i])));
+        }
+        return m > 0 ? d / m : d;
+      };
+      const char* failed = rc ? ", cuDNN FAILED" : "";
+      std::printf(
+          "conv3x3_fwd_32x64x32x32: %9.1f us  %6.2f TFLOP/s  (%.2f of cuDNN: %.1f us%s), "
+          "y: max |rune - cuDNN| / max |cuDNN| = %.2e\n",
+          fwd_us, fwd_flop / fwd_us / 1e6, cudnn_fwd_us / fwd_us, cudnn_fwd_us, failed,
+          rel(y, py, cn * co * ch * cw));
+      std::printf(
+          "conv3x3_fwd_bwd_32x64x32x32: %9.1f us  (%.2f of cuDNN fwd + bwd data + bwd filter: "
+          "%.1f us%s), dx: %.2e, dk: %.2e (max |rune - cuDNN| / max |cuDNN|)\n",
+          grads_us, cudnn_grads_us / grads_us, cudnn_grads_us, failed,
+          rel(gx, pdx, cn * cc * ch * cw), rel(gk, pdk, co * cc * 9));
     }
   }
 

@@ -47,21 +47,31 @@ class Upgrader {
 
   void push(Upgrade u) {
     arm_main_thread_guard();
-    std::lock_guard lock(mu_);
-    if (stopping_) return;
-    if (!started_) {
-      started_ = true;
-      thread_ = std::thread([this] { loop(); });
-      std::atexit([] { upgrader().stop(); });
+    std::pair<std::string, std::string> write_now;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      if (!started_) {
+        started_ = true;
+        thread_ = std::thread([this] { loop(); });
+        std::atexit([] { upgrader().stop(); });
+      }
+      // Bounded: upgrades of kernels no program uses any more (evicted ones) are dropped here,
+      // and at most kMaxWrites quick-tier entries wait for the thread, so a process whose shapes
+      // never repeat holds no more than its caches do. An entry past that bound is written
+      // here, on the caller's thread (a write and an fsync), rather than dropped: a dropped
+      // entry made the next run of the program compile that kernel again.
+      std::erase_if(jobs_, [](const auto& j) { return j.first.kernel.expired(); });
+      if (!u.quick_object.empty()) {
+        if (writes_.size() < kMaxWrites)
+          writes_.emplace_back(std::move(u.quick_key), std::move(u.quick_object));
+        else
+          write_now = {std::move(u.quick_key), std::move(u.quick_object)};
+      }
+      jobs_.emplace_back(std::move(u), std::chrono::steady_clock::now() + kUpgradeDelay);
+      wake_.notify_one();
     }
-    // Bounded: upgrades of kernels no program uses any more (evicted ones) are dropped here,
-    // and quick-tier entries past kMaxWrites are not written (a later run compiles them again),
-    // so a process whose shapes never repeat holds no more than its caches do.
-    std::erase_if(jobs_, [](const auto& j) { return j.first.kernel.expired(); });
-    if (!u.quick_object.empty() && writes_.size() < kMaxWrites)
-      writes_.emplace_back(std::move(u.quick_key), std::move(u.quick_object));
-    jobs_.emplace_back(std::move(u), std::chrono::steady_clock::now() + kUpgradeDelay);
-    wake_.notify_one();
+    if (!write_now.first.empty()) DiskCache::instance().put(write_now.first, write_now.second);
   }
 
   void wait_idle() {

@@ -4,9 +4,6 @@ namespace codegen {
 
 using namespace ir;
 
-namespace {
-
-// Whether `v` addresses element k of a contiguous buffer of `shape` at index k.
 bool reads_own_index(const View& v, const Shape& shape) {
   if (v.shape != shape || v.offset != 0) return false;
   for (size_t d = 0; d < v.mask.size(); ++d)
@@ -16,6 +13,8 @@ bool reads_own_index(const View& v, const Shape& shape) {
     if (shape[d] != 1 && v.strides[d] != cs[d]) return false;
   return true;
 }
+
+namespace {
 
 // One read of an input by a kernel: whole rows (a contraction, library or attention kernel), a
 // gather (at a data-dependent index), or an elementwise load through `view` in the body (part 0) or

@@ -14,4 +14,9 @@ namespace codegen {
 // its epilogue reads anything), so no input of theirs qualifies for their own output.
 std::vector<std::vector<int>> inplace_inputs(const Schedule& s);
 
+// Whether `v` addresses element k of a contiguous buffer of `shape` at index k (unmasked, offset
+// 0; size-1 axes' strides do not matter). Also the attention pass's test that a kernel reads an
+// operand as written (codegen/schedule_attention.cpp).
+bool reads_own_index(const ir::View& v, const ir::Shape& shape);
+
 }  // namespace codegen

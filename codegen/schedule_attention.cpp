@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "codegen/inplace.h"
 #include "ir/rewrite.h"
 
 namespace codegen {
@@ -12,18 +13,6 @@ namespace codegen {
 using namespace ir;
 
 namespace {
-
-// Whether `v` addresses element k of a contiguous buffer of `shape` at index k (size-1 axes'
-// strides do not matter).
-bool reads_own_index(const View& v, const Shape& shape) {
-  if (v.shape != shape || v.offset != 0) return false;
-  for (size_t d = 0; d < v.mask.size(); ++d)
-    if (v.mask[d].first > 0 || v.mask[d].second < shape[d]) return false;
-  auto cs = contiguous_strides(shape);
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] != 1 && v.strides[d] != cs[d]) return false;
-  return true;
-}
 
 bool float_product(const KernelSpec& k) {
   if (!k.contract || k.library || k.row() || k.rbody) return false;

@@ -6,14 +6,13 @@
 // of T + 1 bytes that a rune::data loader shuffles and batches on a host thread while the step
 // runs. Issue 18's model and math, other draws and losses (docs/performance.md, "The GPT step").
 // Options: --steps N, --small (CI's: 1 layer, width 32, context 32, batch 4), --data FILE|DIR,
-// --checkpoint FILE, --sample N, --logdir DIR (TensorBoard scalars), --bench-json (a last line for
-// bench/run: the median step time), --first-step (bench/first_step.py's set-up and step times).
+// --checkpoint FILE, --sample N, --logdir DIR (TensorBoard scalars), --first-step (the set-up and
+// first step's times, for bench/first_step.py).
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -36,14 +35,14 @@ int main(int argc, char** argv) try {
   double lr = 1e-3;
   std::string path = "/usr/share/games/fortunes", logdir;
   std::string ckpt = "/tmp/rune-gpt-" + std::to_string(::getpid()) + ".safetensors";
-  bool bench_json = false, first_step = false;
+  bool first_step = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--small") {
       g.n_positions = 32, g.n_layer = 1, g.n_head = 2, g.n_embd = 32, batch = 4, warmup = 5;
       log_every = 5, lr = 3e-3;
-    } else if (a == "--bench-json" || a == "--first-step") {
-      (a == "--bench-json" ? bench_json : first_step) = true;
+    } else if (a == "--first-step") {
+      first_step = true;
     } else if (i + 1 < argc && (a == "--steps" || a == "--sample")) {
       (a == "--steps" ? steps : sample_len) = std::stoll(argv[++i]);
     } else if (i + 1 < argc && (a == "--data" || a == "--checkpoint" || a == "--logdir")) {
@@ -53,19 +52,10 @@ int main(int argc, char** argv) try {
       return 2;
     }
   }
-  std::vector<std::string> files{path};  // a directory: its files but fortune's indexes
-  if (std::filesystem::is_directory(path)) {
-    files.clear();
-    for (const auto& e : std::filesystem::directory_iterator(path))
-      if (auto n = e.path().filename().string();
-          n[0] != '.' && !n.ends_with(".dat") && !n.ends_with(".u8"))
-        files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-  }
   const int64_t T = g.n_positions;
   auto t_setup = std::chrono::steady_clock::now();  // the loader, the parameters, AdamW's state
   data::Loader<XY> loader(
-      data::from_text_files(files, T),
+      data::from_text_files(data::list_files(path, {".dat", ".u8"}), T),  // not fortune's indexes
       {.batch_size = batch, .shuffle_key = rnd::key(1234), .remainder = data::Remainder::Drop});
   // AdamW, weight decay 0.1 on the matrices.
   auto opt = optim::adamw(optim::warmup_cosine_decay(0, lr, warmup, std::max(steps, warmup + 1)),
@@ -133,9 +123,14 @@ int main(int argc, char** argv) try {
   }
   int64_t k = std::min<int64_t>(5, steps / 2);
   double first = mean(0, k), last = mean(steps - k, k);
-  std::printf("trained %lld steps in %.1f minutes; loss %.3f -> %.3f (means of %lld steps): %s\n",
-              (long long)steps, std::chrono::duration<double>(t_step - t0).count() / 60, first,
-              last, (long long)k, last < first ? "falls" : "does not fall");
+  size_t skip = std::min<size_t>(3, step_s.size() / 2);  // the median after the first 3 steps
+  std::sort(step_s.begin() + skip, step_s.end());
+  double median = step_s.empty() ? 0 : step_s[skip + (step_s.size() - skip) / 2];
+  std::printf(
+      "trained %lld steps in %.1f minutes (median step %.1f ms, %.0f tok/s); loss %.3f -> "
+      "%.3f (means of %lld steps): %s\n",
+      (long long)steps, std::chrono::duration<double>(t_step - t0).count() / 60, median * 1e3,
+      batch * T / median, first, last, (long long)k, last < first ? "falls" : "does not fall");
   if (!(last < first)) return 1;
   // Resume: load the checkpoint of step `resume_at` into a fresh tree and replay the next steps.
   if (check > 0) {
@@ -167,14 +162,6 @@ int main(int argc, char** argv) try {
     out.push_back(static_cast<char>(nx::item<int64_t>(b)));
   }
   std::printf("sample (%lld bytes, temperature 0.8):\n%s\n", (long long)sample_len, out.c_str());
-  if (bench_json && step_s.size() > 3) {  // the median over the steps after the first three
-    auto median = step_s.begin() + 3 + (step_s.size() - 3) / 2;
-    std::nth_element(step_s.begin() + 3, median, step_s.end());
-    std::printf(
-        "{\"results\": [{\"name\": \"gpt_step\", \"rune_us\": %.1f}], \"notes\": "
-        "{\"gpt_step_tokens_per_s\": \"%.0f\", \"gpt_step_loss\": \"%.3f -> %.3f\"}}\n",
-        *median * 1e6, batch * T / *median, first, last);
-  }
 } catch (const std::exception& e) {  // e.g. no text: apt-get install fortunes, or --data
   std::fprintf(stderr, "gpt: %s\n", e.what());
   return 1;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -438,6 +439,26 @@ Dataset<std::pair<nx::Tensor, nx::Tensor>> from_text_files(const std::vector<std
     what = "the text of " + std::to_string(paths.size()) + " files (" + what + ", ...)";
   return {detail::windows(api, std::move(bytes), nx::DType::UInt8, n, seq_len, stride, what),
           detail::tokens_of(std::pair<nx::Tensor, nx::Tensor>{})};
+}
+
+std::vector<std::string> list_files(const std::string& path,
+                                    const std::vector<std::string>& skip_suffixes) {
+  const std::string api = "rune::data::list_files";
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw std::invalid_argument(api + ": '" + path + "' does not exist");
+  if (!fs::is_directory(path, ec)) return {path};
+  std::vector<std::string> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(path)) {
+    std::string name = e.path().filename().string();
+    bool skip = name.starts_with(".") || !e.is_regular_file(ec);
+    for (const std::string& suffix : skip_suffixes) skip = skip || name.ends_with(suffix);
+    if (!skip) files.push_back(e.path().string());
+  }
+  if (files.empty())
+    throw std::invalid_argument(api + ": the directory '" + path + "' has no files to read");
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 Dataset<std::pair<nx::Tensor, nx::Tensor>> from_tokens(const nx::Tensor& tokens, int64_t seq_len,

@@ -177,6 +177,12 @@ Dataset<std::pair<nx::Tensor, nx::Tensor>> from_text(const std::string& path, in
 // files; nothing is inserted between them, so a window may span two files). At least one path.
 Dataset<std::pair<nx::Tensor, nx::Tensor>> from_text_files(const std::vector<std::string>& paths,
                                                            int64_t seq_len, int64_t stride = 0);
+// The files a path names, for from_text_files: a file gives itself; a directory gives its regular
+// files (links to files too) in name order, except hidden ones (".name") and names ending in one
+// of skip_suffixes (e.g. {".dat"} for an index beside each text). Raises when the path does not
+// exist or the directory has no such file.
+std::vector<std::string> list_files(const std::string& path,
+                                    const std::vector<std::string>& skip_suffixes = {});
 // The same windows over a 1-D tensor of tokens (any dtype).
 Dataset<std::pair<nx::Tensor, nx::Tensor>> from_tokens(const nx::Tensor& tokens, int64_t seq_len,
                                                        int64_t stride = 0);

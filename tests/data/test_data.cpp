@@ -618,6 +618,19 @@ TEST(DataFiles, TextWindows) {
               data::from_text_files({path, dir() + "/missing.txt"}, 4);
             }),
             "rune::data::from_text_files: cannot open '" + dir() + "/missing.txt'");
+  // A directory's files by name, without hidden files, skipped suffixes and subdirectories.
+  std::string corpus = dir() + "/corpus";
+  std::filesystem::create_directories(corpus + "/sub");
+  for (const char* name : {"b.txt", "a.txt", "a.txt.dat", ".hidden", "sub/c.txt"})
+    std::ofstream(corpus + "/" + name) << name;
+  EXPECT_EQ(data::list_files(corpus, {".dat"}),
+            (std::vector<std::string>{corpus + "/a.txt", corpus + "/b.txt"}));
+  EXPECT_EQ(data::list_files(corpus).size(), 3u);
+  EXPECT_EQ(data::list_files(path), std::vector<std::string>{path});
+  EXPECT_EQ(error_of([&] { data::list_files(corpus + "/sub", {".txt"}); }),
+            "rune::data::list_files: the directory '" + corpus + "/sub' has no files to read");
+  EXPECT_EQ(error_of([&] { data::list_files(dir() + "/missing"); }),
+            "rune::data::list_files: '" + dir() + "/missing' does not exist");
   // Tokens of another dtype.
   auto tok = data::from_tokens(nx::cast(nx::arange(10), nx::int32), 3, 2);  // (10 - 4) / 2 + 1
   EXPECT_EQ(tok.size(), 4);

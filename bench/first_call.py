@@ -5,7 +5,9 @@ cold: each run gets a fresh, empty RUNE_CACHE_DIR, so it traces, compiles (LLVM)
 kernels; warm: every run shares a cache directory filled by one untimed run first, so kernels are
 loaded from disk. Each is the median of several runs. The sample's output is checked against
 samples/training_step.expected, so a run that computed the wrong thing is not timed as a success.
-Goals: cold under 150 ms, warm under 20 ms. Prints a JSON line in bench::Report's format.
+Goals: cold under 150 ms, warm under 10 ms (issue 42: a warm process loads its kernels with
+rune's own object loader and never loads libLLVM, whose relocation alone took most of 18 ms).
+Prints a JSON line in bench::Report's format.
 
 Usage: first_call.py SAMPLE_EXE EXPECTED_FILE [RUNS]
 """
@@ -64,12 +66,12 @@ def main():
         if wrong:
             notes["first_call_output"] = f"{wrong} runs printed something other than the expected output"
         entry("first_call_process_cold", cold, 150e3)
-        entry("first_call_process_warm", warm, 20e3)
+        entry("first_call_process_warm", warm, 10e3)
     except Exception as e:  # noqa: BLE001
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"first_call_process: skipped: {reason}")
         results.append({"name": "first_call_process_cold", "skipped": reason, "goal": "rune < 150000 us"})
-        results.append({"name": "first_call_process_warm", "skipped": reason, "goal": "rune < 20000 us"})
+        results.append({"name": "first_call_process_warm", "skipped": reason, "goal": "rune < 10000 us"})
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps({"bench": "first_call", "results": results, "notes": notes}))

@@ -1,19 +1,22 @@
 # `cmake --install`: the headers under include/rune (they include each other from the root, as
-# "core/tensor.h"), the static libraries, librune_cub.so where it was built, a CMake package
+# "core/tensor.h"), the static libraries, the LLVM module librune_llvm.so (loaded with dlopen
+# on the first compile: not linked), librune_cub.so where it was built, a CMake package
 # exporting rune::rune (runeConfig.cmake, runeConfigVersion.cmake, runeTargets.cmake) and
 # rune.pc for pkg-config. The libraries are static, so the package carries their private link
-# dependencies: runeConfig.cmake finds LLVM, nlohmann_json, ZLIB, Threads (and OpenMP where
-# the host sorts use it) with find_dependency. docs/packaging.md.
+# dependencies: runeConfig.cmake finds nlohmann_json, ZLIB, Threads (and OpenMP where the host
+# sorts use it) with find_dependency; LLVM is the module's alone. docs/packaging.md.
 include(CMakePackageConfigHelpers)
 
 set(RUNE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/rune)
-set(rune_libraries rune rune_hip_check rune_gpu_check rune_codegen rune_llvm rune_lower
-                   rune_runtime rune_ir)
+set(rune_libraries rune rune_hip_check rune_gpu_check rune_codegen rune_lower rune_runtime
+                   rune_ir)
 install(TARGETS ${rune_libraries} EXPORT runeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rune)
 install(EXPORT runeTargets NAMESPACE rune:: DESTINATION ${RUNE_INSTALL_CMAKEDIR})
+# The LLVM module: found at <prefix>/lib once the build tree is gone (codegen/cpu/llvm_module.cpp).
+install(TARGETS rune_llvm LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # rune::rune in a build tree that includes rune (FetchContent, add_subdirectory) too.
 add_library(rune::rune ALIAS rune)
 
@@ -41,14 +44,14 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/runeConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/runeConfig.cmake ${PROJECT_BINARY_DIR}/runeConfigVersion.cmake
         DESTINATION ${RUNE_INSTALL_CMAKEDIR})
 
-# rune.pc: the static libraries in link order, then what they need (LLVM's shared library,
-# zlib, OpenMP, dl, pthread), all in Libs: a static library's dependencies are the consumer's
-# to link. nlohmann_json is header-only: nothing to link.
+# rune.pc: the static libraries in link order, then what they need (zlib, OpenMP, dl,
+# pthread), all in Libs: a static library's dependencies are the consumer's to link.
+# nlohmann_json is header-only: nothing to link; LLVM is linked by the module only.
 set(RUNE_PC_LIBS "")
 foreach(lib ${rune_libraries})
   string(APPEND RUNE_PC_LIBS " -l${lib}")
 endforeach()
-set(RUNE_PC_PRIVATE "-L${LLVM_LIBRARY_DIR} -lLLVM-${LLVM_VERSION_MAJOR} -lz")
+set(RUNE_PC_PRIVATE "-lz")
 if(RUNE_USES_OPENMP)
   string(APPEND RUNE_PC_PRIVATE " ${OpenMP_CXX_FLAGS}")
 endif()

@@ -127,14 +127,14 @@ DiskCache& DiskCache::prebuilt() {
   return c;
 }
 
-std::string DiskCache::path_for(const std::string& key) const {
+std::string DiskCache::path_for(const std::string& key, const char* ext) const {
   // Two independent 64-bit hashes of the key (the source and target): 128 bits of name.
-  return dir_ + "/" + hex(ir::fnv1a64(key)) + hex(ir::fnv1a64(key, 0x9e3779b97f4a7c15ull)) + ".obj";
+  return dir_ + "/" + hex(ir::fnv1a64(key)) + hex(ir::fnv1a64(key, 0x9e3779b97f4a7c15ull)) + ext;
 }
 
-std::optional<std::string> DiskCache::get(const std::string& key) {
+std::optional<std::string> DiskCache::get(const std::string& key, const char* ext) {
   if (!enabled()) return std::nullopt;
-  std::string path = path_for(key);
+  std::string path = path_for(key, ext);
   // Missing, unreadable or not a regular file: a miss. A non-regular file is left alone (it is
   // not ours to remove); the next put renames a good entry over it.
   std::optional<std::string> file = read_regular(path);
@@ -154,10 +154,10 @@ std::optional<std::string> DiskCache::get(const std::string& key) {
   return payload;
 }
 
-void DiskCache::put(const std::string& key, const std::string& data) {
+void DiskCache::put(const std::string& key, const std::string& data, const char* ext) {
   if (!enabled() || read_only_) return;
   static std::atomic<uint64_t> counter{0};
-  std::string path = path_for(key);
+  std::string path = path_for(key, ext);
   std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
   std::string blob(kMagic, 8);
   put_u64(blob, data.size());

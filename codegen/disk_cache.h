@@ -19,11 +19,13 @@ class DiskCache {
   // kernels"): read-only, in the build tree or, where that is gone, where `cmake --install` put
   // them. Disabled by RUNE_PREBUILT_KERNELS=0, or when neither directory exists.
   static DiskCache& prebuilt();
-  std::optional<std::string> get(const std::string& key);
-  void put(const std::string& key, const std::string& data);
+  // `ext` names the kind of entry: ".obj" a kernel's object; ".target" the target id
+  // remembered for a host fingerprint (codegen/cpu/host_target.h).
+  std::optional<std::string> get(const std::string& key, const char* ext = ".obj");
+  void put(const std::string& key, const std::string& data, const char* ext = ".obj");
   const std::string& dir() const { return dir_; }
   bool enabled() const { return !dir_.empty(); }
-  std::string path_for(const std::string& key) const;
+  std::string path_for(const std::string& key, const char* ext = ".obj") const;
 
  private:
   DiskCache();

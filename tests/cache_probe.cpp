@@ -1,8 +1,10 @@
 // A small program for the disk-cache test: runs a few ops, prints their results and then
 // codegen::compile_stats() as "compiled=N disk=M". With the argument "common-eager" it runs
 // common eager ops (draws, arithmetic with scalars, transcendentals, casts, fills) on shapes no
-// other test uses, the set-up of a model's parameters, instead.
+// other test uses, the set-up of a model's parameters, instead. With "llvm-maps" it runs the
+// default ops and then prints "libLLVM mapped: yes|no" (from /proc/self/maps).
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "codegen/compile.h"
@@ -28,6 +30,13 @@ int main(int argc, char** argv) {
   nx::print(nx::sum(nx::transpose(x), {1}));
   nx::print(nx::max(nx::cast(x, nx::int32), {0}));
   nx::print(nx::where(x > 3.0, x, nx::neg(x)));
+  if (argc > 1 && std::string(argv[1]) == "llvm-maps") {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    bool mapped = false;
+    while (std::getline(maps, line)) mapped = mapped || line.find("libLLVM") != std::string::npos;
+    std::printf("libLLVM mapped: %s\n", mapped ? "yes" : "no");
+  }
   auto s = codegen::compile_stats();
   std::printf("compiled=%zu disk=%zu\n", s.kernels_compiled, s.kernels_from_disk);
   return 0;

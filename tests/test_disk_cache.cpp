@@ -1,7 +1,7 @@
 // The on-disk kernel cache, across processes: a fresh directory is filled by the first run and
 // serves the second; corrupt, truncated or misplaced entries are misses that get rebuilt; an entry
 // that is not a regular file (a FIFO) is a miss that cannot block; a write that fails (a file size
-// limit) installs nothing.
+// limit) installs nothing; a warm process does not load LLVM.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -255,6 +255,24 @@ TEST_F(DiskCache, DisabledByEmptyDirectory) {
   EXPECT_EQ(out.rfind(kExpectedOutput, 0), 0u) << out;
   EXPECT_NE(out.find(" disk=0\n"), std::string::npos) << out;
   EXPECT_EQ(out.find("compiled=0 "), std::string::npos) << out;
+}
+
+// Issue 42: a process whose kernels all come from the disk cache loads them with rune's own
+// object loader and never loads LLVM (the module librune_llvm.so, and so libLLVM, stays
+// unmapped); the first process, which compiles, maps it. Same printed results.
+TEST_F(DiskCache, AWarmProcessDoesNotLoadLLVM) {
+  ProbeRun first = probe(dir_, "llvm-maps");
+  ProbeRun second = probe(dir_, "llvm-maps");
+  ASSERT_EQ(first.status, 0) << first.output;
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_GT(first.compiled, 0) << first.output;
+  EXPECT_NE(first.output.find("libLLVM mapped: yes\n"), std::string::npos) << first.output;
+  EXPECT_EQ(second.compiled, 0) << second.output;
+  EXPECT_EQ(second.disk, first.compiled) << second.output;
+  EXPECT_NE(second.output.find("libLLVM mapped: no\n"), std::string::npos) << second.output;
+  EXPECT_EQ(second.output.rfind(kExpectedOutput, 0), 0u) << second.output;
+  auto values = [](const std::string& out) { return out.substr(0, out.rfind("libLLVM")); };
+  EXPECT_EQ(values(second.output), values(first.output));
 }
 
 // The kernels built with rune (docs/packaging.md "Prebuilt kernels"): a fresh process with an

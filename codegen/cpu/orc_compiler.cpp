@@ -1,3 +1,8 @@
+// The host compiler inside rune's LLVM module (librune_llvm.so, codegen/cpu/llvm_module_api.h):
+// LLVM IR text -> optimised object code (for this CPU, no FP contraction) -> loaded into the
+// process with ORC where rune's own loader declines (codegen/cpu/object_loader.h). Only this
+// file and libLLVM are in the module; the libraries load it on their first compile
+// (codegen/cpu/llvm_module.cpp), so a process that compiles nothing never maps libLLVM.
 #include "codegen/cpu/orc_compiler.h"
 
 #include <llvm/ADT/StringMap.h>
@@ -26,7 +31,7 @@
 #include <stdexcept>
 
 #include "codegen/cpu/llvm_compat.h"
-#include "runtime/profile.h"
+#include "codegen/cpu/llvm_module_api.h"
 #include RUNE_LLVM_HOST_H
 
 namespace codegen::cpu {
@@ -82,19 +87,12 @@ struct Host {
 };
 
 Host& host() {
-  static Host* h = [] {
-    runtime::ProfileSpan span("phase", "llvm start", "CPU");
-    return new Host;
-  }();  // lives as long as the process: loaded code points into it
+  static Host* h = new Host;  // lives as long as the process: loaded code points into it
   return *h;
 }
 
-}  // namespace
-
-const std::string& target_id() { return host().id; }
-
-std::string compile_to_object(const std::string& ir, const std::string& module_name, Tier tier,
-                              const std::atomic<bool>* cancel) {
+std::string compile(const std::string& ir, const std::string& module_name, Tier tier,
+                    const std::atomic<bool>* cancel, RunePhaseHook hook) {
   Host& h = host();
   llvm::LLVMContext ctx;
   // Warnings and remarks are for compiler developers, not users: a lanes loop LLVM cannot
@@ -109,7 +107,10 @@ std::string compile_to_object(const std::string& ir, const std::string& module_n
         llvm::errs() << "\n";
       },
       nullptr);
-  std::optional<runtime::ProfileSpan> phase(std::in_place, "phase", "llvm parse", "CPU");
+  auto phase = [&](const char* name) {
+    if (hook.phase) hook.phase(hook.ctx, name);
+  };
+  phase("llvm parse");
   llvm::SMDiagnostic diag;
   auto mod = llvm::parseIR(llvm::MemoryBufferRef(ir, module_name), diag, ctx);
   if (!mod) {
@@ -122,7 +123,7 @@ std::string compile_to_object(const std::string& ir, const std::string& module_n
   llvm::raw_string_ostream vos(verr);
   if (llvm::verifyModule(*mod, &vos))
     throw std::runtime_error("rune: generated LLVM IR is invalid: " + vos.str());
-  phase.emplace("phase", "llvm optimise", "CPU");
+  phase("llvm optimise");
   auto tm = h.machine(tier);
   mod->setDataLayout(tm->createDataLayout());
   mod->setTargetTriple(h.triple);
@@ -163,7 +164,7 @@ std::string compile_to_object(const std::string& ir, const std::string& module_n
   mpm.run(*mod, mam);
   if (cancel && cancel->load()) return {};
 
-  phase.emplace("phase", "llvm codegen", "CPU");
+  phase("llvm codegen");
   llvm::SmallVector<char, 0> buf;
   llvm::raw_svector_ostream os(buf);
   llvm::legacy::PassManager pm;
@@ -173,11 +174,13 @@ std::string compile_to_object(const std::string& ir, const std::string& module_n
   return std::string(buf.data(), buf.size());
 }
 
-LoadedObject load_object(const std::string& object, const std::vector<std::string>& symbols) {
+// Loads `object` with ORC; a later load of the same first symbol replaces it.
+std::vector<void*> load(const std::string& object, const std::vector<std::string>& symbols,
+                        uint64_t* generation_out) {
   Host& h = host();
   std::lock_guard lock(h.mu);
   const std::string name = symbols.empty() ? "rune" : symbols[0];
-  // An object of this name whose last owner is going away (its deleter waits for the lock)
+  // An object of this name whose last owner is going away (its unload waits for the lock)
   // is removed now, so its symbols never clash with the new copy's.
   if (auto it = h.loaded.find(name); it != h.loaded.end()) {
     llvm::consumeError(it->second.tracker->remove());
@@ -190,7 +193,7 @@ LoadedObject load_object(const std::string& object, const std::vector<std::strin
   if (auto err = h.jit->addObjectFile(tracker, std::move(buf)))
     throw std::runtime_error("rune: cannot load compiled kernel: " +
                              llvm::toString(std::move(err)));
-  LoadedObject out;
+  std::vector<void*> out;
   for (const auto& s : symbols) {
     auto sym = h.jit->lookup(s);
     if (!sym) {
@@ -198,19 +201,85 @@ LoadedObject load_object(const std::string& object, const std::vector<std::strin
       throw std::runtime_error("rune: compiled kernel lacks " + s + ": " +
                                llvm::toString(sym.takeError()));
     }
-    out.addresses.push_back(compat::address(*sym));
+    out.push_back(compat::address(*sym));
   }
   const uint64_t generation = ++h.generation;
   h.loaded[name] = {tracker, generation};
-  out.owner = std::shared_ptr<void>(static_cast<void*>(&h), [name, generation](void*) {
-    Host& h = host();
-    std::lock_guard l(h.mu);
-    auto it = h.loaded.find(name);
-    if (it == h.loaded.end() || it->second.generation != generation) return;  // reloaded since
-    llvm::consumeError(it->second.tracker->remove());
-    h.loaded.erase(it);
-  });
+  *generation_out = generation;
   return out;
 }
 
+void unload(const std::string& name, uint64_t generation) {
+  Host& h = host();
+  std::lock_guard l(h.mu);
+  auto it = h.loaded.find(name);
+  if (it == h.loaded.end() || it->second.generation != generation) return;  // reloaded since
+  llvm::consumeError(it->second.tracker->remove());
+  h.loaded.erase(it);
+}
+
+void put(RuneLlvmSink sink, const std::string& s) { sink.write(sink.ctx, s.data(), s.size()); }
+
+// Runs `f`, turning any exception into status 1 and its message in `err`.
+template <class F>
+int guarded(RuneLlvmSink err, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    put(err, e.what());
+  } catch (...) {
+    put(err, "rune: unknown error in the LLVM module");
+  }
+  return 1;
+}
+
+const RuneLlvmApi kApi = {
+    RUNE_LLVM_MODULE_API_VERSION,
+    [](RuneLlvmSink err) {
+      return guarded(err, [] {
+        host();
+        return 0;
+      });
+    },
+    [](RuneLlvmSink out, RuneLlvmSink err) {
+      return guarded(err, [&] {
+        put(out, host().id);
+        return 0;
+      });
+    },
+    [](const char* ir, size_t ir_size, const char* module_name, int tier,
+       const std::atomic<bool>* cancel, RunePhaseHook hook, RuneLlvmSink out, RuneLlvmSink err) {
+      return guarded(err, [&] {
+        std::string obj = compile(std::string(ir, ir_size), module_name,
+                                  tier == 0 ? Tier::Quick : Tier::Full, cancel, hook);
+        if (cancel && cancel->load()) return 2;
+        put(out, obj);
+        return 0;
+      });
+    },
+    [](const char* object, size_t size, const char* const* symbols, size_t count, void** addresses,
+       uint64_t* generation, RuneLlvmSink err) {
+      return guarded(err, [&] {
+        std::vector<std::string> syms(symbols, symbols + count);
+        auto a = load(std::string(object, size), syms, generation);
+        for (size_t i = 0; i < count; ++i) addresses[i] = a[i];
+        return 0;
+      });
+    },
+    [](const char* name, uint64_t generation) {
+      try {
+        unload(name, generation);
+      } catch (...) {
+        // Unloading runs from an owner's deleter: nothing may escape it.
+      }
+    },
+};
+
+}  // namespace
+
 }  // namespace codegen::cpu
+
+extern "C" __attribute__((visibility("default"))) const RuneLlvmApi* rune_llvm_module_api(
+    int version) {
+  return version == RUNE_LLVM_MODULE_API_VERSION ? &codegen::cpu::kApi : nullptr;
+}

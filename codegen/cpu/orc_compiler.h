@@ -1,5 +1,11 @@
 // The host compiler: LLVM IR text -> optimised object code (O3 for this CPU, no FP
-// contraction) -> loaded into the process with ORC. LLVM headers stay inside codegen/cpu.
+// contraction) -> loaded into the process. LLVM itself lives in a module of its own,
+// librune_llvm.so (codegen/cpu/orc_compiler.cpp, the only user of LLVM's headers and library),
+// which codegen/cpu/llvm_module.cpp loads with dlopen on the first call that needs LLVM: a
+// compile, or target_id on a CPU no process has recorded yet. Objects are loaded by rune's own
+// loader (codegen/cpu/object_loader.h), ORC only where it declines; so a process whose kernels
+// all come from the disk cache never maps libLLVM (issue 42: a warm process starts in a few
+// milliseconds instead of relocating libLLVM first).
 #pragma once
 #include <atomic>
 #include <memory>
@@ -9,7 +15,9 @@
 namespace codegen::cpu {
 
 // Identifies the code this compiler produces (LLVM version, CPU, features): part of every
-// disk cache key, so a cache shared between machines never loads foreign code.
+// disk cache key, so a cache shared between machines never loads foreign code. LLVM computes
+// it; the disk cache remembers it under a fingerprint of this CPU and LLVM library
+// (codegen/cpu/host_target.h), so later processes on the same machine need no LLVM for it.
 const std::string& target_id();
 // How much LLVM works on a kernel (codegen/kernel_tiers.h decides which a kernel gets first):
 //   Quick: a few cleanup passes (sroa, early-cse, instcombine, simplifycfg) and the fast
@@ -30,7 +38,13 @@ struct LoadedObject {
   std::vector<void*> addresses;
   std::shared_ptr<void> owner;
 };
-// Loads an object into the process and returns the addresses of `symbols`.
+// Loads an object into the process and returns the addresses of `symbols`: with rune's own
+// loader, or with ORC where that declines (the reason is printed at DEBUG=1).
 LoadedObject load_object(const std::string& object, const std::vector<std::string>& symbols);
+// Loads with ORC only (tests compare the two loaders).
+LoadedObject load_object_with_orc(const std::string& object,
+                                  const std::vector<std::string>& symbols);
+// Whether this process has loaded the LLVM module (and so libLLVM).
+bool llvm_module_loaded();
 
 }  // namespace codegen::cpu

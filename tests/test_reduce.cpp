@@ -392,6 +392,80 @@ TEST(Reduce, SignedZeros) {
   }
 }
 
+// Float max and min keep combine's result bit for bit where the host accumulates them keyed
+// (codegen/lower/reduction_blocks.h, Lanes): the first NaN of each lane (distinct payloads, of
+// both signs, in several lanes of a row), -0 below +0, infinities, and lanes that see nothing.
+// The reductions cover one block per output, adjacent outputs grouped (columns), interleaved
+// blocks (a long row) and a row kernel (x - max(x) under rune::jit). Compared by bit pattern,
+// NaN payloads included, with the documented order's reference.
+TEST(Reduce, MaxMinKeepEachLanesFirstNaNAndSignedZeros) {
+  auto raw = [](const Tensor& y) { return nx::to_bytes(y); };
+  auto raw_of = [](DType t, const std::vector<Value>& vals) {
+    std::vector<uint8_t> out;
+    for (const Value& v : vals) {
+      uint64_t b = v.bits();
+      const auto* p = reinterpret_cast<const uint8_t*>(&b);
+      out.insert(out.end(), p, p + (t == nx::float64 ? 8 : 4));
+    }
+    return out;
+  };
+  for (DType t : {nx::float32, nx::float64}) {
+    SCOPED_TRACE(dname(t));
+    const bool d = t == nx::float64;
+    auto nan = [&](bool negative, uint64_t payload) {
+      uint64_t q = d ? 0x7ff8000000000000ULL : 0x7fc00000ULL;
+      uint64_t sign = d ? 0x8000000000000000ULL : 0x80000000ULL;
+      return bits(t, (negative ? sign : 0) | q | payload);
+    };
+    // [6, 300]: row 0 plain; row 1 NaNs in lanes 3 and 5 (the later lane's first); row 2 two
+    // NaNs in lane 2 (the first wins) and a third in lane 6; row 3 signed zeros only; row 4
+    // infinities; row 5 negative values and one negative NaN.
+    const int64_t C = 300;
+    std::vector<Value> v = data(t, 6 * C, 23);
+    auto at = [&](int64_t row, int64_t col) -> Value& { return v[row * C + col]; };
+    at(1, 3 + 8 * 20) = nan(false, 11), at(1, 5 + 8 * 2) = nan(true, 12);
+    at(2, 2 + 8 * 30) = nan(false, 21), at(2, 2 + 8 * 31) = nan(false, 22);
+    at(2, 6 + 8 * 1) = nan(true, 23);
+    for (int64_t c = 0; c < C; ++c) at(3, c) = F(t, c % 3 ? -0.0 : 0.0);
+    at(4, 17) = F(t, INFINITY), at(4, 18) = F(t, -INFINITY);
+    for (int64_t c = 0; c < C; ++c) at(5, c) = F(t, -1.0 - c);
+    at(5, 299) = nan(true, 51);
+    Tensor x = tensor(t, {6, C}, v);
+    for (R r : {R::Max, R::Min}) {
+      const Op op = r == R::Max ? Op::ReduceMax : Op::ReduceMin;
+      SCOPED_TRACE(rname(r));
+      for (const nx::Axes& axes : {nx::Axes{1}, nx::Axes{0}, nx::Axes{}}) {
+        std::vector<Value> want;
+        for (const auto& grp : groups(x.shape(), v, norm(axes, 2)))
+          want.push_back(reduce_ordered(op, t, grp));
+        EXPECT_EQ(raw(run(r, x, axes, false)), raw_of(t, want)) << axes_str(axes);
+      }
+      // Columns of 24 adjacent outputs (grouped lanes).
+      Tensor cols = nx::reshape(x, {75, 24});
+      std::vector<Value> want;
+      for (const auto& grp : groups({75, 24}, v, {0})) want.push_back(reduce_ordered(op, t, grp));
+      EXPECT_EQ(raw(run(r, cols, {0}, false)), raw_of(t, want)) << "columns";
+    }
+    // A long row: several blocks of 65536, interleaved on the host; NaNs in blocks 1 and 2.
+    std::vector<Value> long_v = data(t, 3 * kBlock + 77, 29);
+    long_v[kBlock + 5] = nan(false, 61), long_v[2 * kBlock + 3] = nan(true, 62);
+    Tensor long_x = tensor(t, {int64_t(long_v.size())}, long_v);
+    EXPECT_EQ(raw(nx::max(long_x)), raw_of(t, {reduce_ordered(Op::ReduceMax, t, long_v)}));
+    long_v[kBlock + 5] = long_v[2 * kBlock + 3] = F(t, -0.0);
+    Tensor long_z = tensor(t, {int64_t(long_v.size())}, long_v);
+    EXPECT_EQ(raw(nx::min(long_z)), raw_of(t, {reduce_ordered(Op::ReduceMin, t, long_v)}));
+    // A row kernel: the maximum is its stage, x - max its body.
+    auto shift = rune::jit([](const Tensor& a) { return a - nx::max(a, {1}, true); });
+    std::vector<Value> want;
+    auto g = groups(x.shape(), v, {1});
+    for (int64_t row = 0; row < 6; ++row) {
+      Value m = reduce_ordered(Op::ReduceMax, t, g[row]);
+      for (int64_t c = 0; c < C; ++c) want.push_back(ir::apply(Op::Sub, t, {at(row, c), m}));
+    }
+    EXPECT_EQ(raw(shift(x)), raw_of(t, want)) << "x - max(x) as a row kernel";
+  }
+}
+
 TEST(Reduce, HandValues) {
   Tensor x = tensor(nx::int32, {2, 3}, {1, 2, 3, 4, 5, 6});
   EXPECT_EQ(nx::to_vector<int64_t>(nx::sum(x)), std::vector<int64_t>{21});

@@ -97,7 +97,7 @@ class Reduction : public ReductionBlocks {
         NodeRef sb = add(mul(o, nb), blk0);
         auto together = [&] {
           NodeRef rlo = let("rlo", mul(blk0, kReduceBlock));
-          VarId acc = reg("acc", acc_type(), int64_t{L} * G, identity());
+          const Lanes acc = lanes(int64_t{L} * G);
           VarId j = var("j");
           loop(j, I(0), I(kReduceBlock / L), Loop::Serial, [&] {
             NodeRef base = add(rlo, mul(V(j), L));
@@ -106,13 +106,13 @@ class Reduction : public ReductionBlocks {
               for (int g = 0; g < G; ++g) {
                 NodeRef slot = add(I(int64_t{g} * L), V(l));
                 NodeRef r = add(base, add(I(int64_t{g} * kReduceBlock), V(l)));
-                set(acc, slot, combine(at(acc, slot), rbody_at(idx, 0, r)));
+                add_to_lane(acc, slot, rbody_at(idx, 0, r));
               }
             });
           });
           for (int g = 0; g < G; ++g) {
             std::vector<NodeRef> lane;
-            for (int q = 0; q < L; ++q) lane.push_back(at(acc, I(int64_t{g} * L + q)));
+            for (int q = 0; q < L; ++q) lane.push_back(lane_value(acc, I(int64_t{g} * L + q)));
             store(scratch, add(sb, I(g)), let("red", tree(lane)));
           }
         };
@@ -146,7 +146,7 @@ class Reduction : public ReductionBlocks {
         auto idx = unflatten(o, k_.shape);
         NodeRef rlo = let("rlo", mul(blk, kReduceBlock));
         NodeRef rhi = min(add(rlo, I(kReduceBlock)), I(R));
-        VarId acc = accumulate_block(idx, rlo, rhi, W);
+        const Lanes acc = accumulate_block(idx, rlo, rhi, W);
         VarId q = var("w");
         loop(q, I(0), I(W), p_.vector_lanes ? Loop::Vector : Loop::Unrolled, [&] {
           NodeRef red = let("red", block_result(acc, V(q), W));
@@ -186,7 +186,7 @@ class Reduction : public ReductionBlocks {
           g, first, min(ihi, whole), Loop::Serial,
           [&] {
             auto idx = idx_at(V(g));
-            VarId acc = accumulate_block(idx, I(0), I(R), W);
+            const Lanes acc = accumulate_block(idx, I(0), I(R), W);
             // Each output's tree and store, the W outputs as one loop like their lanes.
             VarId w = var("w");
             loop(w, I(0), I(W), p_.vector_lanes ? Loop::Vector : Loop::Unrolled, [&] {

@@ -1,5 +1,8 @@
 #include "codegen/lower/reduction_blocks.h"
 
+#include <bit>
+#include <cstdint>
+
 #include "codegen/core_ops.h"
 #include "ir/scalar.h"
 
@@ -20,6 +23,47 @@ NodeRef ReductionBlocks::identity() const {
   Value v = reduce_identity(rop_, acc_type());
   return is_float(v.dtype) ? b::cf(v.dtype, v.f) : b::ci(v.dtype, v.i);
 }
+namespace {
+// A float's order key (ReductionBlocks::Lanes) and back: the same flip both ways.
+NodeRef order_key(NodeRef bits) {
+  const DType t = bits->dtype;
+  const int64_t magnitude = t == DType::Int64 ? INT64_MAX : INT32_MAX;
+  return b::where(b::lt(bits, b::ci(t, 0)), b::bxor(bits, b::ci(t, magnitude)), bits);
+}
+}  // namespace
+
+ReductionBlocks::Lanes ReductionBlocks::lanes(int64_t slots) {
+  const DType t = acc_type();
+  Lanes l;
+  l.keyed = !p_.gpu && (rop_ == Op::ReduceMax || rop_ == Op::ReduceMin) &&
+            (t == DType::Float32 || t == DType::Float64);
+  l.acc = reg(l.keyed ? "first" : "acc", t, slots, identity());
+  if (l.keyed) {
+    const DType kt = t == DType::Float64 ? DType::Int64 : DType::Int32;
+    // The identity's key (-inf's or +inf's), folded here.
+    const double inf = reduce_identity(rop_, t).f;
+    int64_t bits = t == DType::Float64 ? std::bit_cast<int64_t>(inf)
+                                       : std::bit_cast<int32_t>(static_cast<float>(inf));
+    if (bits < 0) bits ^= t == DType::Float64 ? INT64_MAX : INT32_MAX;
+    l.key = reg("key", kt, slots, b::ci(kt, bits));
+  }
+  return l;
+}
+void ReductionBlocks::add_to_lane(const Lanes& l, NodeRef slot, NodeRef value) {
+  if (!l.keyed) return set(l.acc, slot, combine(at(l.acc, slot), value));
+  NodeRef v = let("v", legalize(value)), first = at(l.acc, slot), key = at(l.key, slot);
+  set(l.acc, slot, legalize(b::where(b::ne(first, first), first, v)));
+  NodeRef vk = order_key(b::bitcast(v, key->dtype));
+  set(l.key, slot,
+      legalize(make(rop_ == Op::ReduceMax ? Op::Max : Op::Min, key->dtype, {}, {key, vk})));
+}
+NodeRef ReductionBlocks::lane_value(const Lanes& l, NodeRef slot) const {
+  NodeRef first = at(l.acc, slot);
+  if (!l.keyed) return first;
+  NodeRef key = at(l.key, slot);
+  return legalize(b::where(b::ne(first, first), first, b::bitcast(order_key(key), acc_type())));
+}
+
 NodeRef ReductionBlocks::tree(const std::vector<NodeRef>& lane) const {
   static_assert(kReduceLanes == 8, "the tree is written for 8 lanes");
   NodeRef q[4];
@@ -37,10 +81,10 @@ NodeRef ReductionBlocks::rbody_at(std::vector<NodeRef> idx, int w, NodeRef r) {
   return at_index(rb_, idx, accs_);
 }
 
-VarId ReductionBlocks::accumulate_block(const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi,
-                                        int W) {
+ReductionBlocks::Lanes ReductionBlocks::accumulate_block(const std::vector<NodeRef>& idx,
+                                                         NodeRef rlo, NodeRef rhi, int W) {
   const int L = kReduceLanes;
-  VarId acc = reg("acc", acc_type(), int64_t{L} * W, identity());
+  const Lanes acc = lanes(int64_t{L} * W);
   // w: the output's offset along the last axis (null: W == 1, the output itself).
   auto update = [&](NodeRef slot, NodeRef w, NodeRef r) {
     if (kept_ && !w) {  // a row kernel's last stage also stores the kept value (rows())
@@ -48,10 +92,10 @@ VarId ReductionBlocks::accumulate_block(const std::vector<NodeRef>& idx, NodeRef
       for (NodeRef d : unflatten(r, k_.rshape)) full.push_back(d);
       NodeRef v = let("kept", at_index(kept_, full, accs_));
       store(0, add(kept_base_, r), v);
-      set(acc, slot, combine(at(acc, slot), at_index(rb_, full, accs_, {{kept_, v}})));
+      add_to_lane(acc, slot, at_index(rb_, full, accs_, {{kept_, v}}));
       return;
     }
-    set(acc, slot, combine(at(acc, slot), w ? rbody_at(idx, w, r) : rbody_at(idx, 0, r)));
+    add_to_lane(acc, slot, w ? rbody_at(idx, w, r) : rbody_at(idx, 0, r));
   };
   const Loop lanes = p_.vector_lanes ? Loop::Vector : Loop::Unrolled;
   // Lane (or tail element) `l`'s slot for each of the W outputs: one loop over w.
@@ -84,14 +128,14 @@ VarId ReductionBlocks::accumulate_block(const std::vector<NodeRef>& idx, NodeRef
   });
   return acc;
 }
-NodeRef ReductionBlocks::block_result(VarId acc, NodeRef w, int W) {
+NodeRef ReductionBlocks::block_result(const Lanes& acc, NodeRef w, int W) {
   std::vector<NodeRef> lane;
   for (int l = 0; l < kReduceLanes; ++l)
-    lane.push_back(at(acc, W == 1 ? I(l) : add(I(int64_t{l} * W), w)));
+    lane.push_back(lane_value(acc, W == 1 ? I(l) : add(I(int64_t{l} * W), w)));
   return tree(lane);
 }
 NodeRef ReductionBlocks::reduce_block(const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi) {
-  VarId acc = accumulate_block(idx, rlo, rhi, 1);
+  const Lanes acc = accumulate_block(idx, rlo, rhi, 1);
   return let("red", block_result(acc, I(0), 1));
 }
 

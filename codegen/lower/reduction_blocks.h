@@ -24,15 +24,37 @@ class ReductionBlocks : public Builder {
   NodeRef rbody_at(std::vector<NodeRef> idx, NodeRef w, NodeRef r);
   NodeRef rbody_at(std::vector<NodeRef> idx, int w, NodeRef r);
 
+  // A reduction's lane accumulators (`slots` of them) and how values enter them. Plain: one
+  // register each, updated by combine. A float maximum or minimum on the host is *keyed*: two
+  // registers a lane, with the same lane result as combine's chain, bit for bit, in fewer
+  // dependent operations per element (combine's NaN-propagating maximum with -0 below +0 is
+  // nine; a max of float32 rows ran at about half a sum's speed):
+  //  * `first` follows the values until one is NaN, then keeps it: the lane's first NaN;
+  //  * `key` is the integer maximum (minimum) of the values' order keys: a float's bits with
+  //    the magnitude bits flipped where the sign is set, which order as the floats do (-0
+  //    below +0) for every non-NaN value, and map back exactly (the flip is its own inverse).
+  // combine's chain gives the lane's first NaN when it holds one (a NaN accumulator is kept,
+  // then a NaN value taken), else its largest (smallest) value with -0 below +0, or the
+  // identity when it saw nothing; lane_value gives the same from `first` and `key`. The tree
+  // over the lanes is combine's either way, so the reduction's result has the same bits.
+  struct Lanes {
+    VarId acc = 0;  // combine's accumulators, or the keyed form's `first`
+    VarId key = 0;  // the keyed form's order keys
+    bool keyed = false;
+  };
+  Lanes lanes(int64_t slots);
+  void add_to_lane(const Lanes& l, NodeRef slot, NodeRef value);
+  NodeRef lane_value(const Lanes& l, NodeRef slot) const;
+
   // The lanes of one block [rlo, rhi) of the reduction for W adjacent outputs (W = plan.group,
   // else 1), in the documented order: lane l of output w (slot l * W + w) combines rlo + l,
   // rlo + l + 8, ... from the identity. With W > 1 each lane's W outputs step as one loop over
   // w (a vector loop when the plan's lanes are vector: the W outputs' loads are adjacent along
   // the output's last axis, so they form one vector load and one vector op per lane and step,
   // and the slots stay at constant offsets plus w, which keeps the array in registers).
-  VarId accumulate_block(const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi, int W);
+  Lanes accumulate_block(const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi, int W);
   // Output w's result of accumulate_block's lanes: the fixed tree.
-  NodeRef block_result(VarId acc, NodeRef w, int W);
+  NodeRef block_result(const Lanes& acc, NodeRef w, int W);
   // One block [rlo, rhi) of the reduction for one output: its lanes, then the fixed tree.
   NodeRef reduce_block(const std::vector<NodeRef>& idx, NodeRef rlo, NodeRef rhi);
 

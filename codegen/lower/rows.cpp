@@ -142,7 +142,7 @@ class Rows : public ReductionBlocks {
     for (size_t s = 0; s < k_.stages.size(); ++s) {
       rb_ = k_.stages[s].rbody, rop_ = k_.stages[s].reduce_op;
       const NodeRef keep = s + 1 == k_.stages.size() ? kept : nullptr;
-      VarId acc = reg("acc", acc_type(), int64_t{L} * G, identity());
+      const Lanes acc = lanes(int64_t{L} * G);
       // Element r of row g into slot g * L + lane.
       auto update = [&](int g, NodeRef lane, NodeRef r) {
         NodeRef slot = add(I(int64_t{g} * L), lane);
@@ -153,7 +153,7 @@ class Rows : public ReductionBlocks {
           store(0, add(base[g], r), v);
           reads[keep] = v;
         }
-        set(acc, slot, combine(at(acc, slot), at_index(rb_, full, accs[g], reads)));
+        add_to_lane(acc, slot, at_index(rb_, full, accs[g], reads));
       };
       VarId j = var("j");
       loop(j, I(0), I(R / L), Loop::Serial, [&] {
@@ -166,7 +166,7 @@ class Rows : public ReductionBlocks {
         for (int g = 0; g < G; ++g) update(g, I(t), I(R / L * L + t));
       for (int g = 0; g < G; ++g) {
         std::vector<NodeRef> lane;
-        for (int q = 0; q < L; ++q) lane.push_back(at(acc, I(int64_t{g} * L + q)));
+        for (int q = 0; q < L; ++q) lane.push_back(lane_value(acc, I(int64_t{g} * L + q)));
         accs[g].push_back(let("red", tree(lane)));
       }
     }

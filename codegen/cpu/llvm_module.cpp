@@ -59,7 +59,11 @@ const RuneLlvmApi* load_module() {
   const std::string path = module_path();
   const std::string head = "rune: the LLVM module " + path +
                            " (the host compiler, loaded to compile kernels) cannot be loaded: ";
-  void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_LAZY, as the executable linked with libLLVM bound it: libLLVM is not linked with
+  // BIND_NOW, and RTLD_NOW would resolve every one of its (and its dependencies') PLT slots now.
+  // RTLD_LOCAL: its symbols stay out of the global scope (another LLVM in the process, such as
+  // hiprtc's comgr, never binds to them).
+  void* h = ::dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
   if (!h) {
     const char* e = ::dlerror();
     throw std::runtime_error(head + "dlopen: " + (e ? e : "failed") +

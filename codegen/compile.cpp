@@ -102,7 +102,7 @@ std::shared_ptr<const runtime::Program> build(const std::vector<NodeRef>& roots,
   std::optional<runtime::ProfileSpan> phase(std::in_place, "phase", "schedule", device.name());
   Schedule s = schedule(roots, n_inputs, /*fuse_epilogues=*/true,
                         /*half_operands=*/device.kind != runtime::DeviceKind::CPU,
-                        /*fuse_attention=*/device.kind == runtime::DeviceKind::CPU);
+                        /*fuse_attention=*/true);
   order_for_memory(s);  // before anything reads the order: the steps, the donation rule
   phase.reset();
   if (debug_level() >= 3) {

@@ -25,13 +25,14 @@
 // way; with `row_out` it runs over shape ++ rshape (its leaves carry views over shape ++ rshape
 // and the kernel writes numel(shape) * numel(rshape) elements, row by row), else over shape.
 //
-// An attention kernel (codegen/schedule_attention.h: softmax(q k^T ...) v on the host) has
+// An attention kernel (codegen/schedule_attention.h: softmax(q k^T ...) v) has
 // `attention` set, and neither body, rbody, stages, contract nor library: the three kernels it
 // replaces, in order, each as the scheduler made it (its slots program slots): [0] the scores'
 // product S (a contraction without epilogue), [1] the row kernel writing the weights P row by
 // row from S (and other buffers: a mask), [2] P's product with v (without epilogue). S and P
 // have no buffer (their slots' numel is 0): the kernel computes them a block of query rows at a
-// time in per-thread tiles (codegen/cpu/attention.h), each element as the three kernels do.
+// time in per-thread tiles (the host: codegen/cpu/attention.h) or a block-shared tile (a GPU:
+// codegen/lower/attention.cpp), each element as the three kernels do.
 // Its shape and out_dtype are [2]'s; slots[0] is [2]'s output, then each other slot the parts
 // read, once.
 #pragma once

@@ -1,6 +1,7 @@
 // lower(kernel, plan): picks the lowering pass of the kernel's kind (codegen/lower/passes.h).
 #include "codegen/lower.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 
@@ -23,6 +24,8 @@ struct LoweringPass {
   lir::Kernel (*lower)(const KernelSpec& k, const Plan& p);
 };
 const LoweringPass kPasses[] = {
+    {"attention", [](const KernelSpec& k, const Plan&) { return k.fused_attention(); },
+     lowering::lower_attention},
     {"tiled_contraction", [](const KernelSpec& k, const Plan& p) { return k.contract && p.tiles; },
      lowering::lower_tiled_contraction},
     {"contraction", [](const KernelSpec& k, const Plan&) { return k.contract.has_value(); },
@@ -50,11 +53,12 @@ const char* lowering_pass(const KernelSpec& k, const Plan& plan) {
 void debug_print_lowered(const KernelSpec& k, const Plan& plan, const lir::Kernel& lowered,
                          const std::string& target) {
   if (debug_level() < 3) return;
-  std::string kind = k.contract  ? "contraction"
-                     : k.library ? std::string(op_name(k.library->op))
-                     : k.rbody   ? std::string(op_name(k.reduce_op))
-                     : k.row()   ? "row"
-                                 : "elementwise";
+  std::string kind = k.fused_attention() ? "attention"
+                     : k.contract        ? "contraction"
+                     : k.library         ? std::string(op_name(k.library->op))
+                     : k.rbody           ? std::string(op_name(k.reduce_op))
+                     : k.row()           ? "row"
+                                         : "elementwise";
   std::string shape;
   for (int64_t d : k.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
   std::fprintf(stderr, "rune: plan: %s for %s [%s] on %s\n", plan.str().c_str(), kind.c_str(),
@@ -67,7 +71,8 @@ void debug_print_lowered(const KernelSpec& k, const Plan& plan, const lir::Kerne
 lir::Kernel lower(const KernelSpec& k, const Plan& plan) {
   if (std::string why = validate(k, plan); !why.empty())
     throw std::logic_error("lower: plan \"" + plan.str() + "\" is not valid here: " + why);
-  if (!k.body && !k.contract && !k.library) throw std::logic_error("lower: kernel has no body");
+  if (!k.body && !k.contract && !k.library && !k.fused_attention())
+    throw std::logic_error("lower: kernel has no body");
   if (k.row() && (k.rbody || k.blocks() > 1))
     throw std::logic_error("lower: a row kernel has stages only, of one reduction block");
   // Plan parts that do not apply to this kernel's kind are ignored (codegen/plan.h).
@@ -79,6 +84,19 @@ std::vector<lir::Param> kernel_params(const KernelSpec& k) {
   size_t n = k.slots.empty() ? 1 : k.slots.size();
   std::vector<lir::Param> params(n, {ir::DType::Float32, false});
   params[0] = {k.out_dtype, true};
+  if (k.fused_attention()) {
+    // Each slot as the parts read it (their params name their own slots; the scores' and
+    // weights' slots are not the kernel's).
+    for (const KernelSpec& part : k.attention) {
+      const std::vector<lir::Param> pp = kernel_params(part);
+      for (size_t q = 1; q < part.slots.size() && q < pp.size(); ++q) {
+        auto it = std::find(k.slots.begin(), k.slots.end(), part.slots[q]);
+        if (it != k.slots.end() && it != k.slots.begin())
+          params[static_cast<size_t>(it - k.slots.begin())].dtype = pp[q].dtype;
+      }
+    }
+    return params;
+  }
   if (k.contract) {
     params.at(static_cast<size_t>(k.contract->a_param)).dtype = k.contract->a_dtype;
     params.at(static_cast<size_t>(k.contract->b_param)).dtype = k.contract->b_dtype;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "codegen/lower/attention.h"
 #include "ir/env.h"
 
 namespace codegen {
@@ -223,6 +224,43 @@ Traffic traffic(const KernelSpec& k, const Plan& plan) {
   Traffic t;
   const double outs = static_cast<double>(numel(k.shape));
   const double out_bytes = outs * static_cast<double>(itemsize(k.out_dtype));
+  if (k.fused_attention()) {
+    // The GPU attention kernel (codegen/lower/attention.cpp): per task (a batch element's block
+    // of R query rows) it reads the R rows of q once, each element of k once per group of rows
+    // of the scores' phase and each element of v once per group of the values' phase (the
+    // block-shared memory serves q, the scores and the weights); the row kernel's other loads
+    // (a mask) count once per element for each stage and for the body.
+    const KernelSpec &s = k.attention[0], &w = k.attention[1], &o = k.attention[2];
+    const Mnk sd = mnk(s), od = mnk(o);
+    const int64_t rows = gpu_attention_rows(sd.m, sd.n, sd.k, static_cast<int64_t>(w.stages.size()),
+                                            itemsize(k.out_dtype));
+    const double tasks =
+        static_cast<double>(sd.batch) * static_cast<double>(rows ? (sd.m + rows - 1) / rows : 0);
+    const double Tk = static_cast<double>(sd.n), D = static_cast<double>(sd.k),
+                 Dv = static_cast<double>(od.n), R = static_cast<double>(rows);
+    const double ia = static_cast<double>(itemsize(s.contract->a_dtype)),
+                 ib = static_cast<double>(itemsize(s.contract->b_dtype)),
+                 iv = static_cast<double>(itemsize(o.contract->b_dtype));
+    const double elems = static_cast<double>(numel(w.shape)) * Tk;
+    auto other_loads = [&](NodeRef root) {
+      double n = 0;
+      for (NodeRef x : toposort({root}))
+        if (x->op == Op::Load && w.slots[static_cast<size_t>(arg_load(x).param)] != s.slots[0])
+          n += static_cast<double>(itemsize(x->dtype));
+      return n;
+    };
+    t.flops =
+        2 * static_cast<double>(sd.batch * sd.m) * Tk * (D + Dv) + elems * arith_nodes(w.body);
+    t.global_bytes = out_bytes + tasks * R * D * ia +
+                     tasks * static_cast<double>(gpu_attention_groups(sd.n, rows)) * Tk * D * ib +
+                     tasks * static_cast<double>(gpu_attention_groups(od.n, rows)) * Dv * Tk * iv +
+                     elems * other_loads(w.body);
+    for (const RowStage& st : w.stages) {
+      t.flops += elems * (arith_nodes(st.rbody) + 1);
+      t.global_bytes += elems * other_loads(st.rbody);
+    }
+    return t;
+  }
   if (k.contract) {
     const Mnk d = mnk(k);
     const double ia = static_cast<double>(itemsize(k.contract->a_dtype)),

@@ -1085,9 +1085,10 @@ std::string describe(const KernelSpec& k) {
 Schedule schedule(const std::vector<NodeRef>& roots, int n_inputs, bool fuse_epilogues,
                   bool half_operands, bool fuse_attention) {
   Schedule s = Scheduler(roots, n_inputs, fuse_epilogues, half_operands).run();
-  // RUNE_FUSE_ATTENTION=0: attention stays three kernels (the same bits).
+  // RUNE_FUSE_ATTENTION=0: attention stays three kernels (the same bits). A GPU schedule
+  // (half_operands) fuses it into one GPU kernel.
   if (fuse_attention && ir::env::integer(ir::env::Var::FuseAttention) != 0)
-    codegen::fuse_attention(s);
+    codegen::fuse_attention(s, /*gpu=*/half_operands);
   if (debug_level() >= 3)
     for (size_t i = 0; i < s.kernels.size(); ++i) {
       const KernelSpec& k = s.kernels[i];

@@ -15,8 +15,9 @@ namespace codegen {
 // half_operands (GPU schedules): a matrix product reads float16 / bfloat16 operands directly
 // (the exact cast to float32 that nx::matmul puts before it folds into the kernel's reads) and
 // its rounding back to that dtype fuses as its epilogue; the host's gemm reads float32 only.
-// fuse_attention (host schedules): the chain q k^T -> softmax row kernel -> weights v becomes one
-// attention kernel (codegen/schedule_attention.h), unless RUNE_FUSE_ATTENTION=0.
+// fuse_attention: the chain q k^T -> softmax row kernel -> weights v becomes one attention
+// kernel (codegen/schedule_attention.h), unless RUNE_FUSE_ATTENTION=0; in a GPU schedule
+// (half_operands) one GPU kernel, where a row of its scores fits the kernel's shared tile.
 // With DEBUG >= 3 it prints one line per kernel (describe, then the slots it writes and reads).
 Schedule schedule(const std::vector<ir::NodeRef>& roots, int n_inputs, bool fuse_epilogues = false,
                   bool half_operands = false, bool fuse_attention = false);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "codegen/inplace.h"
+#include "codegen/lower/attention.h"
 #include "ir/rewrite.h"
 
 namespace codegen {
@@ -74,7 +75,7 @@ bool reads_rows_in_place(const KernelSpec& k, int slot) {
 }
 
 // The chain ending at product `o` (index into s.kernels), as {scores, weights, o}, or none.
-std::optional<std::array<int, 3>> chain_at(const Schedule& s, int o) {
+std::optional<std::array<int, 3>> chain_at(const Schedule& s, int o, bool gpu) {
   const KernelSpec& out = s.kernels[static_cast<size_t>(o)];
   if (!float_product(out) || !batched_operand(out)) return std::nullopt;
   const Contraction& oc = *out.contract;
@@ -108,6 +109,10 @@ std::optional<std::array<int, 3>> chain_at(const Schedule& s, int o) {
     if (sk.shape.size() < 2 || sk.shape.back() != tk || sa[sa.size() - 2] != tq ||
         numel(sk.shape) != rows * tk)
       continue;
+    // A GPU kernel keeps a block of rows (scores, q) in shared memory: one row must fit.
+    if (gpu && gpu_attention_rows(tq, tk, sa.back(), static_cast<int64_t>(wk.stages.size()),
+                                  itemsize(oc.dtype)) < 1)
+      continue;
     auto sr = readers_of(s, sl);
     if (std::any_of(sr.begin(), sr.end(), [&](int r) { return r != w; })) continue;
     if (!reads_rows_in_place(wk, sl)) continue;
@@ -131,9 +136,9 @@ std::optional<std::array<int, 3>> chain_at(const Schedule& s, int o) {
 
 }  // namespace
 
-void fuse_attention(Schedule& s) {
+void fuse_attention(Schedule& s, bool gpu) {
   for (int o = 0; o < static_cast<int>(s.kernels.size()); ++o) {
-    auto chain = chain_at(s, o);
+    auto chain = chain_at(s, o, gpu);
     if (!chain) continue;
     auto [si, wi, oi] = *chain;
     KernelSpec fused;

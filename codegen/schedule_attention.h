@@ -15,7 +15,10 @@ namespace codegen {
 // must read S at each element's own index (rows of S are rows of P), and P must be the
 // product's left operand as written (contiguous rows). Nothing else changes: every element
 // is computed by the same operations in the same order (codegen/cpu/attention.h).
-// The host backend runs the kernel (schedule(): fuse_attention); GPU schedules keep the three.
-void fuse_attention(Schedule& s);
+// The host backend runs the kernel as a library step (codegen/cpu/attention.h); with `gpu` (a
+// GPU schedule) it is one GPU kernel (codegen/lower/attention.cpp), made only where one query
+// row (its Tk scores, its D elements of q) fits the kernel's 44 KiB of block-shared memory
+// (gpu_attention_rows, codegen/lower/attention.h); longer rows keep the three kernels.
+void fuse_attention(Schedule& s, bool gpu = false);
 
 }  // namespace codegen

@@ -1,5 +1,7 @@
 #include "codegen/lower/builder.h"
 
+#include <stdexcept>
+
 #include "codegen/core_ops.h"
 #include "codegen/lower.h"
 #include "ir/rewrite.h"
@@ -101,6 +103,8 @@ void Builder::set(VarId r, NodeRef slot, NodeRef value) {
   emit(std::move(s));
 }
 void Builder::store(int param, NodeRef index, NodeRef value) {
+  if (auto t = shared_tiles_.find(param); t != shared_tiles_.end())
+    return set(t->second.array, b::sub(index, t->second.base), value);
   Stmt s{Stmt::Kind::Store};
   s.param = param, s.b = index, s.a = value;
   emit(std::move(s));
@@ -122,6 +126,10 @@ NodeRef Builder::at_index(NodeRef root, const std::vector<NodeRef>& idx,
       case Op::Load: {
         const auto& la = arg_load(n);
         NodeRef ok = valid_of(la.view, idx), off = offset_of(la.view, idx);
+        if (auto t = shared_tiles_.find(la.param); t != shared_tiles_.end()) {
+          if (ok->op != Op::Const) throw std::logic_error("lower: a masked read of a shared tile");
+          return at(t->second.array, b::sub(off, t->second.base));
+        }
         if (ok->op == Op::Const) return load_at(la.param, n->dtype, off);
         return b::where(ok, load_at(la.param, n->dtype, b::where(ok, off, I(0))), zero(n->dtype));
       }

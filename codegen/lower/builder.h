@@ -128,6 +128,15 @@ class Builder {
   Plan p_;
   lir::Kernel out_;
   Block* cur_ = nullptr;
+  // Params read and written through a block-shared array instead of global memory (the GPU
+  // attention kernel's tile of scores and weights, codegen/lower/attention.cpp): element i of
+  // the param is element i - base of `array`, for loads at_index writes (unmasked views only)
+  // and for store().
+  struct SharedTile {
+    VarId array;
+    NodeRef base;
+  };
+  std::map<int, SharedTile> shared_tiles_;
 };
 
 }  // namespace codegen::lowering

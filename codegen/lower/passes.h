@@ -20,5 +20,9 @@ lir::Kernel lower_contraction(const KernelSpec& k, const Plan& p);
 lir::Kernel lower_tiled_contraction(const KernelSpec& k, const Plan& p);
 // codegen/lower/library.cpp: the GPU's library calls (cumsum, sort, argsort).
 lir::Kernel lower_library_call(const KernelSpec& k, const Plan& p);
+// codegen/lower/attention.cpp: a GPU attention kernel (KernelSpec::attention) as one
+// fixed-block entry: a block per batch element and block of query rows, the scores in shared
+// memory (codegen/lower/attention.h).
+lir::Kernel lower_attention(const KernelSpec& k, const Plan& p);
 
 }  // namespace codegen::lowering

@@ -180,4 +180,7 @@ inline void expect_loaded_or_named(const SourceCompiler& c, const std::vector<st
   TEST_F(Suite, Movement) { gpu_test::expect_all_compile(compiler, gpu_test::corpus_movement()); } \
   TEST_F(Suite, TranscendentalsDecomposed) {                                                       \
     gpu_test::expect_all_compile(compiler, gpu_test::corpus_transcendentals());                    \
+  }                                                                                                \
+  TEST_F(Suite, AttentionKernels) {                                                                \
+    gpu_test::expect_all_compile(compiler, gpu_test::corpus_attention());                          \
   }

@@ -5,6 +5,7 @@
 #pragma once
 #include <vector>
 
+#include "core/attention.h"
 #include "gpu_test_util.h"
 
 namespace gpu_test {
@@ -260,6 +261,43 @@ inline std::vector<Labelled> corpus_transcendentals() {
     add_program(ks, "sum exp " + dname(t), {{t, {4, 70000}}},
                 [](auto& a) { return std::vector<Tensor>{nx::sum(nx::exp(a[0]), {1})}; });
   }
+  return ks;
+}
+
+// Attention (nx::nn::scaled_dot_product_attention), one GPU kernel each
+// (codegen/lower/attention.cpp): causal, a padding mask with Tq != Tk and a partial last block of
+// rows (1100 float32 keys: 7 rows per block), a float mask in float64, and a single head without
+// batch axes. The causal mask is a kernel of its own.
+inline std::vector<Labelled> corpus_attention() {
+  std::vector<Labelled> ks;
+  using nx::nn::AttentionOptions;
+  using nx::nn::scaled_dot_product_attention;
+  add_program(ks, "attention causal float32",
+              {{DType::Float32, {2, 4, 128, 32}},
+               {DType::Float32, {2, 4, 128, 32}},
+               {DType::Float32, {2, 4, 128, 32}}},
+              [](auto& a) {
+                return std::vector<Tensor>{scaled_dot_product_attention(
+                    a[0], a[1], a[2], AttentionOptions{.causal = true})};
+              });
+  add_program(ks, "attention padding float32",
+              {{DType::Float32, {2, 1, 300, 4}},
+               {DType::Float32, {2, 1, 1100, 4}},
+               {DType::Float32, {2, 1, 1100, 3}},
+               {DType::Bool, {2, 1, 1, 1100}}},
+              [](auto& a) {
+                return std::vector<Tensor>{
+                    scaled_dot_product_attention(a[0], a[1], a[2], AttentionOptions{.mask = a[3]})};
+              });
+  add_program(ks, "attention float mask float64",
+              {{DType::Float64, {3, 37, 16}},
+               {DType::Float64, {3, 40, 16}},
+               {DType::Float64, {3, 40, 8}},
+               {DType::Float64, {37, 40}}},
+              [](auto& a) {
+                return std::vector<Tensor>{
+                    scaled_dot_product_attention(a[0], a[1], a[2], AttentionOptions{.mask = a[3]})};
+              });
   return ks;
 }
 

@@ -50,9 +50,10 @@ inline void add_program(std::vector<Labelled>& out, const std::string& label,
     for (const auto& r : fn(ins)) roots.push_back(tr.node_of(r));
   }
   // As codegen/compile.cpp for a GPU: matrix products take their elementwise consumers as
-  // epilogues and read float16 / bfloat16 operands directly.
+  // epilogues and read float16 / bfloat16 operands directly; attention is one kernel.
   auto s = codegen::schedule(roots, static_cast<int>(args.size() + tr.captured().size()),
-                             /*fuse_epilogues=*/true, /*half_operands=*/true);
+                             /*fuse_epilogues=*/true, /*half_operands=*/true,
+                             /*fuse_attention=*/true);
   int i = 0;
   for (auto k : s.kernels) {
     for (ir::NodeRef* r : k.roots()) *r = codegen::decompose(*r);

@@ -10,6 +10,7 @@
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/gpu/c_renderer.h"
 #include "codegen/gpu/device_desc.h"
+#include "codegen/lower/attention.h"
 #include "gpu_corpus.h"
 
 namespace {
@@ -108,6 +109,44 @@ TEST(KernelReport, SoftmaxRowsAt4096x1024HaveNoSpills) {
     EXPECT_EQ(f.spill_load_bytes, 0) << arch;
     EXPECT_EQ(f.stack_bytes, 0) << arch;
     EXPECT_EQ(f.shared_bytes, 0) << arch;
+  }
+}
+
+// The attention kernel (codegen/lower/attention.cpp) at bench_attention's T = 1024 (8 batches x
+// 8 heads, D = 64, float32, not causal): blocks of 10 query rows, their 10 x 1024 scores and
+// 10 x 64 elements of q in shared memory beside the softmax stages' lane and row results (43 KiB);
+// no spills, no stack. Its line is printed for docs/gpu.md.
+TEST(KernelReport, TheAttentionKernelHasNoSpills) {
+  std::vector<gpu_test::Labelled> ks;
+  gpu_test::add_program(
+      ks, "attention",
+      {{DType::Float32, {8, 8, 1024, 64}},
+       {DType::Float32, {8, 8, 1024, 64}},
+       {DType::Float32, {8, 8, 1024, 64}}},
+      [](auto& a) {
+        return std::vector<Tensor>{nx::nn::scaled_dot_product_attention(a[0], a[1], a[2])};
+      });
+  ASSERT_EQ(ks.size(), 1u);
+  const codegen::KernelSpec& k = ks[0].k;
+  ASSERT_TRUE(k.fused_attention());
+  const auto t = codegen::traffic(
+      k, codegen::c_plan(k, codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90")));
+  EXPECT_GE(t.flops, 2.0 * 64 * 1024 * 1024 * 128);
+  if (!codegen::cuda::nvrtc_available())
+    GTEST_SKIP() << "libnvrtc not available: " << codegen::cuda::nvrtc_load_error();
+  for (const char* arch : codegen::kCheckArchs) {
+    auto r = codegen::cuda::report_kernel(k, "attention 8x8x1024x64", arch);
+    std::printf("%s: %s", arch, codegen::cuda::format_report(r).c_str());
+    ASSERT_EQ(r.functions.size(), 1u) << arch;
+    const auto& f = r.functions[0];
+    EXPECT_GT(f.registers, 0) << arch;
+    EXPECT_EQ(f.spill_store_bytes, 0) << arch;
+    EXPECT_EQ(f.spill_load_bytes, 0) << arch;
+    EXPECT_EQ(f.stack_bytes, 0) << arch;
+    // The scores and q, then per stage (max, sum) 8 lanes and 1 result for each of the 10 rows
+    // (and the arrays' 16-byte alignment): within the kernel's 44 KiB.
+    EXPECT_GE(f.shared_bytes, 10 * (1024 + 64) * 4 + 2 * (10 * 8 + 10) * 4) << arch;
+    EXPECT_LE(f.shared_bytes, codegen::kGpuAttentionSharedBytes) << arch;
   }
 }
 

@@ -202,3 +202,22 @@ TEST(CudaElementwise, VectorLoadsWhereEveryReadIsTheOutputsIndex) {
   }
   if (codegen::cuda::nvrtc_available()) expect_all_compile(ks);
 }
+
+// Attention (corpus_attention): each program's chain is one attention kernel, rendered as one
+// fixed-block entry of 256 threads with its score tile in shared memory and block barriers
+// between its phases (codegen/lower/attention.cpp).
+TEST(CudaAttention, EachProgramIsOneFixedBlockKernel) {
+  int fused = 0;
+  for (const auto& [label, k] : corpus_attention()) {
+    if (!k.fused_attention()) continue;
+    ++fused;
+    std::string src =
+        codegen::render_c(k, "k", codegen::cuda_dialect(),
+                          codegen::gpu_device_desc(runtime::DeviceKind::CUDA, "sm_90"));
+    const size_t body = src.find("// rune kernel");
+    EXPECT_NE(src.find("__launch_bounds__(256, 1) void k(", body), std::string::npos) << label;
+    EXPECT_NE(src.find("__shared__", body), std::string::npos) << label;
+    EXPECT_NE(src.find("__syncthreads()", body), std::string::npos) << label;
+  }
+  EXPECT_EQ(fused, 3);
+}

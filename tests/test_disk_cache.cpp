@@ -275,6 +275,40 @@ TEST_F(DiskCache, AWarmProcessDoesNotLoadLLVM) {
   EXPECT_EQ(values(second.output), values(first.output));
 }
 
+// The LLVM module is needed only to compile: with RUNE_LLVM_MODULE naming no file, a process
+// that must compile fails with an error naming the module's path and dlopen's reason, and a
+// process whose kernels are all in the disk cache runs as before.
+TEST_F(DiskCache, AnUnloadableLLVMModuleFailsOnlyACompile) {
+  auto run = [&](const fs::path& dir) {
+    std::string cmd =
+        "timeout 120 env DEBUG=0 RUNE_KERNEL_TIERS=0 RUNE_PREBUILT_KERNELS=0 "
+        "RUNE_LLVM_MODULE=/nonexistent/librune_llvm.so RUNE_CACHE_DIR='" +
+        dir.string() + "' '" + RUNE_CACHE_PROBE + "' 2>&1";
+    ProbeRun r;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+    int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    parse_stats(r);
+    return r;
+  };
+  ProbeRun cold = run(dir_ / "cold");
+  EXPECT_NE(cold.status, 0) << cold.output;
+  EXPECT_NE(cold.output.find("rune: the LLVM module /nonexistent/librune_llvm.so"),
+            std::string::npos)
+      << cold.output;
+  EXPECT_NE(cold.output.find("dlopen"), std::string::npos) << cold.output;
+  ProbeRun filled = probe(dir_ / "warm");  // the module found: compiles and fills the cache
+  ASSERT_EQ(filled.status, 0) << filled.output;
+  ProbeRun warm = run(dir_ / "warm");
+  EXPECT_EQ(warm.status, 0) << warm.output;
+  EXPECT_EQ(warm.output.rfind(kExpectedOutput, 0), 0u) << warm.output;
+  EXPECT_EQ(warm.compiled, 0) << warm.output;
+}
+
 // The kernels built with rune (docs/packaging.md "Prebuilt kernels"): a fresh process with an
 // empty cache runs a model's set-up of common eager ops without compiling any kernel, with the
 // same printed results as when it compiles them all (RUNE_PREBUILT_KERNELS=0).

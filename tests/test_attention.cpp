@@ -456,8 +456,8 @@ TEST(AttentionRowBlocks, KeepTheFormulasBits) {
 // Compiled on the host, attention is one attention kernel (codegen/cpu/attention.h: blocks of
 // query rows, the scores and weights in per-thread tiles): the bits of the eager formula, whose
 // scores and weights are whole buffers between separate programs, and of CPU:1 and the fake
-// CUDA:0 (three kernels there), float32 and float64, causal or not, with bool and float masks,
-// T not a multiple of the kernel's row blocks (512 KiB tiles: 1100 float32 keys take blocks of
+// CUDA:0 (one GPU kernel there: codegen/lower/attention.cpp), float32 and float64, causal or
+// not, with bool and float masks, T not a multiple of the kernel's row blocks (512 KiB tiles: 1100 float32 keys take blocks of
 // 120 rows, 700 queries 6 of them; float64 blocks of 60 rows; causal attention's blocks of 128
 // queries over 700 float64 keys take 2 of 72 rows and 56).
 TEST(AttentionFused, HasTheUnfusedBits) {

@@ -6,9 +6,10 @@
 //
 // rune's attention is a composition (docs/attention.md: the formula, causal attention in blocks of
 // 128 query rows) whose forward pass the host compiles to one attention kernel per block
-// (docs/attention.md, "The fused kernel"). --unfused sets RUNE_FUSE_ATTENTION=0 (read once per
-// process, so before anything compiles): the same program as three kernels per block, rows named
-// ..._unfused; bench/run runs both, one after the other.
+// (docs/attention.md, "The fused kernel"), and whose gradient program (dy does not depend on y)
+// to one attention gradient kernel per block ("The gradient"). --unfused sets
+// RUNE_FUSE_ATTENTION=0 (read once per process, so before anything compiles): the same programs
+// as their separate kernels, rows named ..._unfused; bench/run runs both, one after the other.
 // Usage: bench_attention [--reps N] [--only-t T] [--unfused].
 #include <cstdio>
 #include <cstdlib>

@@ -35,6 +35,17 @@
 // codegen/lower/attention.cpp), each element as the three kernels do.
 // Its shape and out_dtype are [2]'s; slots[0] is [2]'s output, then each other slot the parts
 // read, once.
+//
+// An attention gradient kernel (codegen/schedule_attention.h: the backward pass of softmax(q k^T
+// ...) v on the host) also has `attention` set, and `attention_tiles`: its parts are kernels of
+// the unfused gradient program, in the scheduler's order (the scores' product and the row kernel
+// writing the weights first, computed again, then every kernel that reads the [.., Tq, Tk]
+// values, and the products writing the values they read), each as the scheduler made it; the
+// slots of `attention_tiles` (the scores, the weights and the other per-query-row values only
+// the parts read) have no buffer: the kernel computes them a block of query rows at a time in
+// per-thread tiles (codegen/cpu/attention_gradient.h). It may write several slots: slots[0] and
+// `also_writes` (which are in `slots` too, after the slots it reads): the gradients and any
+// other value a later kernel reads. Its shape and out_dtype are slots[0]'s writer's.
 #pragma once
 #include <memory>
 #include <optional>
@@ -102,9 +113,12 @@ struct KernelSpec {
   std::vector<RowStage> stages;       // a row kernel's reductions, in order
   bool row_out = false;               // a row kernel's body runs over shape ++ rshape
   std::vector<KernelSpec> attention;  // an attention kernel's parts (scores, weights, output)
+  std::vector<int> attention_tiles;   // an attention gradient kernel's slots held in tiles
+  std::vector<int> also_writes;       // slots written besides slots[0] (also in `slots`)
 
   bool row() const { return !stages.empty(); }
-  bool fused_attention() const { return !attention.empty(); }
+  bool fused_attention() const { return !attention.empty(); }  // forward or gradient
+  bool attention_gradient() const { return !attention_tiles.empty(); }
   int64_t reduce_size() const;
   int64_t blocks() const;     // reduction blocks (1 when rshape has <= kReduceBlock elements)
   int64_t out_numel() const;  // elements written to param 0

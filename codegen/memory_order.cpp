@@ -13,6 +13,13 @@ const ir::HostFn* host_fn(const KernelSpec& k) {
   return k.library && k.library->op == ir::Op::HostCall ? k.library->host.fn.get() : nullptr;
 }
 
+// The slots kernel k writes: slots[0], and an attention gradient kernel's other outputs.
+std::vector<int> written(const KernelSpec& k) {
+  std::vector<int> w{k.slots[0]};
+  w.insert(w.end(), k.also_writes.begin(), k.also_writes.end());
+  return w;
+}
+
 // The greedy choice is myopic: when every ready kernel allocates, the tie goes to the
 // scheduler's order, which can run a kernel long before its result is read (the recomputed
 // first block of a checkpointed gradient, right after the forward pass, holding its values
@@ -34,12 +41,13 @@ void sink_allocations(std::vector<int>& order, const std::vector<std::vector<int
   std::vector<std::vector<int>> readers(temp.size()), writers(temp.size());
   for (size_t k = 0; k < n; ++k) {
     for (int r : reads[k]) readers[r].push_back(static_cast<int>(k));
-    writers[s.kernels[k].slots[0]].push_back(static_cast<int>(k));
+    for (int w : written(s.kernels[k])) writers[w].push_back(static_cast<int>(k));
   }
   for (size_t i = n; i-- > 0;) {
     const int k = order[i];
     const int w = s.kernels[k].slots[0];
-    if (!temp[w] || after[k].empty()) continue;
+    // (A kernel writing several slots stays where it is.)
+    if (!temp[w] || after[k].empty() || !s.kernels[k].also_writes.empty()) continue;
     if (const ir::HostFn* h = host_fn(s.kernels[k]);
         h && h->placement() == ir::HostFn::Placement::Early)
       continue;                // placed as early as it can run, on purpose
@@ -77,12 +85,14 @@ void order_for_memory(Schedule& s) {
   std::vector<int64_t> bytes(n_slots, 0);
   for (size_t i = 0; i < n_slots; ++i)
     if (temp[i]) bytes[i] = std::max<int64_t>(s.slots[i].numel, 1) * itemsize(s.slots[i].dtype);
-  // Per kernel: the distinct slots it reads (slots[1...], less its own output).
+  // Per kernel: the distinct slots it reads (slots[1...], less its own outputs).
   std::vector<std::vector<int>> reads(n);
   for (size_t k = 0; k < n; ++k) {
     const auto& sl = s.kernels[k].slots;
+    const std::vector<int> out = written(s.kernels[k]);
     for (size_t p = 1; p < sl.size(); ++p)
-      if (sl[p] != sl[0] && std::find(reads[k].begin(), reads[k].end(), sl[p]) == reads[k].end())
+      if (std::find(out.begin(), out.end(), sl[p]) == out.end() &&
+          std::find(reads[k].begin(), reads[k].end(), sl[p]) == reads[k].end())
         reads[k].push_back(sl[p]);
   }
   // Dependencies from the scheduler's order: per slot, its last writer and its readers since.
@@ -105,12 +115,13 @@ void order_for_memory(Schedule& s) {
         if (last_host >= 0) deps[k].push_back(last_host);
         last_host = static_cast<int>(k);
       }
-      int w = s.kernels[k].slots[0];
-      if (last_writer[w] >= 0) deps[k].push_back(last_writer[w]);
-      for (int r : readers_since[w])
-        if (r != static_cast<int>(k)) deps[k].push_back(r);
-      readers_since[w].clear();
-      last_writer[w] = static_cast<int>(k);
+      for (int w : written(s.kernels[k])) {
+        if (last_writer[w] >= 0) deps[k].push_back(last_writer[w]);
+        for (int r : readers_since[w])
+          if (r != static_cast<int>(k)) deps[k].push_back(r);
+        readers_since[w].clear();
+        last_writer[w] = static_cast<int>(k);
+      }
       std::sort(deps[k].begin(), deps[k].end());
       deps[k].erase(std::unique(deps[k].begin(), deps[k].end()), deps[k].end());
       waiting[k] = static_cast<int>(deps[k].size());
@@ -136,8 +147,8 @@ void order_for_memory(Schedule& s) {
   std::vector<bool> live(n_slots, false);
   auto gain = [&](size_t k) {  // bytes freed minus bytes allocated by running k now
     int64_t g = 0;
-    int w = s.kernels[k].slots[0];
-    if (temp[w] && !live[w]) g -= bytes[w];
+    for (int w : written(s.kernels[k]))
+      if (temp[w] && !live[w]) g -= bytes[w];
     for (int r : reads[k])
       if (temp[r] && unread[r] == 1) g += bytes[r];
     return g;
@@ -161,7 +172,7 @@ void order_for_memory(Schedule& s) {
     }
     int k = ready[best];
     ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
-    live[s.kernels[k].slots[0]] = true;
+    for (int w : written(s.kernels[k])) live[w] = true;
     for (int r : reads[k]) --unread[r];
     for (int a : after[k])
       if (--waiting[a] == 0) ready.push_back(a);

@@ -1041,6 +1041,19 @@ std::string slot_list(const std::vector<int>& slots, size_t from) {
 
 std::string describe(const KernelSpec& k) {
   std::string s;
+  if (k.attention_gradient()) {
+    // e.g. "attention gradient float32 [2, 4, 128, 32] from scores [2, 4, 128, 128]: 9 parts
+    // (5 products), 4 tiles, writes 3 slots, 5 params"
+    const size_t products = static_cast<size_t>(std::count_if(
+        k.attention.begin(), k.attention.end(), [](const KernelSpec& p) { return !!p.contract; }));
+    const size_t params = k.slots.size() - 1 - k.also_writes.size();
+    return "attention gradient " + std::string(name(k.out_dtype)) + " " + to_string(k.shape) +
+           " from scores " + to_string(k.attention[0].shape) + ": " +
+           std::to_string(k.attention.size()) + " parts (" + std::to_string(products) +
+           " products), " + std::to_string(k.attention_tiles.size()) + " tiles, writes " +
+           std::to_string(1 + k.also_writes.size()) + " slots, " + std::to_string(params) +
+           (params == 1 ? " param" : " params");
+  }
   if (k.fused_attention()) {
     // e.g. "attention float32 [2, 4, 128, 32] from scores [2, 4, 128, 128] by ReduceMax then
     // ReduceSum, 4 params, 2+7+8 ops"

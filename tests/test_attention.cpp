@@ -513,6 +513,147 @@ TEST(AttentionFused, HasTheUnfusedBits) {
     }
 }
 
+// The gradient program compiled on the host runs the backward pass as one attention gradient
+// kernel (codegen/cpu/attention_gradient.h: per batch element, blocks of query rows in order,
+// S and P computed again, dP, dS and the like in per-thread tiles, k's and v's gradients
+// continuing their fma chains over the blocks) beside the fused forward kernel: the bits of
+// the eager gradient (each op its own program, every [.., Tq, Tk] value a whole buffer), of
+// CPU:1 and of the fake CUDA:0 (the unfused kernels there), float32 and float64, causal or not,
+// bool and float masks, rows with no key, Tq not a multiple of the blocks (1 MiB of tiles per
+// block: 1100 float32 keys take blocks of 48 rows or so, 130 queries 3 of them), causal
+// attention over 300 queries (three causal blocks of 128, each its own pair of kernels).
+TEST(AttentionFusedGradient, HasTheUnfusedBits) {
+  struct F {
+    std::string name;
+    Shape qs, ks, vs;
+    bool causal;
+    std::optional<Tensor> mask;
+    bool gpu;  // also on the fake CUDA:0 (small cases: it runs compiled C on the host)
+  };
+  std::vector<double> pad(2 * 1100, 1);
+  for (int j = 900; j < 1100; ++j) pad[1100 + j] = 0;  // batch 1 sees 900 keys
+  std::vector<double> dead(2 * 9 * 11, 1);
+  for (int j = 0; j < 11; ++j) dead[(9 + 4) * 11 + j] = 0;  // batch 1, query 4: no key
+  const std::vector<F> fs = {
+      {"130 x 1100", {2, 2, 130, 4}, {2, 2, 1100, 4}, {2, 2, 1100, 5}, false, std::nullopt, false},
+      {"50 x 1100, padding",
+       {2, 1, 50, 4},
+       {2, 1, 1100, 4},
+       {2, 1, 1100, 3},
+       false,
+       nx::cast(f64({2, 1, 1, 1100}, pad), nx::bool_),
+       false},
+      {"causal 300 x 300, float mask",
+       {1, 1, 300, 4},
+       {1, 1, 300, 4},
+       {1, 1, 300, 4},
+       true,
+       f64({300, 300}, values({300, 300}, 9)),
+       false},
+      {"causal 37 x 37", {3, 37, 16}, {3, 37, 16}, {3, 37, 16}, true, std::nullopt, true},
+      {"9 x 11, a row with no key",
+       {2, 9, 3},
+       {2, 11, 3},
+       {2, 11, 2},
+       false,
+       nx::cast(f64({2, 9, 11}, dead), nx::bool_),
+       true},
+  };
+  uint64_t seed = 700;
+  for (nx::DType t : {nx::float32, nx::float64})
+    for (const F& c : fs) {
+      const std::string name = c.name + " " + std::string(ir::name(t));
+      Tensor q = nx::cast(f64(c.qs, values(c.qs, seed++)), t);
+      Tensor k = nx::cast(f64(c.ks, values(c.ks, seed++)), t);
+      Tensor v = nx::cast(f64(c.vs, values(c.vs, seed++)), t);
+      Shape ys = c.qs;
+      ys.back() = c.vs.back();
+      Tensor dy = nx::cast(f64(ys, values(ys, seed++)), t);
+      std::optional<Tensor> mask = c.mask;
+      if (mask && mask->dtype() != nx::bool_) mask = nx::cast(*mask, t);
+      auto f_on = [&](const char* d) {
+        AttentionOptions o{.causal = c.causal};
+        if (mask) o.mask = nx::place(*mask, d);
+        return [o](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dy) {
+          auto f = [&](const QKV& x) {
+            return sdpa(std::get<0>(x), std::get<1>(x), std::get<2>(x), o);
+          };
+          auto [y, ct] = rune::vjp(f, QKV{q, k, v}, dy);
+          return std::make_tuple(y, std::get<0>(ct), std::get<1>(ct), std::get<2>(ct));
+        };
+      };
+      auto all_bits = [](const std::tuple<Tensor, Tensor, Tensor, Tensor>& r) {
+        return std::vector<std::string>{bits(std::get<0>(r)), bits(std::get<1>(r)),
+                                        bits(std::get<2>(r)), bits(std::get<3>(r))};
+      };
+      const auto eager = all_bits(f_on("CPU")(q, k, v, dy));
+      EXPECT_EQ(all_bits(rune::jit(f_on("CPU"))(q, k, v, dy)), eager) << name << " compiled";
+      for (const char* d : {"CPU:1", "CUDA:0"}) {
+        if (std::string(d) == "CUDA:0" && !c.gpu) continue;
+        EXPECT_EQ(all_bits(rune::jit(f_on(d))(nx::place(q, d), nx::place(k, d), nx::place(v, d),
+                                              nx::place(dy, d))),
+                  eager)
+            << name << " compiled on " << d;
+      }
+    }
+}
+
+// A gradient whose dy depends on y, through a layer after the attention. With tanh alone the
+// backward pass still runs with the forward as one kernel (dy is the epilogue of y's product,
+// one of its parts). With a linear layer (y w) between, it cannot: the backward pass is an
+// attention gradient kernel of its own that computes S and P again (the forward's kernels, so
+// their bits), after the forward pass's kernel, which writes y and the softmax's row values
+// the backward reads. The bits of the eager gradient, CPU:1 and the fake CUDA:0, causal or not,
+// Tq not a multiple of the blocks.
+TEST(AttentionFusedGradient, ThroughALaterLayerHasTheUnfusedBits) {
+  struct F {
+    std::string name;
+    Shape qs, ks;
+    bool causal;
+    bool gpu;
+  };
+  const std::vector<F> fs = {
+      {"130 x 1100", {2, 2, 130, 4}, {2, 2, 1100, 4}, false, false},
+      {"causal 37 x 37", {3, 37, 16}, {3, 37, 16}, true, true},
+  };
+  uint64_t seed = 800;
+  for (bool linear : {false, true})
+    for (nx::DType t : {nx::float32, nx::float64})
+      for (const F& c : fs) {
+        const std::string name =
+            c.name + " " + std::string(ir::name(t)) + (linear ? " linear" : " tanh");
+        Tensor q = nx::cast(f64(c.qs, values(c.qs, seed++)), t);
+        Tensor k = nx::cast(f64(c.ks, values(c.ks, seed++)), t);
+        Tensor v = nx::cast(f64(c.ks, values(c.ks, seed++)), t);
+        Tensor r = nx::cast(f64(c.qs, values(c.qs, seed++)), t);
+        const int64_t dv = c.ks.back();
+        Tensor w = nx::cast(f64({dv, dv}, values({dv, dv}, seed++)), t);
+        auto f = [o = AttentionOptions{.causal = c.causal}, linear](
+                     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& r,
+                     const Tensor& w) {
+          return rune::grad(
+              [&](const Tensor& q, const Tensor& k, const Tensor& v) {
+                Tensor y = sdpa(q, k, v, o);
+                return nx::sum(nx::tanh(linear ? nx::matmul(y, w) : y) * r);
+              },
+              rune::argnums<0, 1, 2>)(q, k, v);
+        };
+        auto all_bits = [](const std::tuple<Tensor, Tensor, Tensor>& g) {
+          return std::vector<std::string>{bits(std::get<0>(g)), bits(std::get<1>(g)),
+                                          bits(std::get<2>(g))};
+        };
+        const auto eager = all_bits(f(q, k, v, r, w));
+        EXPECT_EQ(all_bits(rune::jit(f)(q, k, v, r, w)), eager) << name << " compiled";
+        for (const char* d : {"CPU:1", "CUDA:0"}) {
+          if (std::string(d) == "CUDA:0" && !c.gpu) continue;
+          EXPECT_EQ(all_bits(rune::jit(f)(nx::place(q, d), nx::place(k, d), nx::place(v, d),
+                                          nx::place(r, d), nx::place(w, d))),
+                    eager)
+              << name << " compiled on " << d;
+        }
+      }
+}
+
 // ---- gradients (float64, on the host) ----
 
 // rune::grad of sum(sdpa(q, k, v) * r) against central differences of the loop, for every case.

@@ -431,9 +431,10 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
       }
     }
   };
-  if (g.k == 0) {  // the empty chain: +0
-    for (int64_t i = m_lo; i < m_hi; ++i)
-      for (int64_t j = n_lo; j < n_hi; ++j) c[i * c_rs + j * c_cs] = T(0);
+  if (g.k == 0) {  // the empty chain: +0 (or the partial result, unchanged)
+    if (!g.accumulate)
+      for (int64_t i = m_lo; i < m_hi; ++i)
+        for (int64_t j = n_lo; j < n_hi; ++j) c[i * c_rs + j * c_cs] = T(0);
     finish(n_lo, n_hi);
     return;
   }
@@ -453,7 +454,7 @@ void gemm_task(const GemmPlan& g, char** bufs, int64_t task, MicroFn<T> micro) {
     int64_t nc = std::min(kNC, n_hi - jc);
     for (int64_t pc = 0; pc < g.k; pc += kKC) {
       int64_t kc = std::min(kKC, g.k - pc);
-      bool fresh = pc == 0;
+      bool fresh = pc == 0 && !g.accumulate;
       const T* b_block = b + pc * g.b_rs + jc * g.b_cs;
       const int64_t packed_from = b_in_place ? nc / NR * NR : 0;
       if (!g.b_rows.empty())

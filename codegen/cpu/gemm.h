@@ -37,6 +37,10 @@ struct GemmPlan {
   bool transposed = false;
   // Rows of the micro-tile (the default, or fewer for a product with few rows).
   int mr = 1;
+  // Each element's chain continues from the partial result stored in the output instead of
+  // starting from +0: the product is one block of k of a longer one (the attention gradient's
+  // products over the query rows, a block of rows at a time: codegen/cpu/attention_gradient.h).
+  bool accumulate = false;
   // Work split: each batch element's output is cut into m_parts x n_parts independent tasks.
   int64_t m_parts = 1, n_parts = 1;
   // A fused elementwise epilogue (an LLVM kernel over the output's flat indices that reads the

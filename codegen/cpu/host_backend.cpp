@@ -3,7 +3,8 @@
 // sorts / scans are library steps with their plans (codegen/cpu/gemm.h, sort_scan.h); a host call
 // (ir/host_fn.h) is a library step that runs its function on the calling thread; an attention
 // kernel is a library step over row blocks (codegen/cpu/attention.h) that calls the gemm and
-// its compiled row kernel.
+// its compiled row kernel; an attention gradient kernel likewise
+// (codegen/cpu/attention_gradient.h).
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -15,6 +16,7 @@
 
 #include "codegen/backend.h"
 #include "codegen/cpu/attention.h"
+#include "codegen/cpu/attention_gradient.h"
 #include "codegen/cpu/gemm.h"
 #include "codegen/cpu/kernel_upgrades.h"
 #include "codegen/cpu/orc_compiler.h"
@@ -113,7 +115,9 @@ class HostBackend final : public Backend {
   void add_steps(const Schedule& s, runtime::Program& p, CompileStats& stats) override {
     const std::vector<HostKernel> held = precompile(s, stats);
     for (const auto& k : s.kernels) {
-      if (k.fused_attention())
+      if (k.attention_gradient())
+        p.steps.push_back(attention_gradient_step(k, stats));
+      else if (k.fused_attention())
         p.steps.push_back(attention_step(k, stats));
       else if (k.contract)
         p.steps.push_back(gemm_step(k, stats));
@@ -262,9 +266,15 @@ class HostBackend final : public Backend {
   std::vector<HostKernel> precompile(const Schedule& s, CompileStats& stats) {
     std::vector<std::pair<KernelSpec, bool>> specs;  // (spec, tiered), as the steps ask
     for (const auto& k : s.kernels) {
-      if (k.fused_attention())
+      if (k.attention_gradient()) {
+        for (const KernelSpec& part : k.attention)
+          if (!part.contract)
+            specs.emplace_back(part, false);
+          else if (auto e = epilogue_spec(part))
+            specs.emplace_back(std::move(*e), false);
+      } else if (k.fused_attention()) {
         specs.emplace_back(k.attention[1], false);
-      else if (k.contract) {
+      } else if (k.contract) {
         if (auto e = epilogue_spec(k)) specs.emplace_back(std::move(*e), false);
       } else if (!k.library) {
         specs.emplace_back(k, true);
@@ -426,6 +436,48 @@ class HostBackend final : public Backend {
     st.library = cpu::run_attention;
     st.plan = std::move(plan);
     st.keep = std::move(wk.code);
+    return st;
+  }
+
+  // The attention gradient kernel: its row kernels and its products' epilogues compiled as the
+  // forward's row kernel (the full tier, unless a program compiled them tiered before), its
+  // products planned per block.
+  runtime::Step attention_gradient_step(const KernelSpec& k, CompileStats& stats) {
+    std::vector<cpu::GradientRowKernel> fns(k.attention.size());
+    auto codes = std::make_shared<std::vector<std::shared_ptr<void>>>();
+    for (size_t i = 0; i < k.attention.size(); ++i) {
+      const KernelSpec& part = k.attention[i];
+      // A row kernel, or a product's epilogue (a kernel over the product's output).
+      std::optional<KernelSpec> spec = part.contract ? epilogue_spec(part) : part;
+      if (!spec) continue;
+      HostKernel hk = kernel_for(*spec, /*tiered=*/false, stats);
+      if (hk.phase1)
+        throw std::logic_error("attention_gradient_step: a row kernel with two phases");
+      fns[i] = {hk.main, hk.live_main, work_per_output(*spec)};
+      codes->push_back(std::move(hk.code));
+    }
+    auto plan = std::make_shared<cpu::AttentionGradientPlan>(cpu::plan_attention_gradient(k, fns));
+    runtime::Step st;
+    st.kind = runtime::Step::Kind::Library;
+    // Named with its geometry: batch elements x Tq x Tk, and its parts.
+    const KernelSpec& w = k.attention[1];
+    st.name = "attention_grad_" + std::string(ir::name(k.out_dtype)) + "_" +
+              std::to_string(plan->batch) + "x" + std::to_string(plan->tq) + "x" +
+              std::to_string(numel(w.rshape)) + "_" + std::to_string(k.attention.size()) + "parts";
+    st.items = plan->tasks();
+    st.cost = plan->flops_per_task();
+    // The buffers it reads and writes, about (each once per batch element).
+    int64_t bytes = 0;
+    for (const auto& part : plan->parts)
+      if (part.role != GradientRole::RowKernel)
+        bytes +=
+            (part.gemm.m * part.gemm.k + part.gemm.k * part.gemm.n + part.gemm.m * part.gemm.n) *
+            itemsize(part.gemm.dtype);
+    st.bytes = plan->batch * bytes;
+    st.slots = k.slots;
+    st.library = cpu::run_attention_gradient;
+    st.plan = std::move(plan);
+    st.keep = std::move(codes);
     return st;
   }
 

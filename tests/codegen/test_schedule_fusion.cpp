@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "codegen/schedule.h"
@@ -756,4 +757,93 @@ TEST(ScheduleFusion, AttentionBlocksAndMasksAreAttentionKernels) {
     return std::vector<Tensor>{nx::matmul(nx::softmax(s, -1), k)};
   });
   EXPECT_EQ(count(broadcast, "attention "), 0) << testing::PrintToString(broadcast);
+}
+
+// The gradient program of attention (its vjp: y and the cotangents of q, k and v given dy, which
+// does not depend on y) on the host: the forward and backward passes are one attention gradient
+// kernel (codegen/cpu/attention_gradient.h) that holds every [.., Tq, Tk] value (S, the
+// softmax's exponentials and P, dP, dS) and the softmax's per-row values in tiles: no other
+// kernel writes a [.., Tq, Tk] value and the tiled slots have no buffer. It writes y, dq, k's
+// gradient (as dS^T q, [D, Tk], then transposed by its own kernel) and dv. The GPU keeps the
+// unfused kernels.
+TEST(ScheduleFusion, AttentionGradientIsOneKernelOnTheHost) {
+  const int64_t B = 2, H = 4, T = 128, D = 32;
+  const std::vector<Arg> args{{nx::float32, {B, H, T, D}},
+                              {nx::float32, {B, H, T, D}},
+                              {nx::float32, {B, H, T, D}},
+                              {nx::float32, {B, H, T, D}}};
+  auto vjp = [](const std::vector<Tensor>& a) {
+    using QKV = std::tuple<Tensor, Tensor, Tensor>;
+    auto f = [](const QKV& x) {
+      nx::nn::AttentionOptions o;
+      o.causal = true;
+      return nx::nn::scaled_dot_product_attention(std::get<0>(x), std::get<1>(x), std::get<2>(x),
+                                                  o);
+    };
+    auto [y, ct] = rune::vjp(f, QKV{a[0], a[1], a[2]}, a[3]);
+    return std::vector<Tensor>{y, std::get<0>(ct), std::get<1>(ct), std::get<2>(ct)};
+  };
+  const codegen::Schedule s = schedule_of(args, vjp);
+  std::vector<std::string> host;
+  for (const auto& k : s.kernels) host.push_back(codegen::describe(k));
+  EXPECT_EQ(host, (std::vector<std::string>{
+                      "elementwise bool [128, 128], 0 params, 1 ops",  // the causal mask
+                      // S, max, shift, exp, sum, P, y = P v, dP = dy v^T, dS, dq = dS k,
+                      // dS^T q, dv = P^T dy
+                      "attention gradient float32 [2, 4, 128, 32] from scores [2, 4, 128, 128]: "
+                      "12 parts (6 products), 8 tiles, writes 4 slots, 5 params",
+                      "elementwise float32 [2, 4, 128, 32], 1 param, 0 ops",  // dk = (dS^T q)^T
+                  }));
+  ASSERT_EQ(s.kernels.size(), 3u);
+  const codegen::KernelSpec& g = s.kernels[1];
+  ASSERT_TRUE(g.attention_gradient());
+  for (int slot : g.attention_tiles)
+    EXPECT_EQ(s.slots[static_cast<size_t>(slot)].numel, 0) << "tile slot " << slot;
+  EXPECT_EQ(g.also_writes.size(), 3u);
+  int wide = 0;
+  for (const auto& part : g.attention) wide += part.out_numel() == B * H * T * T;
+  EXPECT_EQ(wide, 5);  // S, exp, P, dP, dS
+  auto gpu = kernels_of(args, vjp, /*gpu=*/true);
+  EXPECT_EQ(gpu.size(), 14u);
+  for (const auto& k : gpu) EXPECT_EQ(k.rfind("attention", 0), std::string::npos) << k;
+}
+
+// Where dO depends on y through other kernels (a linear layer after the attention, as in a
+// transformer), the forward pass is one attention gradient kernel (writing y and the softmax's
+// row values) and the backward pass another, which computes S and the softmax's values again:
+// still no kernel writes a [.., Tq, Tk] value.
+TEST(ScheduleFusion, AttentionGradientThroughALinearLayerIsTwoKernels) {
+  const int64_t B = 2, H = 4, T = 128, D = 32;
+  const std::vector<Arg> args{{nx::float32, {B, H, T, D}},
+                              {nx::float32, {B, H, T, D}},
+                              {nx::float32, {B, H, T, D}},
+                              {nx::float32, {D, D}}};
+  auto grads = [](const std::vector<Tensor>& a) {
+    auto [gq, gk, gv] = rune::grad(
+        [&](const Tensor& q, const Tensor& k, const Tensor& v) {
+          nx::nn::AttentionOptions o;
+          o.causal = true;
+          return nx::sum(
+              nx::tanh(nx::matmul(nx::nn::scaled_dot_product_attention(q, k, v, o), a[3])));
+        },
+        rune::argnums<0, 1, 2>)(a[0], a[1], a[2]);
+    return std::vector<Tensor>{gq, gk, gv};
+  };
+  const codegen::Schedule s = schedule_of(args, grads);
+  std::vector<std::string> host;
+  for (const auto& k : s.kernels) host.push_back(codegen::describe(k));
+  const std::string all = testing::PrintToString(host);
+  int gradients = 0;
+  for (const auto& k : s.kernels) {
+    if (k.attention_gradient()) {
+      ++gradients;
+    } else {
+      EXPECT_NE(k.out_numel(), B * H * T * T) << codegen::describe(k) << all;
+    }
+  }
+  EXPECT_EQ(gradients, 2) << all;
+  // Every tile of both kernels has no buffer.
+  for (const auto& k : s.kernels)
+    for (int slot : k.attention_tiles)
+      EXPECT_EQ(s.slots[static_cast<size_t>(slot)].numel, 0) << "tile slot " << slot << all;
 }

@@ -9,6 +9,9 @@
 //     x.safetensors, x.npz and x.npy raise "is a FIFO, not a regular file" instead of waiting.
 //   checkpoint_child load <path> <expected message part>: nx::load raises, naming that part.
 //   checkpoint_child idle: nothing (the baseline of the memory a child takes).
+// `load` and `idle` end by printing "vmhwm_kb=N" on stdout: the peak resident memory of this
+// program since its exec (/proc/self/status VmHWM). The parent's getrusage counts the forked
+// copy of itself before the exec too, so it measured the test's own memory, not the child's.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -129,6 +132,19 @@ int fifos(const std::string& dir) {
   return ok ? 0 : 1;
 }
 
+// Prints VmHWM (kB) from /proc/self/status; returns rc.
+int with_peak_memory(int rc) {
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    long kb = -1;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+    std::fclose(f);
+    std::printf("vmhwm_kb=%ld\n", kb);
+  }
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -136,9 +152,10 @@ int main(int argc, char** argv) {
   if (what == "truncate" && argc == 4) return truncate_while_loading(argv[2], std::atof(argv[3]));
   if (what == "fifo" && argc == 3) return fifos(argv[2]);
   if (what == "load" && argc == 4)
-    return raises([&] { nx::load(argv[2]); }, {std::string("nx::load: '") + argv[2], argv[3]}) ? 0
-                                                                                               : 1;
-  if (what == "idle") return 0;
+    return with_peak_memory(
+        raises([&] { nx::load(argv[2]); }, {std::string("nx::load: '") + argv[2], argv[3]}) ? 0
+                                                                                            : 1);
+  if (what == "idle") return with_peak_memory(0);
   std::fprintf(stderr, "usage: checkpoint_child truncate|fifo|load|idle ...\n");
   return 2;
 }

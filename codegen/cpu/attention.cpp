@@ -7,6 +7,8 @@
 #include <new>
 #include <stdexcept>
 
+#include "codegen/cpu/attention_tiles.h"
+
 namespace codegen::cpu {
 
 namespace {
@@ -17,39 +19,6 @@ namespace {
 // size was measured on (1 MiB per core: all 128 queries of a causal block against 1024 keys,
 // float32; about 10% faster there than a quarter of that: docs/attention.md).
 constexpr int64_t kTileBytes = 512 * 1024;
-
-// A 64-byte aligned tile per thread (which: 0 the scores, 1 the weights), grown on demand.
-char* tile(int which, int64_t bytes) {
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<void, Free> bufs[2];
-  thread_local int64_t sizes[2] = {0, 0};
-  if (sizes[which] < bytes) {
-    const int64_t rounded = (bytes + 4095) / 4096 * 4096;
-    bufs[which].reset(std::aligned_alloc(64, static_cast<size_t>(rounded)));
-    if (!bufs[which]) throw std::bad_alloc();
-    sizes[which] = rounded;
-  }
-  return static_cast<char*>(bufs[which].get());
-}
-
-// The offsets of batch element `bi` (C order over `batch`) along per-axis strides.
-int64_t batch_offset(const ir::Shape& batch, const std::vector<int64_t>& strides, int64_t bi) {
-  int64_t off = 0;
-  for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
-    off += bi % batch[static_cast<size_t>(d)] * strides[static_cast<size_t>(d)];
-    bi /= batch[static_cast<size_t>(d)];
-  }
-  return off;
-}
-
-// `tile` as the base of a buffer whose element `first` is the tile's first: the row kernel
-// addresses rows of S and P by their index in the whole [rows, Tk] buffer it was made for.
-char* rebased(char* tile, int64_t first, int64_t itemsize) {
-  return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(tile) -
-                                 static_cast<uintptr_t>(first * itemsize));
-}
 
 // A plan of batch element 0 of kernel `part`'s product (batch strides moved out).
 GemmPlan element_plan(const KernelSpec& part, ir::Shape& batch, std::vector<int64_t>* a_batch,
@@ -125,8 +94,8 @@ AttentionPlan plan_attention(const KernelSpec& k, runtime::HostKernelFn weights,
 void run_attention(const void* plan, char** bufs, int64_t lo, int64_t hi) {
   const auto& p = *static_cast<const AttentionPlan*>(plan);
   const int64_t size = ir::itemsize(p.dtype);
-  char* s_tile = tile(0, p.rows * p.tk * size);
-  char* p_tile = tile(1, p.rows * p.tk * size);
+  char* s_tile = attention_tile(0, p.rows * p.tk * size);
+  char* p_tile = attention_tile(1, p.rows * p.tk * size);
   const runtime::HostKernelFn weights =
       p.weights_live
           ? reinterpret_cast<runtime::HostKernelFn>(p.weights_live->load(std::memory_order_acquire))
@@ -139,8 +108,8 @@ void run_attention(const void* plan, char** bufs, int64_t lo, int64_t hi) {
     const int64_t first = (bi * p.tq + r0) * p.tk;  // S's and P's element (bi, r0, 0)
     auto fill = [&](std::vector<char*>& out, const std::vector<int>& map) {
       for (size_t i = 0; i < map.size(); ++i)
-        out[i] = map[i] == AttentionPlan::kScoresTile    ? rebased(s_tile, first, size)
-                 : map[i] == AttentionPlan::kWeightsTile ? rebased(p_tile, first, size)
+        out[i] = map[i] == AttentionPlan::kScoresTile    ? rebased(s_tile, first * size)
+                 : map[i] == AttentionPlan::kWeightsTile ? rebased(p_tile, first * size)
                                                          : bufs[map[i]];
     };
     // S: rows [r0, r1) of q's element bi against all of k's, into the scores tile.

@@ -7,6 +7,8 @@
 #include <new>
 #include <stdexcept>
 
+#include "codegen/cpu/attention_tiles.h"
+
 namespace codegen::cpu {
 
 namespace {
@@ -15,42 +17,6 @@ namespace {
 // bytes per row, rounded up to the product's micro-kernel rows (the forward kernel's tiles are
 // 512 KiB each, two of them: codegen/cpu/attention.cpp).
 constexpr int64_t kBlockBytes = 1024 * 1024;
-
-// Tile `t` of this thread, 64-byte aligned, at least `bytes` long (grown on demand).
-char* tile(size_t t, int64_t bytes) {
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  thread_local std::vector<std::unique_ptr<void, Free>> bufs;
-  thread_local std::vector<int64_t> sizes;
-  if (bufs.size() <= t) {
-    bufs.resize(t + 1);
-    sizes.resize(t + 1, 0);
-  }
-  if (sizes[t] < bytes) {
-    const int64_t rounded = (std::max<int64_t>(bytes, 1) + 4095) / 4096 * 4096;
-    bufs[t].reset(std::aligned_alloc(64, static_cast<size_t>(rounded)));
-    if (!bufs[t]) throw std::bad_alloc();
-    sizes[t] = rounded;
-  }
-  return static_cast<char*>(bufs[t].get());
-}
-
-// The offset of batch element `bi` (C order over `batch`) along per-axis strides.
-int64_t batch_offset(const ir::Shape& batch, const std::vector<int64_t>& strides, int64_t bi) {
-  int64_t off = 0;
-  for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
-    off += bi % batch[static_cast<size_t>(d)] * strides[static_cast<size_t>(d)];
-    bi /= batch[static_cast<size_t>(d)];
-  }
-  return off;
-}
-
-// `tile` as the base of a buffer whose byte `first` is the tile's first: the parts address
-// the tiled slots by their index in the whole buffer they were made for.
-char* rebased(char* tile, int64_t first) {
-  return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(tile) - static_cast<uintptr_t>(first));
-}
 
 // Part `part`'s compiled kernel over the items of rows [row0, row1) (of all elements).
 void run_rows(const AttentionGradientPlan::Part& part, char** bufs, int64_t row0, int64_t row1) {
@@ -144,7 +110,8 @@ void run_attention_gradient(const void* plan, char** bufs, int64_t lo, int64_t h
   const auto& p = *static_cast<const AttentionGradientPlan*>(plan);
   const size_t n_tiles = p.tile_row_bytes.size();
   std::vector<char*> tiles(n_tiles), based(n_tiles);
-  for (size_t t = 0; t < n_tiles; ++t) tiles[t] = tile(t, p.rows * p.tile_row_bytes[t]);
+  for (size_t t = 0; t < n_tiles; ++t)
+    tiles[t] = attention_tile(kGradientFirstTile + t, p.rows * p.tile_row_bytes[t]);
   std::vector<char*> pb;
   for (int64_t bi = lo; bi < hi; ++bi)
     for (int64_t r0 = 0; r0 < p.tq; r0 += p.rows) {

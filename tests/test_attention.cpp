@@ -270,8 +270,9 @@ TEST_P(Attention, MatchesTheLoopEagerAndCompiled) {
     EXPECT_EQ(eager.shape()[eager.ndim() - 2], c.qs[c.qs.size() - 2]) << c.name;
     EXPECT_EQ(bits(rune::jit(f)(on(q), on(k), on(v))), bits(eager)) << c.name << " compiled";
     // The same bits as the textbook formula where every row has a key (torch's value).
-    if (!c.dead_rows && !c.gqa)
+    if (!c.dead_rows && !c.gqa) {
       EXPECT_EQ(bits(unfused(on(q), on(k), on(v), o)), bits(eager)) << c.name << " unfused";
+    }
   }
 }
 
@@ -422,7 +423,9 @@ TEST(AttentionRowBlocks, KeepTheFormulasBits) {
     auto f = [o](const Tensor& q, const Tensor& k, const Tensor& v) { return sdpa(q, k, v, o); };
     Tensor y = f(q, k, v);
     expect_near(c.name, y, y.shape(), reference(c, q, k, v));
-    if (!c.dead_rows) EXPECT_EQ(bits(y), bits(unfused(q, k, v, o))) << c.name;
+    if (!c.dead_rows) {
+      EXPECT_EQ(bits(y), bits(unfused(q, k, v, o))) << c.name;
+    }
     EXPECT_EQ(bits(rune::jit(f)(q, k, v)), bits(y)) << c.name << " compiled";
   }
   // Every device, compiled, and the gradients.

@@ -48,14 +48,15 @@ void parse_stats(ProbeRun& r) {
 
 // Runs the probe against `dir`. `timeout 120`: a probe that blocks (as one did on a FIFO entry)
 // fails the test instead of hanging it.
-ProbeRun probe(const fs::path& dir, const std::string& args = "",
-               const std::string& prebuilt = "0") {
+ProbeRun probe(const fs::path& dir, const std::string& args = "", const std::string& prebuilt = "0",
+               const std::string& more_env = "") {
   // RUNE_KERNEL_TIERS=0: every kernel at the full tier at once, one entry each, so the counts
   // below are exact (tiered, a background thread writes the entries: tests/test_kernel_tiers).
   // RUNE_PREBUILT_KERNELS=0 unless asked: every kernel compiled or read from `dir`.
-  std::string cmd = "timeout 120 env DEBUG=0 RUNE_KERNEL_TIERS=0 RUNE_PREBUILT_KERNELS=" +
-                    prebuilt + " RUNE_CACHE_DIR='" + dir.string() + "' RUNE_DISK_CACHE=1 '" +
-                    RUNE_CACHE_PROBE + "' " + args + " 2>&1";
+  std::string cmd =
+      "timeout 120 env DEBUG=0 RUNE_KERNEL_TIERS=0 RUNE_PREBUILT_KERNELS=" + prebuilt +
+      " RUNE_CACHE_DIR='" + dir.string() + "' RUNE_DISK_CACHE=1 " + more_env + " '" +
+      RUNE_CACHE_PROBE + "' " + args + " 2>&1";
   ProbeRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -280,20 +281,7 @@ TEST_F(DiskCache, AWarmProcessDoesNotLoadLLVM) {
 // process whose kernels are all in the disk cache runs as before.
 TEST_F(DiskCache, AnUnloadableLLVMModuleFailsOnlyACompile) {
   auto run = [&](const fs::path& dir) {
-    std::string cmd =
-        "timeout 120 env DEBUG=0 RUNE_KERNEL_TIERS=0 RUNE_PREBUILT_KERNELS=0 "
-        "RUNE_LLVM_MODULE=/nonexistent/librune_llvm.so RUNE_CACHE_DIR='" +
-        dir.string() + "' '" + RUNE_CACHE_PROBE + "' 2>&1";
-    ProbeRun r;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-    int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    parse_stats(r);
-    return r;
+    return probe(dir, "", "0", "RUNE_LLVM_MODULE=/nonexistent/librune_llvm.so");
   };
   ProbeRun cold = run(dir_ / "cold");
   EXPECT_NE(cold.status, 0) << cold.output;

@@ -30,12 +30,14 @@ struct Key {
   // A GPU program's products depend on the matmul precision (codegen/plan.h): a program built
   // under one is never reused under another. The host ignores it (always Highest here).
   MatmulPrecision precision;
+  RuntimeSizes sizes = RuntimeSizes::Fixed;
   bool operator==(const Key&) const = default;
 };
 struct KeyHash {
   size_t operator()(const Key& k) const {
     size_t h = static_cast<size_t>(k.n_inputs) * 31 + static_cast<size_t>(k.device.kind) * 64 +
-               static_cast<size_t>(k.device.index) + static_cast<size_t>(k.precision) * 7919;
+               static_cast<size_t>(k.device.index) + static_cast<size_t>(k.precision) * 7919 +
+               static_cast<size_t>(k.sizes) * 104729;
     for (auto r : k.roots) h = h * 1000003u ^ std::hash<const void*>()(r);
     return h;
   }
@@ -88,9 +90,25 @@ Backend& backend(Caches& c, runtime::DeviceKind kind) {
   return *b;
 }
 
+// A sized kernel (RuntimeSizes) is the schedule's one kernel with its descriptor as its last
+// param; anything else is a caller's error.
+void make_sized(Schedule& s, int n_inputs, RuntimeSizes sizes) {
+  if (s.kernels.size() != 1)
+    throw std::logic_error("rune::compile_sized: the op scheduled as " +
+                           std::to_string(s.kernels.size()) + " kernels, not one");
+  KernelSpec& k = s.kernels[0];
+  const bool reduce = sizes == RuntimeSizes::ReduceRows || sizes == RuntimeSizes::ReduceStrided;
+  if (k.contract || k.library || k.row() || k.fused_attention() || reduce != (k.rbody != nullptr) ||
+      (reduce && k.blocks() != 1))
+    throw std::logic_error("rune::compile_sized: the op's kernel is not of its sized kind");
+  k.sizes = sizes;
+  k.slots.push_back(n_inputs - 1);
+}
+
 // schedule -> the backend's steps -> the donation rule and the temporaries' block.
 std::shared_ptr<const runtime::Program> build(const std::vector<NodeRef>& roots, int n_inputs,
-                                              runtime::Device device, Caches& c) {
+                                              runtime::Device device, Caches& c,
+                                              RuntimeSizes sizes = RuntimeSizes::Fixed) {
   Backend& b = backend(c, device.kind);
   std::optional<runtime::ProfileSpan> span;
   if (const char* where = b.program_span())
@@ -104,6 +122,7 @@ std::shared_ptr<const runtime::Program> build(const std::vector<NodeRef>& roots,
                         /*half_operands=*/device.kind != runtime::DeviceKind::CPU,
                         /*fuse_attention=*/true);
   order_for_memory(s);  // before anything reads the order: the steps, the donation rule
+  if (sizes != RuntimeSizes::Fixed) make_sized(s, n_inputs, sizes);
   phase.reset();
   if (debug_level() >= 3) {
     std::string where = device.kind == runtime::DeviceKind::CPU ? "" : " for " + device.name();
@@ -136,12 +155,15 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
     s.replace(p, from.size(), to);
 }
 
-std::shared_ptr<const runtime::Program> compile(const std::vector<NodeRef>& roots, int n_inputs,
-                                                runtime::Device device) {
+namespace {
+std::shared_ptr<const runtime::Program> compile_keyed(const std::vector<NodeRef>& roots,
+                                                      int n_inputs, runtime::Device device,
+                                                      RuntimeSizes sizes) {
   ir::NodeUse use;  // the nodes built while compiling stay until it is done
   auto& c = caches();
   Key key{roots, n_inputs, device,
-          device.kind == runtime::DeviceKind::CPU ? MatmulPrecision::Highest : matmul_precision()};
+          device.kind == runtime::DeviceKind::CPU ? MatmulPrecision::Highest : matmul_precision(),
+          sizes};
   auto cached = [&]() -> std::shared_ptr<const runtime::Program> {
     std::lock_guard lock(c.programs_mu);
     auto it = c.programs.find(key);
@@ -150,11 +172,24 @@ std::shared_ptr<const runtime::Program> compile(const std::vector<NodeRef>& root
   if (auto p = cached()) return p;
   std::lock_guard compile(c.compile_mu);
   if (auto p = cached()) return p;
-  auto p = build(roots, n_inputs, device, c);
+  auto p = build(roots, n_inputs, device, c, sizes);
   std::lock_guard lock(c.programs_mu);
   c.programs[key] = p;
   if (++c.program_inserts % kSweepEvery == 0) erase_expired(c);
   return p;
+}
+}  // namespace
+
+std::shared_ptr<const runtime::Program> compile(const std::vector<NodeRef>& roots, int n_inputs,
+                                                runtime::Device device) {
+  return compile_keyed(roots, n_inputs, device, RuntimeSizes::Fixed);
+}
+
+std::shared_ptr<const runtime::Program> compile_sized(NodeRef root, int n_inputs,
+                                                      runtime::Device device, RuntimeSizes sizes) {
+  if (device.kind != runtime::DeviceKind::CPU || sizes == RuntimeSizes::Fixed || n_inputs < 1)
+    throw std::logic_error("rune::compile_sized: a sized kind on a host device");
+  return compile_keyed({root}, n_inputs, device, sizes);
 }
 
 void set_gpu_target_for_testing(runtime::DeviceKind kind, GpuTarget target) {

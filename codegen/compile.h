@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codegen/gpu/c_renderer.h"
+#include "codegen/kernel.h"
 #include "ir/node.h"
 #include "runtime/device.h"
 #include "runtime/program.h"
@@ -23,6 +24,12 @@ namespace codegen {
 // with the compiler's log when a GPU kernel does not compile.
 std::shared_ptr<const runtime::Program> compile(const std::vector<ir::NodeRef>& roots, int n_inputs,
                                                 runtime::Device device);
+// The program of an eager op kind that serves every shape (codegen/kernel.h RuntimeSizes,
+// core/eager_sized.h): `root` is the op over placeholder shapes; Params 0..n_inputs-2 are its
+// operands and Param n_inputs-1 its int64 descriptor, read by the kernel only. Its one kernel's
+// step has placeholder items: the caller sets each call's. The host only.
+std::shared_ptr<const runtime::Program> compile_sized(ir::NodeRef root, int n_inputs,
+                                                      runtime::Device device, RuntimeSizes sizes);
 
 struct CompileStats {
   size_t programs = 0;           // programs built for any device (memory-cache misses)

@@ -100,6 +100,24 @@ struct RowStage {
   bool operator==(const RowStage&) const = default;
 };
 
+// Where a kernel's sizes come from. Fixed: its shape, rshape and leaves' views (every kernel a
+// program's schedule makes). The others are the host kernels of eager ops that serve every shape
+// of their op kind (core/eager_sized.h): their sizes and strides are read at run time from a
+// descriptor, an int64 param after the inputs (kernel param slots.size() - 1), and their shape,
+// rshape and leaves' views are placeholders the lowering ignores (codegen/lower/sized.cpp):
+//  * ReduceRows / ReduceStrided: the reduction of an operand read as a contiguous [A, R, B]
+//    over R into a contiguous [A, B], one reduction block (R <= kReduceBlock), in the documented
+//    order; the descriptor is {R, B}; ReduceRows is B == 1 (a row's elements adjacent, so a
+//    block's lanes load as vectors). Work items: ReduceRows' A outputs; ReduceStrided's groups
+//    of 16 adjacent outputs along B, A * ceil(B / 16) of them.
+//  * Strided: an elementwise kernel writing a contiguous [d0, d1, d2, d3], each load (and index
+//    leaf) reading at sum_k i_k * stride_k; the descriptor is {d0, d1, d2, d3}, then four strides
+//    per input slot in order, then four for the kernel's index leaf; a load whose placeholder
+//    view has stride 0 or 1 has that inner stride (k = 3) as a constant. Work items: its
+//    elements (run as rows of d3).
+enum class RuntimeSizes : uint8_t { Fixed, ReduceRows, ReduceStrided, Strided };
+inline constexpr int kStridedRank = 4;
+
 struct KernelSpec {
   ir::Shape shape;
   ir::Shape rshape;
@@ -115,10 +133,12 @@ struct KernelSpec {
   std::vector<KernelSpec> attention;  // an attention kernel's parts (scores, weights, output)
   std::vector<int> attention_tiles;   // an attention gradient kernel's slots held in tiles
   std::vector<int> also_writes;       // slots written besides slots[0] (also in `slots`)
+  RuntimeSizes sizes = RuntimeSizes::Fixed;
 
   bool row() const { return !stages.empty(); }
   bool fused_attention() const { return !attention.empty(); }  // forward or gradient
   bool attention_gradient() const { return !attention_tiles.empty(); }
+  bool runtime_sizes() const { return sizes != RuntimeSizes::Fixed; }
   int64_t reduce_size() const;
   int64_t blocks() const;     // reduction blocks (1 when rshape has <= kReduceBlock elements)
   int64_t out_numel() const;  // elements written to param 0

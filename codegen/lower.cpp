@@ -24,6 +24,8 @@ struct LoweringPass {
   lir::Kernel (*lower)(const KernelSpec& k, const Plan& p);
 };
 const LoweringPass kPasses[] = {
+    {"sized", [](const KernelSpec& k, const Plan&) { return k.runtime_sizes(); },
+     lowering::lower_sized},
     {"attention", [](const KernelSpec& k, const Plan&) { return k.fused_attention(); },
      lowering::lower_attention},
     {"tiled_contraction", [](const KernelSpec& k, const Plan& p) { return k.contract && p.tiles; },
@@ -102,6 +104,7 @@ std::vector<lir::Param> kernel_params(const KernelSpec& k) {
     params.at(static_cast<size_t>(k.contract->b_param)).dtype = k.contract->b_dtype;
   }
   if (k.library) params.at(1).dtype = k.library->in_dtype;
+  if (k.runtime_sizes()) params.back().dtype = ir::DType::Int64;  // the descriptor
   for (ir::NodeRef root : k.roots())
     for (ir::NodeRef x : ir::toposort({root})) {
       // Loads, and a Gather's reads (LoadAt, codegen/schedule.cpp), give their param's dtype.

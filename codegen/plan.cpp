@@ -347,6 +347,12 @@ Plan optimise(const KernelSpec& k, const DeviceDesc& device) {
   Plan p;
   p.gpu = device.gpu;
   p.vector_lanes = !device.gpu;
+  // A sized kernel (codegen/lower/sized.cpp) has placeholder sizes: only a reduction's lanes
+  // are planned, as vectors (a row's adjacent elements, or a group's adjacent outputs).
+  if (k.runtime_sizes()) {
+    p.vector_lanes = !device.gpu && k.sizes != RuntimeSizes::Strided;
+    return p;
+  }
   if (!device.gpu && reduction(k) && k.blocks() == 1 && !k.shape.empty() && k.shape.back() >= 16) {
     // (a matmul's right operand, reduced along its rows)
     if (groups_well(k)) p.group = 16;

@@ -42,6 +42,7 @@ size_t KernelSpec::hash() const {
   for (const RowStage& st : stages)
     h = (h * 173 + std::hash<const void*>()(st.rbody)) * 179 + static_cast<size_t>(st.reduce_op);
   if (row_out) h = h * 181 + 1;
+  h = h * 197 + static_cast<size_t>(sizes);
   for (const KernelSpec& part : attention) h = h * 193 + part.hash();
   return h ^ (static_cast<size_t>(reduce_op) << 3) ^ static_cast<size_t>(out_dtype);
 }

@@ -11,6 +11,7 @@
 #include "codegen/plan.h"
 #include "core/check.h"
 #include "core/donation.h"
+#include "core/eager_sized.h"
 #include "core/interpreter.h"
 #include "core/ops.h"
 #include "ir/debug.h"
@@ -119,6 +120,13 @@ void fingerprint(Fingerprint& f, ir::Op op, DType out, const Shape& shape,
   }
   f.hash = ir::hash_words(v);
 }
+
+// An eager op's program for one shape, and the descriptor its sized kernel reads (core/
+// eager_sized.h: bound after the operands), if it has one.
+struct EagerProgram {
+  std::shared_ptr<const runtime::Program> program;
+  Tensor descriptor;
+};
 
 // A thread's one-op programs by fingerprint: at most eager_cache_size() of them, the least
 // recently used evicted first, so a process whose shapes vary keeps a bounded set (the
@@ -370,7 +378,7 @@ class Eager final : public Interpreter {
   // queued on CPU:n's or a GPU's stream, where a failed operand poisons the result).
   Tensor run_program(ir::Op op, DType out, const Shape& shape, const std::vector<Tensor>& srcs,
                      const ir::Arg& arg, Device device) {
-    thread_local ProgramLru<runtime::Program> programs;
+    thread_local ProgramLru<EagerProgram> programs;
     thread_local Fingerprint fp;
     fingerprint(fp, op, out, shape, srcs, arg);
     // A GPU's products depend on the matmul precision (nx::set_matmul_precision): part of the
@@ -382,28 +390,36 @@ class Eager final : public Interpreter {
     fp.hash = ir::hash_combine(fp.hash, dev);
     const auto* found = programs.find(fp);
     if (!found) {
-      std::shared_ptr<const runtime::Program> built =
-          flat_program(op, out, shape, srcs, arg, dev, device);
-      if (!built) {
+      auto built = std::make_shared<EagerProgram>();
+      built->program = flat_program(op, out, shape, srcs, arg, dev, device);
+      if (!built->program) {
+        if (auto sized = detail::sized_op(op, out, shape, srcs, arg, device)) {
+          built->program = sized_program(*sized, op, out, shape, srcs, arg, dev, device);
+          if (built->program) built->descriptor = detail::sized_descriptor(*sized, device);
+        }
+      }
+      if (!built->program) {
         ir::NodeUse use;
-        built = codegen::compile({one_op_root(op, out, shape, srcs, arg)},
-                                 static_cast<int>(srcs.size()), device);
+        built->program = codegen::compile({one_op_root(op, out, shape, srcs, arg)},
+                                          static_cast<int>(srcs.size()), device);
       }
       found = &programs.insert(fp, std::move(built));
       ir::maybe_collect_nodes();
     }
-    const auto program = *found;  // a copy: the cache may evict it while it runs
+    // Copies: the cache may evict the entry while the program runs.
+    const auto program = (*found)->program;
+    const Tensor descriptor = (*found)->descriptor;
     const runtime::Launcher& launcher = program->launcher();
-    constexpr size_t kSmall = 4;
+    constexpr size_t kSmall = 5;
     char* ptr_small[kSmall];
     const std::shared_ptr<runtime::Poison>* poison_small[kSmall];
     std::vector<char*> ptr_big;
     std::vector<const std::shared_ptr<runtime::Poison>*> poison_big;
     char** ptrs = ptr_small;
     const std::shared_ptr<runtime::Poison>** poisons = poison_small;
-    if (srcs.size() > kSmall) {
-      ptr_big.resize(srcs.size());
-      poison_big.resize(srcs.size());
+    if (srcs.size() + 1 > kSmall) {
+      ptr_big.resize(srcs.size() + 1);
+      poison_big.resize(srcs.size() + 1);
       ptrs = ptr_big.data();
       poisons = poison_big.data();
     }
@@ -418,15 +434,22 @@ class Eager final : public Interpreter {
       ptrs[i] = static_cast<char*>(im.buffer->data) + im.view.offset * ir::itemsize(im.dtype);
       poisons[i] = &im.poison;
     }
+    // A sized kernel's descriptor is its last input (core/eager_sized.h); it is never poisoned.
+    if (descriptor.defined())
+      ptrs[srcs.size()] = static_cast<char*>(descriptor.impl().buffer->data);
     runtime::BufferRef lent = donated_buffer(op, out, shape, srcs);
     runtime::Call call;
     call.inputs = ptrs;
-    call.n = srcs.size();
+    call.n = srcs.size() + (descriptor.defined() ? 1 : 0);
     call.reuse = lent ? &lent : nullptr;
     call.poisons = poisons;
     call.n_poisons = srcs.size();
     // The operands stay alive until a deferred call ran (CPU:n).
-    if (launcher.defers_calls()) call.keep = std::make_shared<const std::vector<Tensor>>(srcs);
+    if (launcher.defers_calls()) {
+      auto keep = std::make_shared<std::vector<Tensor>>(srcs);
+      if (descriptor.defined()) keep->push_back(descriptor);
+      call.keep = std::move(keep);
+    }
     auto launched = launcher.call(program, call);
     return make_concrete(out, std::move(launched.outputs[0]), ir::View::contiguous(shape), device,
                          std::move(launched.poison));
@@ -453,6 +476,23 @@ class Eager final : public Interpreter {
       found = &flat_programs.insert(key, std::move(built));
     }
     return flat_program_for(**found, ir::numel(shape), out);
+  }
+
+  // This shape's copy of the op kind's sized program (core/eager_sized.h: compiled at the
+  // kind's first shape), or null.
+  static std::shared_ptr<const runtime::Program> sized_program(
+      const detail::SizedOp& sized, ir::Op op, DType out, const Shape& shape,
+      const std::vector<Tensor>& srcs, const ir::Arg& arg, int64_t dev, Device device) {
+    thread_local ProgramLru<runtime::Program> kinds;
+    thread_local Fingerprint key;
+    key.v.clear();
+    detail::push_sized_key(key.v, sized, op, out, srcs, arg);
+    key.v.push_back(dev);
+    key.hash = ir::hash_words(key.v);
+    const auto* found = kinds.find(key);
+    if (!found)
+      found = &kinds.insert(key, detail::compile_sized_kind(sized, op, out, srcs, arg, device));
+    return detail::sized_program_for(**found, sized, out, ir::numel(shape));
   }
 
   // A host scalar (0-d, or broadcast with all strides 0) as a one-element tensor on `device`

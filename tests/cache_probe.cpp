@@ -1,8 +1,9 @@
 // A small program for the disk-cache test: runs a few ops, prints their results and then
 // codegen::compile_stats() as "compiled=N disk=M". With the argument "common-eager" it runs
-// common eager ops (draws, arithmetic with scalars, transcendentals, casts, fills) on shapes no
-// other test uses, the set-up of a model's parameters, instead. With "llvm-maps" it runs the
-// default ops and then prints "libLLVM mapped: yes|no" (from /proc/self/maps).
+// common eager ops (draws, arithmetic with scalars, transcendentals, casts, fills, reductions,
+// broadcasts, a transposed copy) on shapes no other test uses, the set-up of a model's
+// parameters, instead. With "llvm-maps" it runs the default ops and then prints "libLLVM
+// mapped: yes|no" (from /proc/self/maps).
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -21,6 +22,12 @@ int main(int argc, char** argv) {
     nx::print(nx::cast(h, nx::float64) * 3.0);
     nx::print(b + 1.0);
     nx::print(nx::cast(m, nx::float32) / 2.0);
+    // Reductions, a centring, a bias and a transposed copy (sized kernels).
+    nx::print(nx::mean(w, {1}));
+    nx::print(nx::sum(u, {0}));
+    nx::print(nx::argmax(w, 1));
+    nx::print(nx::max(w - nx::mean(w, {1}, true), {0}));
+    nx::print(nx::contiguous(nx::transpose(w + b)));
     auto s = codegen::compile_stats();
     std::printf("compiled=%zu disk=%zu\n", s.kernels_compiled, s.kernels_from_disk);
     return 0;

@@ -24,5 +24,8 @@ lir::Kernel lower_library_call(const KernelSpec& k, const Plan& p);
 // fixed-block entry: a block per batch element and block of query rows, the scores in shared
 // memory (codegen/lower/attention.h).
 lir::Kernel lower_attention(const KernelSpec& k, const Plan& p);
+// codegen/lower/sized.cpp: an eager op kind's kernel for every shape (KernelSpec::sizes), its
+// sizes and strides loaded from its descriptor param; the host only.
+lir::Kernel lower_sized(const KernelSpec& k, const Plan& p);
 
 }  // namespace codegen::lowering

@@ -71,12 +71,7 @@ NodeRef ReductionBlocks::tree(const std::vector<NodeRef>& lane) const {
   return combine(combine(q[0], q[2]), combine(q[1], q[3]));
 }
 NodeRef ReductionBlocks::rbody_at(std::vector<NodeRef> idx, NodeRef w, NodeRef r) {
-  idx.back() = add(idx.back(), w);
-  for (NodeRef d : unflatten(r, k_.rshape)) idx.push_back(d);
-  return at_index(rb_, idx, accs_);
-}
-NodeRef ReductionBlocks::rbody_at(std::vector<NodeRef> idx, int w, NodeRef r) {
-  if (w) idx.back() = add(idx.back(), I(w));
+  if (w) idx.back() = add(idx.back(), w);
   for (NodeRef d : unflatten(r, k_.rshape)) idx.push_back(d);
   return at_index(rb_, idx, accs_);
 }

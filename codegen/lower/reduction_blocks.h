@@ -11,6 +11,7 @@ class ReductionBlocks : public Builder {
  public:
   ReductionBlocks(const KernelSpec& k, const Plan& p)
       : Builder(k, p), rb_(k.rbody), rop_(k.reduce_op) {}
+  virtual ~ReductionBlocks() = default;
 
  protected:
   // The reduction being lowered: the kernel's rbody, or a row kernel's current stage.
@@ -20,9 +21,12 @@ class ReductionBlocks : public Builder {
   NodeRef identity() const;
   // The fixed tree over a block's 8 lanes: ((0,4),(2,6)),((1,5),(3,7)).
   NodeRef tree(const std::vector<NodeRef>& lane) const;
-  // rbody at output index `idx` (its last index moved by w) and flat reduce index r.
-  NodeRef rbody_at(std::vector<NodeRef> idx, NodeRef w, NodeRef r);
-  NodeRef rbody_at(std::vector<NodeRef> idx, int w, NodeRef r);
+  // rbody at output index `idx` (its last index moved by w, unless w is null) and flat reduce
+  // index r. A sized reduction (codegen/lower/sized.cpp) reads at offsets of its own instead.
+  virtual NodeRef rbody_at(std::vector<NodeRef> idx, NodeRef w, NodeRef r);
+  NodeRef rbody_at(std::vector<NodeRef> idx, int w, NodeRef r) {
+    return rbody_at(std::move(idx), w ? I(w) : nullptr, r);
+  }
 
   // A reduction's lane accumulators (`slots` of them) and how values enter them. Plain: one
   // register each, updated by combine. A float maximum or minimum on the host is *keyed*: two

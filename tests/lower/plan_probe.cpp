@@ -29,6 +29,13 @@ void show(const char* name, const nx::Tensor& t) {
   std::printf("%s %016llx\n", name, static_cast<unsigned long long>(hash_bits(t)));
 }
 
+// f(x) compiled by rune::jit: its kernels are scheduled and planned for x's shape. (The same op
+// run eagerly on the host is a sized kernel, whose plan is fixed: core/eager_sized.h.)
+template <class F>
+nx::Tensor compiled(F f, const nx::Tensor& x) {
+  return rune::jit(f)(x);
+}
+
 }  // namespace
 
 int main() {
@@ -43,11 +50,11 @@ int main() {
   nx::Tensor h = nx::cast(a, nx::float16);
   nx::Tensor i = nx::randint(nx::key(5), -1000, 1000, {9, 123});
   // Reductions: rows, columns (strided), every element, several blocks, 16-bit, integers, bool.
-  show("sum_rows", nx::sum(a, {1}));
-  show("sum_cols", nx::sum(a, {0}));
-  show("max_rows", nx::max(a, {1}));
-  show("sum_all", nx::sum(a));
-  show("prod_rows", nx::prod(a * 0.01 + 1.0, {1}));
+  show("sum_rows", compiled([](const nx::Tensor& x) { return nx::sum(x, {1}); }, a));
+  show("sum_cols", compiled([](const nx::Tensor& x) { return nx::sum(x, {0}); }, a));
+  show("max_rows", compiled([](const nx::Tensor& x) { return nx::max(x, {1}); }, a));
+  show("sum_all", compiled([](const nx::Tensor& x) { return nx::sum(x); }, a));
+  show("prod_rows", compiled([](const nx::Tensor& x) { return nx::prod(x * 0.01 + 1.0, {1}); }, a));
   show("sum_blocks", nx::sum(big, {1}));
   show("sum_many_blocks", nx::sum(many, {1}));
   show("sum_many_strided", nx::sum(nx::transpose(many), {0}));
@@ -56,22 +63,25 @@ int main() {
   show("sum_cols_blocks", nx::sum(nx::randn(nx::key(6), nx::float32, {70001, 16}), {0}));
   show("max_many_blocks", nx::max(many * many, {1}));
   show("mean_many_half", nx::mean(nx::cast(many, nx::float16), {1}));
-  show("mean_half", nx::mean(h, {1}));
-  show("sum_int", nx::sum(i, {1}));
-  show("any_rows", nx::sum(nx::cast(a > 1.5, nx::bool_), {1}));
+  show("mean_half", compiled([](const nx::Tensor& x) { return nx::mean(x, {1}); }, h));
+  show("sum_int", compiled([](const nx::Tensor& x) { return nx::sum(x, {1}); }, i));
+  show("any_rows",
+       compiled([](const nx::Tensor& x) { return nx::sum(nx::cast(x > 1.5, nx::bool_), {1}); }, a));
   show("softmax", nx::softmax(a, -1));
   // A matrix product as a reduction over a broadcast product (the host's grouped outputs), the
   // product primitive itself, and elementwise kernels (contiguous, broadcast, strided).
-  show("dot_as_sum", nx::sum(nx::reshape(a, {37, 301, 1}) * nx::reshape(b, {1, 301, 40}), {1}));
+  show("dot_as_sum", rune::jit([](const nx::Tensor& x, const nx::Tensor& y) {
+         return nx::sum(nx::reshape(x, {37, 301, 1}) * nx::reshape(y, {1, 301, 40}), {1});
+       })(a, b));
   show("matmul", nx::matmul(a, b));
   // At least 64 x 64 outputs: the GPU's tiled plan by default, one thread per output under a
   // forced plan without `tiles` (the same bits).
   show("matmul_tiled",
        nx::matmul(nx::concatenate({a, a * -2.0, a}, 0), nx::concatenate({b, b * 0.5}, 1)));
   show("elementwise", nx::tanh(a) * a + 1.0);
-  show("broadcast", a + nx::sum(a, {0}, true));
-  show("strided", nx::transpose(a) * 2.0);
-  show("argmax", nx::argmax(a, 1));
+  show("broadcast", compiled([](const nx::Tensor& x) { return x + nx::sum(x, {0}, true); }, a));
+  show("strided", compiled([](const nx::Tensor& x) { return nx::transpose(x) * 2.0; }, a));
+  show("argmax", compiled([](const nx::Tensor& x) { return nx::argmax(x, 1); }, a));
   show("cumsum", nx::cumsum(a, -1));
   show("sort", nx::sort(a, -1));
   // Row kernels (codegen/kernel.h; compiled, where the scheduler fuses): softmax, log_softmax,

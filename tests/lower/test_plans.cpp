@@ -76,7 +76,7 @@ TEST(Plans, HostPlansGiveTheSameBits) {
             {"host lanes:unrolled group:1 for ReduceSum [1, 301]",
              "host lanes:unrolled group:1 for ReduceSum [1, 16]",
              "host lanes:unrolled group:1 for row", "host lanes:vector group:1 for elementwise"}},
-           {"host lanes:vector group:16", {"host lanes:vector group:16 for ReduceSum [37, 1]"}},
+           {"host lanes:vector group:16", {"host lanes:vector group:16 for ReduceSum [37]"}},
            {"host lanes:unrolled group:16",
             {"host lanes:unrolled group:16 for ReduceSum",
              "host lanes:unrolled group:16 for ReduceSum [1, 16]"}},

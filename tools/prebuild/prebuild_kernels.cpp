@@ -1,12 +1,14 @@
 // Builds the host kernels of common eager ops ahead of time (docs/performance.md "Prebuilt
 // kernels"). An eager elementwise op, copy or fill over operands that are contiguous or one
 // broadcast element runs one kernel per op kind, whatever its shape (core/eager.cpp, "flat"
-// programs), so running each common kind once here, with RUNE_CACHE_DIR pointing at the build's
-// prebuilt-kernels directory and RUNE_KERNEL_TIERS=0, leaves the full-tier kernel of each there;
-// the library reads that directory (codegen::DiskCache::prebuilt) after the user's own cache
-// misses, so a fresh install's first eager ops of these kinds compile nothing. The kernels are
-// the ones any process would compile for the same ops (the same IR, so the same bits): only
-// where they come from differs. Run by the build (CMakeLists.txt), not by users.
+// programs), and so do reductions, strided copies and ops over operands broadcast along some
+// axes (core/eager_sized.h, "sized" kernels), so running each common kind once here, with
+// RUNE_CACHE_DIR pointing at the build's prebuilt-kernels directory and RUNE_KERNEL_TIERS=0, leaves
+// the full-tier kernel of each there; the library reads that directory
+// (codegen::DiskCache::prebuilt) after the user's own cache misses, so a fresh install's first
+// eager ops of these kinds compile nothing. The kernels are the ones any process would compile for
+// the same ops (the same IR, so the same bits): only where they come from differs. Run by the build
+// (CMakeLists.txt), not by users.
 #include <cstdio>
 #include <vector>
 
@@ -93,6 +95,40 @@ int main() {
     }
     run(nx::neg(x));
     run(nx::abs(x));
+  }
+  // Sized kernels (core/eager_sized.h: one per op kind and layout class, whatever the shape):
+  // reductions over the rows [.., R] and over a leading axis [.., R, B] (mean's and argmax's
+  // too), transposed copies, and the common binary ops with an operand broadcast along the
+  // rows or the columns (x - mean(x, -1, true), x + bias).
+  for (DType t : floats) {
+    Tensor m = nx::full(t, {3, 4}, 0.5), r = nx::full(t, {3, 1}, 2), c = nx::full(t, {1, 4}, 2);
+    for (int axis : {0, 1}) {
+      run(nx::sum(m, {axis}));
+      run(nx::mean(m, {axis}));
+      run(nx::prod(m, {axis}));
+      run(nx::max(m, {axis}));
+      run(nx::min(m, {axis}));
+      run(nx::argmax(m, axis));
+      run(nx::argmin(m, axis));
+    }
+    run(nx::contiguous(nx::transpose(m)));
+    for (Binary f :
+         {Binary(nx::add), Binary(nx::sub), Binary(nx::mul), Binary(nx::div), Binary(nx::maximum),
+          Binary(nx::minimum), Binary(nx::less), Binary(nx::greater), Binary(nx::equal)})
+      for (const Tensor& v : {r, c}) {
+        run(f(m, v));
+        run(f(v, m));
+      }
+  }
+  for (DType t : ints) {
+    Tensor m = nx::full(t, {3, 4}, 2);
+    for (int axis : {0, 1}) {
+      run(nx::sum(m, {axis}));
+      run(nx::max(m, {axis}));
+      run(nx::min(m, {axis}));
+    }
+    run(nx::contiguous(nx::transpose(m)));
+    for (DType f : floats) run(nx::one_hot(nx::zeros(t, {3}), 4, f));
   }
   // Random draws: nx::rand / randn from a host key, nx::random's from a key tensor (the key
   // ops' kernels are shape [2]: shared by every draw).

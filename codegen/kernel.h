@@ -109,14 +109,15 @@ struct RowStage {
 //    over R into a contiguous [A, B], one reduction block (R <= kReduceBlock), in the documented
 //    order; the descriptor is {R, B}; ReduceRows is B == 1 (a row's elements adjacent, so a
 //    block's lanes load as vectors). Work items: ReduceRows' A outputs; ReduceStrided's groups
-//    of 16 adjacent outputs along B, A * ceil(B / 16) of them.
+//    of kSizedReduceGroup adjacent outputs along B, A * ceil(B / kSizedReduceGroup) of them.
 //  * Strided: an elementwise kernel writing a contiguous [d0, d1, d2, d3], each load (and index
 //    leaf) reading at sum_k i_k * stride_k; the descriptor is {d0, d1, d2, d3}, then four strides
 //    per input slot in order, then four for the kernel's index leaf; a load whose placeholder
 //    view has stride 0 or 1 has that inner stride (k = 3) as a constant. Work items: its
 //    elements (run as rows of d3).
 enum class RuntimeSizes : uint8_t { Fixed, ReduceRows, ReduceStrided, Strided };
-inline constexpr int kStridedRank = 4;
+inline constexpr int kStridedRank = 4;        // a Strided kernel's axes
+inline constexpr int kSizedReduceGroup = 16;  // adjacent outputs a ReduceStrided item reduces
 
 struct KernelSpec {
   ir::Shape shape;

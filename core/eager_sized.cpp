@@ -58,9 +58,10 @@ std::optional<SizedOp> sized_reduction(const Shape& out_shape, const std::vector
   SizedOp s;
   s.sizes = B == 1 ? RuntimeSizes::ReduceRows : RuntimeSizes::ReduceStrided;
   s.descriptor = {R, B};
-  // Strided: an item is a group of 16 adjacent outputs (codegen/lower/sized.cpp).
-  s.items = B == 1 ? A : A * ((B + 15) / 16);
-  s.reduced = B == 1 ? R : R * 16;
+  // Strided: an item is a group of adjacent outputs (codegen/lower/sized.cpp).
+  constexpr int64_t group = codegen::kSizedReduceGroup;
+  s.items = B == 1 ? A : A * ((B + group - 1) / group);
+  s.reduced = B == 1 ? R : R * group;
   return s;
 }
 

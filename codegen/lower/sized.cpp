@@ -17,8 +17,8 @@ NodeRef udiv_by(NodeRef a, NodeRef d) { return make(Op::UDiv, DType::Int64, {}, 
 NodeRef urem_by(NodeRef a, NodeRef d) { return make(Op::URem, DType::Int64, {}, {a, d}); }
 NodeRef times(NodeRef a, NodeRef c) { return b::mul(a, c); }
 
-// The kernel's leaves read through descriptor strides instead of their views: each Load (of an
-// input slot) and Index leaf of `root`, in the lowering's `loaded` form.
+// The nodes of `root` that read through a view (Load, Index, Valid) or at a computed offset
+// (LoadAt): a sized kernel replaces each with a read at offsets of its own (at_index's `loaded`).
 std::vector<NodeRef> leaves(NodeRef root) {
   std::vector<NodeRef> out;
   for (NodeRef x : toposort({root}))
@@ -36,7 +36,7 @@ std::vector<NodeRef> leaves(NodeRef root) {
 // vectors; a row's last, partial group reduces its outputs one by one.
 class SizedReduction : public ReductionBlocks {
  public:
-  static constexpr int kGroup = 16;
+  static constexpr int kGroup = kSizedReduceGroup;
   using ReductionBlocks::rbody_at;
   using ReductionBlocks::ReductionBlocks;
   void run() {

@@ -24,14 +24,7 @@ namespace nx {
 
 namespace {
 
-// A view normalised for keys: strides of extent-1 axes do not matter, so zero them.
-ir::View key_view(const ir::View& v) {
-  ir::View k = v;
-  k.offset = 0;
-  for (size_t d = 0; d < k.shape.size(); ++d)
-    if (k.shape[d] == 1) k.strides[d] = 0;
-  return k;
-}
+using detail::key_view;
 
 std::optional<ir::View> view_op(ir::Op op, const ir::View& v, const Shape& shape,
                                 const ir::Arg& arg) {
@@ -242,17 +235,12 @@ ir::NodeRef flat_root(ir::Op op, DType out, const std::vector<Tensor>& srcs, con
 // is not the single elementwise kernel expected (its kernel then serves no other shape).
 std::shared_ptr<const runtime::Program> flat_program_for(const runtime::Program& g, int64_t n,
                                                          DType out) {
-  if (g.steps.size() != 1 || g.steps[0].kind != runtime::Step::Kind::Kernel ||
-      g.steps[0].items != kFlatExtent || g.output_slots.size() != 1 || g.temp_bytes != 0 ||
-      g.slot_bytes.size() != static_cast<size_t>(g.n_inputs) + 1)
-    return nullptr;
-  auto p = std::make_shared<runtime::Program>(g);
-  runtime::Step& step = p->steps[0];
-  step.bytes = step.bytes / kFlatExtent * n;
-  step.items = n;
-  p->slot_bytes[p->output_slots[0]] = n * ir::itemsize(out);
-  p->finalize();
-  return p;
+  return detail::resized_program(g, n * ir::itemsize(out), [n](runtime::Step& step) {
+    if (step.items != kFlatExtent) return false;
+    step.bytes = step.bytes / kFlatExtent * n;
+    step.items = n;
+    return true;
+  });
 }
 
 // The graph of one primitive over Params 0..n-1 laid out as its operands are.
@@ -394,7 +382,7 @@ class Eager final : public Interpreter {
       built->program = flat_program(op, out, shape, srcs, arg, dev, device);
       if (!built->program) {
         if (auto sized = detail::sized_op(op, out, shape, srcs, arg, device)) {
-          built->program = sized_program(*sized, op, out, shape, srcs, arg, dev, device);
+          built->program = sized_program(*sized, op, out, shape, srcs, dev, device);
           if (built->program) built->descriptor = detail::sized_descriptor(*sized, device);
         }
       }
@@ -455,6 +443,17 @@ class Eager final : public Interpreter {
                          std::move(launched.poison));
   }
 
+  // The program of an op kind that serves every shape (a flat or a sized one) by its key in
+  // `kinds` (the caller's, per thread), built by `build` at the kind's first shape.
+  template <class Build>
+  static std::shared_ptr<const runtime::Program> kind_program(ProgramLru<runtime::Program>& kinds,
+                                                              const Fingerprint& key,
+                                                              Build&& build) {
+    const auto* found = kinds.find(key);
+    if (!found) found = &kinds.insert(key, build());
+    return *found;
+  }
+
   // This shape's copy of the op kind's flat program (compiled at the kind's first shape), or
   // null when the op has none.
   static std::shared_ptr<const runtime::Program> flat_program(ir::Op op, DType out,
@@ -465,34 +464,36 @@ class Eager final : public Interpreter {
     thread_local ProgramLru<runtime::Program> flat_programs;
     thread_local Fingerprint key;
     if (!flat_fingerprint(key, op, out, shape, srcs, arg, dev, device)) return nullptr;
-    const auto* found = flat_programs.find(key);
-    if (!found) {
-      std::shared_ptr<const runtime::Program> built;
-      {
-        ir::NodeUse use;
-        built = codegen::compile({flat_root(op, out, srcs, shape, arg)},
-                                 static_cast<int>(srcs.size()), device);
-      }
-      found = &flat_programs.insert(key, std::move(built));
-    }
-    return flat_program_for(**found, ir::numel(shape), out);
+    auto kind = kind_program(flat_programs, key, [&] {
+      ir::NodeUse use;
+      return codegen::compile({flat_root(op, out, srcs, shape, arg)}, static_cast<int>(srcs.size()),
+                              device);
+    });
+    return flat_program_for(*kind, ir::numel(shape), out);
   }
 
   // This shape's copy of the op kind's sized program (core/eager_sized.h: compiled at the
-  // kind's first shape), or null.
-  static std::shared_ptr<const runtime::Program> sized_program(
-      const detail::SizedOp& sized, ir::Op op, DType out, const Shape& shape,
-      const std::vector<Tensor>& srcs, const ir::Arg& arg, int64_t dev, Device device) {
-    thread_local ProgramLru<runtime::Program> kinds;
+  // kind's first shape), or null. Its key: the class, op, dtypes, the kernel's argument and
+  // the operands' inner strides (no shape).
+  static std::shared_ptr<const runtime::Program> sized_program(const detail::SizedOp& sized,
+                                                               ir::Op op, DType out,
+                                                               const Shape& shape,
+                                                               const std::vector<Tensor>& srcs,
+                                                               int64_t dev, Device device) {
+    thread_local ProgramLru<runtime::Program> sized_programs;
     thread_local Fingerprint key;
-    key.v.clear();
-    detail::push_sized_key(key.v, sized, op, out, srcs, arg);
-    key.v.push_back(dev);
-    key.hash = ir::hash_words(key.v);
-    const auto* found = kinds.find(key);
-    if (!found)
-      found = &kinds.insert(key, detail::compile_sized_kind(sized, op, out, srcs, arg, device));
-    return detail::sized_program_for(**found, sized, out, ir::numel(shape));
+    auto& v = key.v;
+    v.assign({-2, static_cast<int64_t>(sized.sizes), static_cast<int64_t>(op),
+              static_cast<int64_t>(out)});
+    push_arg(v, sized.arg);
+    for (const auto& x : srcs) v.push_back(static_cast<int64_t>(x.dtype()));
+    v.insert(v.end(), sized.inner.begin(), sized.inner.end());
+    v.push_back(dev);
+    key.hash = ir::hash_words(v);
+    auto kind = kind_program(sized_programs, key, [&] {
+      return detail::compile_sized_kind(sized, op, out, srcs, device);
+    });
+    return detail::sized_program_for(*kind, sized, out, ir::numel(shape));
   }
 
   // A host scalar (0-d, or broadcast with all strides 0) as a one-element tensor on `device`

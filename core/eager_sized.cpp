@@ -2,12 +2,21 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "codegen/compile.h"
 #include "ir/node.h"
 #include "runtime/allocator.h"
 
 namespace nx::detail {
+
+ir::View key_view(const ir::View& v) {
+  ir::View k = v;
+  k.offset = 0;
+  for (size_t d = 0; d < k.shape.size(); ++d)
+    if (k.shape[d] == 1) k.strides[d] = 0;
+  return k;
+}
 
 namespace {
 
@@ -19,16 +28,11 @@ bool is_reduction(ir::Op op) {
          op == ir::Op::ReduceMin;
 }
 
-// An operand's view as its kernel reads it: its own offset is bound with its pointer, and an
-// extent-1 axis's stride is never used.
+// An operand's view as its kernel reads it, if it is of the output's shape and unmasked.
 std::optional<ir::View> plain_view(const Tensor& s, const Shape& shape) {
   const auto& im = s.impl();
   if (im.shape != shape || !im.view.mask.empty()) return std::nullopt;
-  ir::View v = im.view;
-  v.offset = 0;
-  for (size_t d = 0; d < v.shape.size(); ++d)
-    if (v.shape[d] == 1) v.strides[d] = 0;
-  return v;
+  return key_view(im.view);
 }
 
 // A reduction of a contiguous operand over axes that are adjacent once extent-1 axes are
@@ -57,6 +61,7 @@ std::optional<SizedOp> sized_reduction(const Shape& out_shape, const std::vector
   if (R > codegen::kReduceBlock) return std::nullopt;
   SizedOp s;
   s.sizes = B == 1 ? RuntimeSizes::ReduceRows : RuntimeSizes::ReduceStrided;
+  s.arg = std::vector<int64_t>{1};  // the placeholder's axis (compile_sized_kind)
   s.descriptor = {R, B};
   // Strided: an item is a group of adjacent outputs (codegen/lower/sized.cpp).
   constexpr int64_t group = codegen::kSizedReduceGroup;
@@ -99,8 +104,12 @@ std::optional<SizedOp> sized_elementwise(ir::Op op, const Shape& shape,
     const int64_t last = s.descriptor.back();
     s.inner.push_back(last == 0 || last == 1 ? last : -1);
   }
+  s.arg = arg;
   std::vector<int64_t> index(shape.size(), 0);
-  if (op == ir::Op::Iota) index[std::get<int64_t>(arg)] = 1;
+  if (op == ir::Op::Iota) {
+    index[std::get<int64_t>(arg)] = 1;
+    s.arg = int64_t{0};  // the placeholder's axis
+  }
   axes->push(s.descriptor, index, 0);  // the index leaf's, after the operands': an iota's axis
   s.items = ir::numel(shape);
   return s;
@@ -125,6 +134,7 @@ std::optional<SizedOp> sized_gather(const Shape& shape, const std::vector<Tensor
   axes->push(s.descriptor, idx->strides, 0);
   const int64_t last = s.descriptor.back();
   s.inner = {-1, last == 0 || last == 1 ? last : -1};
+  s.arg = int64_t{0};  // the placeholder's axis
   std::vector<int64_t> rest = x.view.strides;
   rest[*axis] = 0;
   axes->push(s.descriptor, rest, 0);
@@ -149,34 +159,8 @@ std::optional<SizedOp> sized_op(ir::Op op, DType, const Shape& shape,
   return std::nullopt;
 }
 
-void push_sized_key(std::vector<int64_t>& v, const SizedOp& s, ir::Op op, DType out,
-                    const std::vector<Tensor>& srcs, const ir::Arg& arg) {
-  v.push_back(-2);  // no shape: the kind's
-  v.push_back(static_cast<int64_t>(s.sizes));
-  v.push_back(static_cast<int64_t>(op));
-  v.push_back(static_cast<int64_t>(out));
-  // A reduction's axes and an iota's or a gather's axis are in the descriptor; other arguments (a
-  // cast's nothing, a constant's value) are part of the kernel.
-  if (!is_reduction(op) && op != ir::Op::Iota && op != ir::Op::Gather) {
-    v.push_back(static_cast<int64_t>(arg.index()));
-    if (const auto* i = std::get_if<int64_t>(&arg)) v.push_back(*i);
-    if (const auto* d = std::get_if<double>(&arg)) {
-      int64_t bits;
-      std::memcpy(&bits, d, sizeof bits);
-      v.push_back(bits);
-    }
-    if (const auto* a = std::get_if<std::vector<int64_t>>(&arg)) {
-      v.push_back(static_cast<int64_t>(a->size()));
-      v.insert(v.end(), a->begin(), a->end());
-    }
-  }
-  for (const auto& x : srcs) v.push_back(static_cast<int64_t>(x.dtype()));
-  v.insert(v.end(), s.inner.begin(), s.inner.end());
-}
-
 std::shared_ptr<const runtime::Program> compile_sized_kind(const SizedOp& s, ir::Op op, DType out,
                                                            const std::vector<Tensor>& srcs,
-                                                           const ir::Arg& arg,
                                                            runtime::Device device) {
   ir::NodeUse use;
   ir::NodeRef root;
@@ -197,37 +181,45 @@ std::shared_ptr<const runtime::Program> compile_sized_kind(const SizedOp& s, ir:
       const ir::View x{{3}, {5}, 0, {}};
       params[0] = ir::make(ir::Op::Param, srcs[0].dtype(), {3}, {}, ir::LoadArg{0, x});
     }
-    root = op == ir::Op::Copy ? params[0]
-           : op == ir::Op::Iota
-               ? ir::make(op, out, flat, {}, int64_t{0})
-               : ir::make(op, out, flat, params, op == ir::Op::Gather ? ir::Arg{int64_t{0}} : arg);
+    root = op == ir::Op::Copy   ? params[0]
+           : op == ir::Op::Iota ? ir::make(op, out, flat, {}, s.arg)
+                                : ir::make(op, out, flat, params, s.arg);
   } else {
     // [1, 8] reduced over its last axis: one block.
     const Shape in = {1, 8};
     ir::NodeRef x =
         ir::make(ir::Op::Param, srcs[0].dtype(), in, {}, ir::LoadArg{0, ir::View::contiguous(in)});
-    root = ir::make(op, out, {1, 1}, {x}, std::vector<int64_t>{1});
+    root = ir::make(op, out, {1, 1}, {x}, s.arg);
   }
   return codegen::compile_sized(root, static_cast<int>(srcs.size()) + 1, device, s.sizes);
 }
 
-std::shared_ptr<const runtime::Program> sized_program_for(const runtime::Program& g,
-                                                          const SizedOp& s, DType out,
-                                                          int64_t out_numel) {
+std::shared_ptr<const runtime::Program> resized_program(
+    const runtime::Program& g, int64_t out_bytes,
+    const std::function<bool(runtime::Step&)>& resize) {
   if (g.steps.size() != 1 || g.steps[0].kind != runtime::Step::Kind::Kernel ||
       g.output_slots.size() != 1 || g.temp_bytes != 0 ||
       g.slot_bytes.size() != static_cast<size_t>(g.n_inputs) + 1)
     return nullptr;
   auto p = std::make_shared<runtime::Program>(g);
-  runtime::Step& step = p->steps[0];
-  const bool reduce = s.sizes != RuntimeSizes::Strided;
-  // The placeholder reduces 8 elements an item: the cost per element stays, times this R.
-  if (reduce) step.cost = std::max<int64_t>(step.cost / 8, 1) * std::max<int64_t>(s.reduced, 1);
-  step.items = s.items;
-  step.bytes = out_numel * ir::itemsize(out) * (reduce ? s.reduced + 1 : 2);
-  p->slot_bytes[p->output_slots[0]] = out_numel * ir::itemsize(out);
+  if (!resize(p->steps[0])) return nullptr;
+  p->slot_bytes[p->output_slots[0]] = out_bytes;
   p->finalize();
   return p;
+}
+
+std::shared_ptr<const runtime::Program> sized_program_for(const runtime::Program& g,
+                                                          const SizedOp& s, DType out,
+                                                          int64_t out_numel) {
+  const int64_t out_bytes = out_numel * ir::itemsize(out);
+  return resized_program(g, out_bytes, [&](runtime::Step& step) {
+    const bool reduce = s.sizes != RuntimeSizes::Strided;
+    // The placeholder reduces 8 elements an item: the cost per element stays, times this R.
+    if (reduce) step.cost = std::max<int64_t>(step.cost / 8, 1) * std::max<int64_t>(s.reduced, 1);
+    step.items = s.items;
+    step.bytes = out_bytes * (reduce ? s.reduced + 1 : 2);
+    return true;
+  });
 }
 
 Tensor sized_descriptor(const SizedOp& s, runtime::Device device) {

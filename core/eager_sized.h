@@ -6,6 +6,7 @@
 // element (and each reduction, in the documented order) is computed as in the kernel compiled
 // for the shape itself: the same bits.
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -17,8 +18,15 @@
 
 namespace nx::detail {
 
+// A view as a kernel reads it, normalised for keys: its offset is bound with its pointer, and an
+// extent-1 axis's stride is never used (both zeroed). The eager fingerprints use it too.
+ir::View key_view(const ir::View& v);
+
 struct SizedOp {
   codegen::RuntimeSizes sizes = codegen::RuntimeSizes::Fixed;
+  // The argument the kind's kernel is compiled with, part of its key: the op's, or the
+  // placeholder's for a reduction, an iota and a gather (their axes are in the descriptor).
+  ir::Arg arg;
   std::vector<int64_t> descriptor;  // the kernel's sizes and strides for this shape
   int64_t items = 0;                // work items: the outputs of a reduction, else the elements
   int64_t reduced = 1;              // elements each item reduces
@@ -35,20 +43,21 @@ std::optional<SizedOp> sized_op(ir::Op op, DType out, const Shape& shape,
                                 const std::vector<Tensor>& srcs, const ir::Arg& arg,
                                 runtime::Device device);
 
-// The kind's key (op, dtypes, argument where the kernel depends on it, class), appended to v:
-// equal keys compile to the same kernel.
-void push_sized_key(std::vector<int64_t>& v, const SizedOp& s, ir::Op op, DType out,
-                    const std::vector<Tensor>& srcs, const ir::Arg& arg);
-
 // The kind's program (codegen::compile_sized over a placeholder graph): Params 0..n-1 the
 // operands, Param n the descriptor.
 std::shared_ptr<const runtime::Program> compile_sized_kind(const SizedOp& s, ir::Op op, DType out,
                                                            const std::vector<Tensor>& srcs,
-                                                           const ir::Arg& arg,
                                                            runtime::Device device);
 
-// The kind's program run for s: a copy with s's items, cost and output size. Null when g is not
-// the one-kernel program expected.
+// g, a program of one kernel step over its inputs into one output (an op kind's flat or sized
+// program), as a copy for one shape: `resize` sets its step's items, cost and bytes (or says,
+// false, that g is not the program expected) and the output has out_bytes. Null when g is not
+// such a program.
+std::shared_ptr<const runtime::Program> resized_program(
+    const runtime::Program& g, int64_t out_bytes,
+    const std::function<bool(runtime::Step&)>& resize);
+
+// The kind's program g run for s: s's items, the placeholder's cost per element, the bytes.
 std::shared_ptr<const runtime::Program> sized_program_for(const runtime::Program& g,
                                                           const SizedOp& s, DType out,
                                                           int64_t out_numel);

@@ -17,6 +17,8 @@ static NodeRef index_op(Op op, NodeRef a, int64_t d) {
 }
 NodeRef udiv(NodeRef a, int64_t d) { return d == 1 ? a : index_op(Op::UDiv, a, d); }
 NodeRef urem(NodeRef a, int64_t d) { return d == 1 ? I(0) : index_op(Op::URem, a, d); }
+NodeRef udiv(NodeRef a, NodeRef d) { return make(Op::UDiv, DType::Int64, {}, {a, d}); }
+NodeRef urem(NodeRef a, NodeRef d) { return make(Op::URem, DType::Int64, {}, {a, d}); }
 NodeRef min(NodeRef a, NodeRef c) { return b::where(b::lt(a, c), a, c); }
 
 AxisDims operand_axis(const Contraction& c, bool is_a, int axis) {

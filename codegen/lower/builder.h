@@ -30,6 +30,9 @@ NodeRef add(NodeRef a, NodeRef c);
 NodeRef mul(NodeRef a, int64_t s);
 NodeRef udiv(NodeRef a, int64_t d);
 NodeRef urem(NodeRef a, int64_t d);
+// By a value known at run time only (a sized kernel's extents: codegen/lower/sized.cpp).
+NodeRef udiv(NodeRef a, NodeRef d);
+NodeRef urem(NodeRef a, NodeRef d);
 NodeRef min(NodeRef a, NodeRef c);
 // Flat index `flat` over `dims` (C order) as one index per dim.
 std::vector<NodeRef> unflatten(NodeRef flat, const Shape& dims);

@@ -13,10 +13,6 @@ namespace codegen::lowering {
 
 namespace {
 
-NodeRef udiv_by(NodeRef a, NodeRef d) { return make(Op::UDiv, DType::Int64, {}, {a, d}); }
-NodeRef urem_by(NodeRef a, NodeRef d) { return make(Op::URem, DType::Int64, {}, {a, d}); }
-NodeRef times(NodeRef a, NodeRef c) { return b::mul(a, c); }
-
 // The nodes of `root` that read through a view (Load, Index, Valid) or at a computed offset
 // (LoadAt): a sized kernel replaces each with a read at offsets of its own (at_index's `loaded`).
 std::vector<NodeRef> leaves(NodeRef root) {
@@ -51,7 +47,7 @@ class SizedReduction : public ReductionBlocks {
       NodeRef R = let("R", load_at(desc, DType::Int64, I(0)));
       if (rows) {
         items(numel(k_.shape), [&](NodeRef w) {
-          base_ = let("base", times(w, R));
+          base_ = let("base", b::mul(w, R));
           finish(w, reduce_block({}, I(0), R));
         });
         return;
@@ -60,22 +56,23 @@ class SizedReduction : public ReductionBlocks {
       stride_ = B;
       NodeRef G = let("G", udiv(add(B, I(kGroup - 1)), kGroup));
       items(numel(k_.shape), [&](NodeRef w) {
-        NodeRef a = let("a", udiv_by(w, G));
-        NodeRef b0 = let("b0", mul(urem_by(w, G), kGroup));
-        NodeRef out0 = let("o", add(times(a, B), b0));
-        NodeRef row = let("row", times(times(a, R), B));
+        NodeRef a = let("a", udiv(w, G));
+        NodeRef b0 = let("b0", mul(urem(w, G), kGroup));
+        NodeRef outs = let("o", b::mul(a, B));              // output (a, 0)
+        NodeRef row = let("row", b::mul(b::mul(a, R), B));  // its first element
         when(b::le(add(b0, I(kGroup)), B), [&] {
           base_ = let("base", add(row, b0));
           const Lanes acc = accumulate_block({}, I(0), R, kGroup);
           VarId q = var("w");
-          loop(q, I(0), I(kGroup), p_.vector_lanes ? Loop::Vector : Loop::Unrolled,
-               [&] { finish(add(out0, V(q)), let("red", block_result(acc, V(q), kGroup))); });
+          loop(q, I(0), I(kGroup), p_.vector_lanes ? Loop::Vector : Loop::Unrolled, [&] {
+            finish(add(outs, add(b0, V(q))), let("red", block_result(acc, V(q), kGroup)));
+          });
         });
         when(b::lt(B, add(b0, I(kGroup))), [&] {
           VarId q = var("b");
           loop(q, b0, B, Loop::Serial, [&] {
             base_ = let("base", add(row, V(q)));
-            finish(add(times(a, B), V(q)), reduce_block({}, I(0), R));
+            finish(add(outs, V(q)), reduce_block({}, I(0), R));
           });
         });
       });
@@ -85,7 +82,7 @@ class SizedReduction : public ReductionBlocks {
  protected:
   NodeRef rbody_at(std::vector<NodeRef>, NodeRef w, NodeRef r) override {
     std::map<NodeRef, NodeRef> loaded;
-    NodeRef at = add(base_, stride_ ? times(r, stride_) : r);
+    NodeRef at = add(base_, stride_ ? b::mul(r, stride_) : r);
     if (w) at = add(at, w);
     for (NodeRef x : leaves(rb_)) loaded[x] = load_at(arg_load(x).param, x->dtype, at);
     return at_index(rb_, {}, accs_, loaded);
@@ -158,18 +155,18 @@ class SizedElementwise : public Builder {
         }
         NodeRef last = d[kStridedRank - 1];
         VarId row = var("row");
-        loop(row, udiv_by(lo, last), udiv_by(add(hi, b::sub(last, I(1))), last), Loop::Serial, [&] {
-          NodeRef base = let("base", times(V(row), last));
+        loop(row, udiv(lo, last), udiv(add(hi, b::sub(last, I(1))), last), Loop::Serial, [&] {
+          NodeRef base = let("base", b::mul(V(row), last));
           NodeRef ilo = b::where(b::lt(base, lo), b::sub(lo, base), I(0));
           NodeRef ihi = min(b::sub(hi, base), last);
           // The row's index over d0, d1, d2, then each leaf's offset at the row's start.
-          NodeRef i2 = urem_by(V(row), d[2]), r2 = udiv_by(V(row), d[2]);
-          NodeRef i1 = urem_by(r2, d[1]), i0 = udiv_by(r2, d[1]);
+          NodeRef i2 = urem(V(row), d[2]), r2 = udiv(V(row), d[2]);
+          NodeRef i1 = urem(r2, d[1]), i0 = udiv(r2, d[1]);
           std::vector<NodeRef> idx = {let("i", i0), let("i", i1), let("i", i2)};
           std::map<NodeRef, NodeRef> start;
           for (NodeRef x : leaf) {
             NodeRef s = I(0);
-            for (int k = 0; k < kStridedRank - 1; ++k) s = add(s, times(idx[k], strides[x][k]));
+            for (int k = 0; k < kStridedRank - 1; ++k) s = add(s, b::mul(idx[k], strides[x][k]));
             start[x] = let("at", s);
           }
           VarId i = var("i");
@@ -180,12 +177,12 @@ class SizedElementwise : public Builder {
               NodeRef at = inner->op == Op::Const && arg_int(inner) == 0 ? start[x]
                            : inner->op == Op::Const && arg_int(inner) == 1
                                ? add(start[x], V(i))
-                               : add(start[x], times(V(i), inner));
+                               : add(start[x], b::mul(V(i), inner));
               loaded[x] = x->op == Op::Index ? at : load_at(arg_load(x).param, x->dtype, at);
             }
             if (gather) {
               NodeRef index = at_index(clamp->src[0]->src[0], {}, {}, loaded);
-              loaded[scaled] = times(b::min(b::max(index, I(0)), extent_max), axis_stride);
+              loaded[scaled] = b::mul(b::min(b::max(index, I(0)), extent_max), axis_stride);
             }
             store(0, add(base, V(i)), at_index(k_.body, {}, {}, loaded));
           });

@@ -136,6 +136,9 @@ class Printer {
       case Stmt::Kind::Barrier:
         s_ << pad << "barrier\n";
         break;
+      case Stmt::Kind::Prefetch:
+        s_ << pad << "prefetch p" << st.param << "[" << expr(st.b) << "]\n";
+        break;
       case Stmt::Kind::AsyncCopy:
         s_ << pad << v << "[" << expr(st.a) << " ..+" << st.count << "] = async p" << st.param
            << "[" << expr(st.b) << " ..+" << st.count << "] if " << expr(st.values.at(0)) << "\n";

@@ -75,6 +75,10 @@ struct Stmt {
     // GPU: waits until this thread's AsyncCopy statements before it are complete (a Barrier
     // after it then makes them visible to the block).
     AsyncWait,
+    // Host: a hint that param[b] (an index that may lie past the param's end) will be read
+    // soon, so its cache line is fetched now; it reads nothing a result depends on and never
+    // faults. Renderers without such a hint emit nothing.
+    Prefetch,
   } kind;
   explicit Stmt(Kind k) : kind(k) {}
   VarId var = -1;

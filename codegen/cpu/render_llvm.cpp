@@ -85,12 +85,17 @@ class Printer {
         m << "declare " << t << " @llvm." << fn << "." << s << "(" << t << ")\n";
       m << "declare " << t << " @llvm.fma." << s << "(" << t << ", " << t << ", " << t << ")\n";
     }
+    m << "declare void @" << prefetch_intrinsic() << "(" << ptr("i8") << ", i32, i32, i32)\n";
     for (const auto& e : k_.entries) m << entry(e);
     m << "attributes #1 = { nounwind \"prefer-vector-width\"=\"512\" }\n" << metadata_.str();
     return m.str();
   }
 
  private:
+  static std::string prefetch_intrinsic() {
+    return dialect::kOpaquePointers ? "llvm.prefetch.p0" : "llvm.prefetch.p0i8";
+  }
+
   // ---- output ----
   std::string tmp() { return "%t" + std::to_string(next_++); }
   std::string op(const std::string& rhs) {
@@ -99,6 +104,12 @@ class Printer {
     return t;
   }
   void line(const std::string& s) { body_ << "  " << s << "\n"; }
+  // A load or store inside a lanes loop is in the loop's access group (loop() below).
+  std::string access(const std::string& memory_op) {
+    return groups_.empty()
+               ? memory_op
+               : memory_op + ", !llvm.access.group !" + std::to_string(groups_.back().second);
+  }
   void label(const std::string& l) {
     body_ << l << ":\n";
     block_ = l;
@@ -166,15 +177,15 @@ class Printer {
         arrays_[s.var] = arr;
         std::string init = value(s.a);
         for (int64_t i = 0; i < s.count; ++i)
-          line("store " + reg_type(s.dtype) + " " + init + ", " + ptr(reg_type(s.dtype)) + " " +
-               slot(s.var, std::to_string(i)));
+          line(access("store " + reg_type(s.dtype) + " " + init + ", " + ptr(reg_type(s.dtype)) +
+                      " " + slot(s.var, std::to_string(i))));
         return;
       }
       case Stmt::Kind::Set: {
         DType t = k_.vars[s.var].dtype;
         std::string v = value(s.a);
-        line("store " + reg_type(t) + " " + v + ", " + ptr(reg_type(t)) + " " +
-             slot(s.var, value(s.b)));
+        line(access("store " + reg_type(t) + " " + v + ", " + ptr(reg_type(t)) + " " +
+                    slot(s.var, value(s.b))));
         return;
       }
       case Stmt::Kind::Store: {
@@ -183,7 +194,18 @@ class Printer {
         if (t == DType::Bool) v = op("zext i1 " + v + " to i8");
         std::string p = op("getelementptr inbounds " + mem_type(t) + ", " + ptr(mem_type(t)) + " " +
                            params_[s.param] + ", i64 " + value(s.b));
-        line("store " + mem_type(t) + " " + v + ", " + ptr(mem_type(t)) + " " + p);
+        line(access("store " + mem_type(t) + " " + v + ", " + ptr(mem_type(t)) + " " + p));
+        return;
+      }
+      case Stmt::Kind::Prefetch: {
+        // Read (0), keep in every cache level (3), data (1). The address is computed without
+        // `inbounds`: it may lie past the param's end, which a prefetch never faults on.
+        DType t = k_.params[s.param].dtype;
+        std::string p = op("getelementptr " + mem_type(t) + ", " + ptr(mem_type(t)) + " " +
+                           params_[s.param] + ", i64 " + value(s.b));
+        if (!dialect::kOpaquePointers) p = op("bitcast " + ptr(mem_type(t)) + " " + p + " to i8*");
+        line("call void @" + prefetch_intrinsic() + "(" + ptr("i8") + " " + p +
+             ", i32 0, i32 3, i32 1)");
         return;
       }
       default:
@@ -209,6 +231,16 @@ class Printer {
     std::string lo = value(s.a), hi = value(s.b);
     std::string pre = block_, head = L(), body = L(), latch = L(), done = L();
     std::string v = "%v" + std::to_string(next_++);
+    // A lanes loop's metadata ids: the loop, its three hints, its parallel-accesses hint, its
+    // access group, and the list of every enclosing lanes loop's group (for nested ones).
+    const int id = s.loop == Loop::Vector ? 900 + 8 * loops_++ : 0;
+    if (id) {
+      std::string list;
+      for (const auto& [group, tag] : groups_) list += "!" + std::to_string(group) + ", ";
+      metadata_ << "!" << id + 5 << " = distinct !{}\n!" << id + 6 << " = !{" << list << "!"
+                << id + 5 << "}\n";
+      groups_.push_back({id + 5, groups_.empty() ? id + 5 : id + 6});
+    }
     line("br label %" + head);
     label(head);
     line(v + " = phi i64 [" + lo + ", %" + pre + "], [" + v + ".next, %" + latch + "]");
@@ -221,16 +253,23 @@ class Printer {
     label(latch);
     line(v + ".next = add i64 " + v + ", " + std::to_string(s.step));
     std::string md;
-    if (s.loop == Loop::Vector) {
+    if (id) {
       // The lanes loop stays a loop, vectorised at its trip count: LLVM would otherwise unroll
-      // it first and leave scalar chains (measured: a row max ran 8x slower).
-      int id = 900 + 4 * loops_++;
+      // it first and leave scalar chains (measured: a row max ran 8x slower). Its iterations
+      // are independent lanes (each reads and writes its own elements and register slots; an
+      // output written in place of an input is read only at each element's own index:
+      // codegen/inplace.h), so every memory access in it is in its access group and the loop
+      // is marked parallel: LLVM then vectorises it without a run-time overlap check between
+      // buffers, whose scalar fallback would keep a reduction's lane registers in memory.
       md = ", !llvm.loop !" + std::to_string(id);
       int64_t width = arg_int(s.b) - arg_int(s.a);
       metadata_ << "!" << id << " = distinct !{!" << id << ", !" << id + 1 << ", !" << id + 2
-                << ", !" << id + 3 << "}\n!" << id + 1 << " = !{!\"llvm.loop.unroll.disable\"}\n!"
-                << id + 2 << " = !{!\"llvm.loop.vectorize.enable\", i1 true}\n!" << id + 3
-                << " = !{!\"llvm.loop.vectorize.width\", i32 " << width << "}\n";
+                << ", !" << id + 3 << ", !" << id + 4 << "}\n!" << id + 1
+                << " = !{!\"llvm.loop.unroll.disable\"}\n!" << id + 2
+                << " = !{!\"llvm.loop.vectorize.enable\", i1 true}\n!" << id + 3
+                << " = !{!\"llvm.loop.vectorize.width\", i32 " << width << "}\n!" << id + 4
+                << " = !{!\"llvm.loop.parallel_accesses\", !" << id + 5 << "}\n";
+      groups_.pop_back();
     }
     line("br label %" + head + md);
     label(done);
@@ -263,12 +302,12 @@ class Printer {
         std::string mt = mem_type(t);
         std::string addr = op("getelementptr inbounds " + mt + ", " + ptr(mt) + " " + params_[p] +
                               ", i64 " + a[0]);
-        std::string x = op("load " + mt + ", " + ptr(mt) + " " + addr);
+        std::string x = op(access("load " + mt + ", " + ptr(mt) + " " + addr));
         return t == DType::Bool ? op("icmp ne i8 " + x + ", 0") : x;
       }
       case Op::RegAt:
-        return op("load " + ty + ", " + ptr(ty) + " " +
-                  slot(static_cast<lir::VarId>(arg_int(n)), a[0]));
+        return op(access("load " + ty + ", " + ptr(ty) + " " +
+                         slot(static_cast<lir::VarId>(arg_int(n)), a[0])));
       case Op::Neg:
         return op("fneg " + ty + " " + a[0]);
       case Op::Add:
@@ -369,6 +408,9 @@ class Printer {
   std::unordered_map<lir::VarId, std::string> vars_, arrays_;
   lir::PrintedValues printed_;
   int next_ = 0, loops_ = 0;
+  // The enclosing lanes loops, outermost first: each one's access group and the metadata its
+  // memory accesses are tagged with (its group, or the list of every enclosing loop's group).
+  std::vector<std::pair<int, int>> groups_;
 };
 
 }  // namespace

@@ -332,6 +332,8 @@ class Printer {
         if (!block_ || d_.async_wait.empty())
           throw std::logic_error("print_c: dialect " + d_.name + " has no asynchronous copy");
         return line(d_.async_wait + "();");
+      case Stmt::Kind::Prefetch:
+        return;  // a host hint (lowered.h); the C dialects have none
     }
   }
 

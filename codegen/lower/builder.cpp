@@ -111,6 +111,11 @@ void Builder::store(int param, NodeRef index, NodeRef value) {
   s.param = param, s.b = index, s.a = value;
   emit(std::move(s));
 }
+void Builder::prefetch(int param, NodeRef index) {
+  Stmt s{Stmt::Kind::Prefetch};
+  s.param = param, s.b = index;
+  emit(std::move(s));
+}
 VarId Builder::shared(const std::string& name, DType t, int64_t count) {
   VarId v = var(name, t);
   Stmt s{Stmt::Kind::Shared};

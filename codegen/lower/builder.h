@@ -96,6 +96,8 @@ class Builder {
   }
   void set(VarId r, NodeRef slot, NodeRef value);
   void store(int param, NodeRef index, NodeRef value);
+  // Host: fetch the cache line of param[index] for a read soon (lir Stmt::Kind::Prefetch).
+  void prefetch(int param, NodeRef index);
   // Work items [0, n): the host entry's range [lo, hi), or a GPU grid-stride loop.
   template <class F>
   void items(int64_t n, F&& body) {

@@ -124,7 +124,16 @@ class Rows : public ReductionBlocks {
   // lane t), so every row's lanes see exactly the elements, in the order, of reduce_block, and
   // each row then has its own tree. Interleaved, the rows' chains of dependent combines (a
   // max is a few selects per step) overlap instead of each waiting on its own latency.
+  //
+  // The first stage reads the rows from memory, the later ones from cache; so while a costly
+  // last stage computes (softmax's exps: at least kPrefetchMinNodes nodes), each of its steps
+  // prefetches the first stage's elements of the next rows at that step's offset
+  // (prefetch_next_rows): the next group's first stage then reads from cache, and the memory
+  // reads overlap the computing instead of taking turns with it (softmax over [4096, 1024] on
+  // one thread: 3.0 against 4.1 ms). A cheap last stage (layer norm's variance) has nothing
+  // to hide them behind.
   static constexpr int kRowsTogether = 2;
+  static constexpr size_t kPrefetchMinNodes = 16;
   void row_group(const std::vector<NodeRef>& os, NodeRef kept) {
     const int G = static_cast<int>(os.size()), L = kReduceLanes;
     const int64_t R = numel(k_.rshape);
@@ -142,6 +151,8 @@ class Rows : public ReductionBlocks {
     for (size_t s = 0; s < k_.stages.size(); ++s) {
       rb_ = k_.stages[s].rbody, rop_ = k_.stages[s].reduce_op;
       const NodeRef keep = s + 1 == k_.stages.size() ? kept : nullptr;
+      const bool prefetch = s > 0 && s + 1 == k_.stages.size() &&
+                            toposort({rb_}).size() >= kPrefetchMinNodes;
       const Lanes acc = lanes(int64_t{L} * G);
       // Element r of row g into slot g * L + lane.
       auto update = [&](int g, NodeRef lane, NodeRef r) {
@@ -157,6 +168,7 @@ class Rows : public ReductionBlocks {
       };
       VarId j = var("j");
       loop(j, I(0), I(R / L), Loop::Serial, [&] {
+        if (prefetch) prefetch_next_rows(os, mul(V(j), L));
         VarId l = var("l");
         loop(l, I(0), I(L), p_.vector_lanes ? Loop::Vector : Loop::Unrolled, [&] {
           for (int g = 0; g < G; ++g) update(g, V(l), add(mul(V(j), L), V(l)));
@@ -181,6 +193,23 @@ class Rows : public ReductionBlocks {
         if (kept) reads[kept] = load_at(0, k_.out_dtype, add(base[g], V(r)));
         store(0, add(base[g], V(r)), at_index(k_.body, at_row(g, V(r)), accs[g], reads));
       });
+    }
+  }
+
+  // Prefetches element r of the rows after `os` (os.back() + 1 ...; the last row for those past
+  // it), as the first stage reads it: each of its loads through an unmasked view.
+  void prefetch_next_rows(const std::vector<NodeRef>& os, NodeRef r) {
+    const int64_t outs = numel(k_.shape);
+    for (size_t g = 0; g < os.size(); ++g) {
+      NodeRef next = add(os.back(), I(static_cast<int64_t>(g) + 1));
+      next = b::where(b::lt(next, I(outs)), next, I(outs - 1));
+      std::vector<NodeRef> at = unflatten(next, k_.shape);
+      for (NodeRef d : unflatten(r, k_.rshape)) at.push_back(d);
+      for (NodeRef n : toposort({k_.stages.front().rbody})) {
+        if (n->op != Op::Load || shared_tiles_.count(arg_load(n).param)) continue;
+        const View& v = arg_load(n).view;
+        if (valid_of(v, at)->op == Op::Const) prefetch(arg_load(n).param, offset_of(v, at));
+      }
     }
   }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cpu/render_llvm.h"
 #include "codegen/lower.h"
 #include "gpu/gpu_corpus.h"
 
@@ -120,6 +121,31 @@ TEST(LoweringPasses, RowsOnTheHostAndAsGpuLanes) {
   EXPECT_EQ(host.entries[0].items, ir::numel(k.shape));
   lir::Kernel lanes = codegen::lower(k, plan("gpu lanes:threads/4 rows:lanes"));
   EXPECT_EQ(lanes.entries[0].items, ir::numel(k.shape) * codegen::kReduceLanes);
+}
+
+// A host row kernel whose last stage is costly (softmax's exps) prefetches the next rows' first
+// stage reads from that stage's loop; a cheap last stage (layer norm's variance) and the GPU do
+// not. The host renders its lanes loops as parallel (each access in the loop's access group),
+// so LLVM vectorises them without a run-time overlap check (codegen/cpu/render_llvm.cpp).
+TEST(LoweringPasses, HostRowKernelsPrefetchTheNextRowsBehindACostlyStage) {
+  auto row_of = [](const std::string& prefix) -> const KernelSpec& {
+    for (const Labelled& l : corpus())
+      if (l.label.rfind(prefix, 0) == 0 && l.k.row()) return l.k;
+    throw std::runtime_error("no row kernel labelled " + prefix);
+  };
+  const KernelSpec& softmax = row_of("softmax float32");
+  const KernelSpec& norm = row_of("layer_norm float32");
+  // One load in the first stage: a prefetch for each of the two rows after a pair, and one
+  // after the range's odd last row.
+  EXPECT_EQ(count(codegen::lower(softmax, kHost), lir::Stmt::Kind::Prefetch), 3);
+  EXPECT_EQ(count(codegen::lower(softmax, plan("gpu lanes:threads/4 rows:lanes")),
+                  lir::Stmt::Kind::Prefetch),
+            0);
+  EXPECT_EQ(count(codegen::lower(norm, kHost), lir::Stmt::Kind::Prefetch), 0);
+  const std::string ir = codegen::cpu::render_llvm(softmax, "k").ir;
+  EXPECT_NE(ir.find("call void @llvm.prefetch"), std::string::npos);
+  EXPECT_NE(ir.find("!\"llvm.loop.parallel_accesses\", !"), std::string::npos);
+  EXPECT_NE(ir.find(", !llvm.access.group !"), std::string::npos);
 }
 
 TEST(LoweringPasses, ContractionOneThreadPerOutput) {

@@ -123,9 +123,9 @@ TEST(LoweringPasses, RowsOnTheHostAndAsGpuLanes) {
   EXPECT_EQ(lanes.entries[0].items, ir::numel(k.shape) * codegen::kReduceLanes);
 }
 
-// A host row kernel whose last stage is costly (softmax's exps) prefetches the next rows' first
-// stage reads from that stage's loop; a cheap last stage (layer norm's variance) and the GPU do
-// not. The host renders its lanes loops as parallel (each access in the loop's access group),
+// A host row kernel whose last stage is costly (softmax's exps) computes it 16 values a step and
+// prefetches the next rows' first stage reads from that stage's loop; a cheap last stage (layer
+// norm's variance) and the GPU do not. The host renders its lanes loops as parallel (each access in the loop's access group),
 // so LLVM vectorises them without a run-time overlap check (codegen/cpu/render_llvm.cpp).
 TEST(LoweringPasses, HostRowKernelsPrefetchTheNextRowsBehindACostlyStage) {
   auto row_of = [](const std::string& prefix) -> const KernelSpec& {
@@ -135,9 +135,14 @@ TEST(LoweringPasses, HostRowKernelsPrefetchTheNextRowsBehindACostlyStage) {
   };
   const KernelSpec& softmax = row_of("softmax float32");
   const KernelSpec& norm = row_of("layer_norm float32");
-  // One load in the first stage: a prefetch for each of the two rows after a pair, and one
-  // after the range's odd last row.
-  EXPECT_EQ(count(codegen::lower(softmax, kHost), lir::Stmt::Kind::Prefetch), 3);
+  // The costly stage takes two steps of 8 lanes at a time (33 elements: two double steps,
+  // then the last element alone), each double step prefetching both halves of each next row's
+  // 16 elements: for the pair of rows 2 x 2, and 2 in the single-step loop (which runs no step
+  // here); for the range's odd last row 2 + 1.
+  const lir::Kernel host = codegen::lower(softmax, kHost);
+  EXPECT_EQ(count(host, lir::Stmt::Kind::Prefetch), 9);
+  EXPECT_NE(lir::to_string(host).find(" in [0, 16) step 1 vector:"), std::string::npos)
+      << "no 16-element values loop in the costly stage";
   EXPECT_EQ(count(codegen::lower(softmax, plan("gpu lanes:threads/4 rows:lanes")),
                   lir::Stmt::Kind::Prefetch),
             0);

@@ -151,8 +151,8 @@ class Rows : public ReductionBlocks {
     for (size_t s = 0; s < k_.stages.size(); ++s) {
       rb_ = k_.stages[s].rbody, rop_ = k_.stages[s].reduce_op;
       const NodeRef keep = s + 1 == k_.stages.size() ? kept : nullptr;
-      const bool prefetch = s > 0 && s + 1 == k_.stages.size() &&
-                            toposort({rb_}).size() >= kPrefetchMinNodes;
+      const bool prefetch =
+          s > 0 && s + 1 == k_.stages.size() && toposort({rb_}).size() >= kPrefetchMinNodes;
       const Lanes acc = lanes(int64_t{L} * G);
       // Row g's reduced value at element r (storing the kept value on the way).
       auto value = [&](int g, NodeRef r) {

@@ -125,8 +125,9 @@ TEST(LoweringPasses, RowsOnTheHostAndAsGpuLanes) {
 
 // A host row kernel whose last stage is costly (softmax's exps) computes it 16 values a step and
 // prefetches the next rows' first stage reads from that stage's loop; a cheap last stage (layer
-// norm's variance) and the GPU do not. The host renders its lanes loops as parallel (each access in the loop's access group),
-// so LLVM vectorises them without a run-time overlap check (codegen/cpu/render_llvm.cpp).
+// norm's variance) and the GPU do not. The host renders its lanes loops as parallel (each access in
+// the loop's access group), so LLVM vectorises them without a run-time overlap check
+// (codegen/cpu/render_llvm.cpp).
 TEST(LoweringPasses, HostRowKernelsPrefetchTheNextRowsBehindACostlyStage) {
   auto row_of = [](const std::string& prefix) -> const KernelSpec& {
     for (const Labelled& l : corpus())
@@ -164,8 +165,7 @@ TEST(LoweringPasses, ContractionOneThreadPerOutput) {
 
 TEST(LoweringPasses, TiledContractionStagesSlicesInSharedMemory) {
   const KernelSpec& k = first([](const KernelSpec& k) {
-    return k.contract && k.contract->dtype == ir::DType::Float32 &&
-           ir::numel(k.shape) >= 64 * 64;
+    return k.contract && k.contract->dtype == ir::DType::Float32 && ir::numel(k.shape) >= 64 * 64;
   });
   lir::Kernel simt = codegen::lower(k, kTiles);
   ASSERT_EQ(simt.entries.size(), 1u);

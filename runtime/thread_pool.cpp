@@ -9,6 +9,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include "ir/env.h"
 
 namespace runtime {
@@ -26,7 +30,7 @@ namespace {
 // forever. The GPT bench hung in it.)
 class Pool {
  public:
-  explicit Pool(int n) {
+  explicit Pool(int n) : spread_(n <= allowed_cpus()) {
     for (int i = 0; i < n - 1; ++i) workers_.emplace_back([this] { loop(); });
   }
   ~Pool() {
@@ -41,6 +45,7 @@ class Pool {
 
   void run(int64_t chunks, const std::function<void(int64_t)>& task) {
     std::lock_guard job_lock(job_mu_);  // one parallel job at a time; callers queue up
+    if (spread_) caller_cpu_.store(current_cpu(), std::memory_order_relaxed);  // before posting
     Job job;
     bool sleepers;
     {
@@ -105,8 +110,46 @@ class Pool {
         job = job_;
         seen = job.generation;
       }
+      if (spread_) leave_the_callers_cpu();
       work(job);
     }
+  }
+
+  // Threads on one CPU: the kernel's scheduler can leave a worker on the CPU of the thread that
+  // posted the job (a wake-up places it near its waker) while another CPU idles, and then keep
+  // it there: both threads run (or spin) without pause, so each counts as cache-hot and the
+  // load balancer declines to move either for tens to hundreds of milliseconds. Every job then
+  // took the time of its chunks one after the other: a 256^3 product 350-400 against 175-190 us,
+  // in some processes and not others (docs/performance.md "Rows that doubled: two threads on one
+  // CPU"). So a worker that starts a job on the CPU its caller posted it from moves itself: its
+  // allowed CPUs without that one for a moment (the kernel migrates it at once), then all of them
+  // again (it stays where it went). Only where the pool has no more threads than the process has
+  // CPUs (spread_): with more, sharing a CPU is unavoidable and moving would only churn.
+  static int current_cpu() {
+#if defined(__linux__)
+    return sched_getcpu();
+#else
+    return -1;
+#endif
+  }
+  static int allowed_cpus() {
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+#endif
+    return 1;
+  }
+  void leave_the_callers_cpu() {
+#if defined(__linux__)
+    const int here = current_cpu();
+    if (here < 0 || here != caller_cpu_.load(std::memory_order_relaxed)) return;
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return;
+    cpu_set_t elsewhere = allowed;
+    CPU_CLR(here, &elsewhere);
+    if (sched_setaffinity(0, sizeof elsewhere, &elsewhere) == 0)
+      sched_setaffinity(0, sizeof allowed, &allowed);
+#endif
   }
 
   // Spins until ready() or kSpin has passed; whether ready() held. It never calls
@@ -141,6 +184,8 @@ class Pool {
   uint64_t generation_ = 0;
   int sleepers_ = 0;  // workers waiting on cv_; under mu_
   bool stop_ = false;
+  const bool spread_;                // leave_the_callers_cpu applies
+  std::atomic<int> caller_cpu_{-1};  // the CPU the current job was posted from
 };
 
 int configured_threads() {

@@ -118,7 +118,7 @@ class Pool {
   // Threads on one CPU: the kernel's scheduler can leave a worker on the CPU of the thread that
   // posted the job (a wake-up places it near its waker) while another CPU idles, and then keep
   // it there: both threads run (or spin) without pause, so each counts as cache-hot and the
-  // load balancer declines to move either for tens to hundreds of milliseconds. Every job then
+  // load balancer declines to move either for a long time. Every job then
   // took the time of its chunks one after the other: a 256^3 product 350-400 against 175-190 us,
   // in some processes and not others (docs/performance.md "Rows that doubled: two threads on one
   // CPU"). So a worker that starts a job on the CPU its caller posted it from moves itself: its

@@ -108,14 +108,17 @@ void shapes(nx::DType t) {
   struct Case {
     int64_t m, k, n;
   };
-  // Edges of the 12 x (32 | 16) micro-tile, of the k block (256), of the m block (144), and
-  // sizes large enough to be split across threads.
+  // Edges of the 12 x (32 | 16) micro-tile, of the k block (512), of the m block (144), of the
+  // n block (2048), and sizes large enough to be split across threads.
   for (auto [m, k, n] : std::vector<Case>{{1, 1, 1},
                                           {3, 5, 7},
                                           {12, 8, 32},
                                           {13, 9, 33},
                                           {11, 256, 31},
                                           {25, 257, 17},
+                                          {11, 512, 31},
+                                          {25, 513, 17},
+                                          {3, 20, 2100},
                                           {145, 600, 70},
                                           {64, 64, 300},
                                           {300, 130, 10},

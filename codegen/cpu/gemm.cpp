@@ -21,12 +21,15 @@ namespace {
 
 // Blocking (BLIS's loop order): a KC x NR panel of b stays in L1 while the micro-kernel walks
 // down an MC x KC block of a held in L2; the packed KC x NC block of b lives in L3.
-// Measured on this project's 2-core AVX-512 machine (bench/bench_matmul.cpp).
+// Measured on this project's 2-core AVX-512 machine (bench/bench_matmul.cpp): KC 512 took a
+// 1024^3 product in 10.7-10.9 ms against 11.0-11.2 at 256 and 12.2 at 128 (fewer passes over
+// each C tile; the chains and so the bits do not depend on KC); NC 2048 keeps the packed block
+// of b at 4 MiB a thread.
 // A micro-tile is MR rows by two vectors of columns: 12 x 2 zmm (AVX-512, 32 registers) or
 // 6 x 2 ymm (AVX2, 16 registers); the portable kernel uses the AVX2 shape.
-constexpr int64_t kKC = 256;
+constexpr int64_t kKC = 512;
 constexpr int64_t kMC = 144;  // a multiple of every MR
-constexpr int64_t kNC = 4096;
+constexpr int64_t kNC = 2048;
 
 // One micro-tile: c[i][j] (row stride ldc) continues its chain with kc steps of packed a
 // (kc x kMR, row index fastest) and b (kc rows of kNR contiguous columns, row stride ldb: kNR

@@ -149,13 +149,13 @@ class Rows : public ReductionBlocks {
       for (NodeRef d : unflatten(r, k_.rshape)) full.push_back(d);
       return full;
     };
-    bool prefetched = false;
+    bool costly_stage = false;  // some stage prefetches the next rows
     for (size_t s = 0; s < k_.stages.size(); ++s) {
       rb_ = k_.stages[s].rbody, rop_ = k_.stages[s].reduce_op;
       const NodeRef keep = s + 1 == k_.stages.size() ? kept : nullptr;
-      const bool prefetch =
+      const bool costly =
           s > 0 && s + 1 == k_.stages.size() && toposort({rb_}).size() >= kPrefetchMinNodes;
-      prefetched = prefetched || prefetch;
+      costly_stage = costly_stage || costly;
       const Lanes acc = lanes(int64_t{L} * G);
       // Row g's reduced value at element r (storing the kept value on the way).
       auto value = [&](int g, NodeRef r) {
@@ -176,14 +176,13 @@ class Rows : public ReductionBlocks {
       // A costly stage takes two steps at a time: one loop computes the 2 L values of each row
       // (as wide a vector as the CPU has), a second adds them to the lanes in order, step j's
       // then step j + 1's: the same chains, in half the instructions per value.
-      const int64_t pairs = prefetch && p_.vector_lanes ? R / (2 * L) : 0;
+      const int64_t pairs = costly && p_.vector_lanes ? R / (2 * L) : 0;
       if (pairs) {
         const VarId values = reg("values", acc_type(), int64_t{G} * 2 * L, identity());
         VarId j2 = var("j");
         loop(j2, I(0), I(pairs), Loop::Serial, [&] {
           NodeRef first = mul(V(j2), 2 * L);
-          prefetch_next_rows(os, first);
-          prefetch_next_rows(os, add(first, I(L)));
+          prefetch_next_rows(os, first, 2 * L);
           VarId t = var("t");
           loop(t, I(0), I(2 * L), Loop::Vector, [&] {
             for (int g = 0; g < G; ++g)
@@ -200,7 +199,7 @@ class Rows : public ReductionBlocks {
       }
       VarId j = var("j");
       loop(j, I(pairs * 2), I(R / L), Loop::Serial, [&] {
-        if (prefetch) prefetch_next_rows(os, mul(V(j), L));
+        if (costly) prefetch_next_rows(os, mul(V(j), L), L);
         VarId l = var("l");
         loop(l, I(0), I(L), lanes_loop, [&] {
           for (int g = 0; g < G; ++g) update(g, V(l), add(mul(V(j), L), V(l)));
@@ -226,13 +225,12 @@ class Rows : public ReductionBlocks {
       };
       // Without a costly stage to hide the next rows' reads behind, the rows' bodies do: row g's
       // prefetches the g-th next row, 2 L elements a step.
-      const int64_t steps = prefetched || !p_.vector_lanes ? 0 : R / (2 * L);
+      const int64_t steps = costly_stage || !p_.vector_lanes ? 0 : R / (2 * L);
       if (steps) {
         VarId jb = var("j");
         loop(jb, I(0), I(steps), Loop::Serial, [&] {
           NodeRef first = mul(V(jb), 2 * L);
-          prefetch_row(add(os.back(), I(int64_t{g} + 1)), first);
-          prefetch_row(add(os.back(), I(int64_t{g} + 1)), add(first, I(L)));
+          prefetch_row(add(os.back(), I(int64_t{g} + 1)), first, 2 * L);
           VarId t = var("t");
           loop(t, I(0), I(2 * L), Loop::Vector, [&] { element(add(first, V(t))); });
         });
@@ -242,24 +240,31 @@ class Rows : public ReductionBlocks {
     }
   }
 
-  // Prefetches element r of the rows after `os` (os.back() + 1 ...; the last row for those past
-  // it), as the first stage reads it: each of its loads through an unmasked view.
-  void prefetch_next_rows(const std::vector<NodeRef>& os, NodeRef r) {
+  // Prefetches elements [r, r + count) of the rows after `os` (os.back() + 1 ...; the last row
+  // for those past it), as the first stage reads them: each of its loads through an unmasked
+  // view.
+  void prefetch_next_rows(const std::vector<NodeRef>& os, NodeRef r, int64_t count) {
     for (size_t g = 0; g < os.size(); ++g)
-      prefetch_row(add(os.back(), I(static_cast<int64_t>(g) + 1)), r);
+      prefetch_row(add(os.back(), I(static_cast<int64_t>(g) + 1)), r, count);
   }
-  // Prefetches element r of row `row` (the last row if past it) as the first stage reads it.
-  void prefetch_row(NodeRef row, NodeRef r) {
+  // The same for row `row` (the last row if past it): one prefetch per 64-byte line of each
+  // load's elements (16 float32s, 8 float64s), at the element starting it when the row is
+  // contiguous.
+  void prefetch_row(NodeRef row, NodeRef r, int64_t count) {
     const int64_t outs = numel(k_.shape);
     row = b::where(b::lt(row, I(outs)), row, I(outs - 1));
-    std::vector<NodeRef> at = unflatten(row, k_.shape);
-    for (NodeRef d : unflatten(r, k_.rshape)) at.push_back(d);
     for (NodeRef n : toposort({k_.stages.front().rbody})) {
       if (n->op != Op::Load || shared_tiles_.count(arg_load(n).param)) continue;
       const View& v = arg_load(n).view;
-      if (valid_of(v, at)->op == Op::Const) prefetch(arg_load(n).param, offset_of(v, at));
+      const int64_t per_line = std::max<int64_t>(1, kCacheLine / itemsize(n->dtype));
+      for (int64_t e = 0; e < count; e += per_line) {
+        std::vector<NodeRef> at = unflatten(row, k_.shape);
+        for (NodeRef d : unflatten(e ? add(r, I(e)) : r, k_.rshape)) at.push_back(d);
+        if (valid_of(v, at)->op == Op::Const) prefetch(arg_load(n).param, offset_of(v, at));
+      }
     }
   }
+  static constexpr int64_t kCacheLine = 64;
 
   // The value rows() keeps in the output row: the largest subexpression (at least
   // kKeptMinNodes nodes, of the output's dtype) of both the last stage's rbody and the body,

@@ -137,19 +137,20 @@ TEST(LoweringPasses, HostRowKernelsPrefetchTheNextRowsBehindACostlyStage) {
   const KernelSpec& softmax = row_of("softmax float32");
   const KernelSpec& norm = row_of("layer_norm float32");
   // The costly stage takes two steps of 8 lanes at a time (33 elements: two double steps,
-  // then the last element alone), each double step prefetching both halves of each next row's
-  // 16 elements: for the pair of rows 2 x 2, and 2 in the single-step loop (which runs no step
-  // here); for the range's odd last row 2 + 1.
+  // then the last element alone), each step prefetching each next row's elements, one prefetch
+  // per 64-byte line (16 float32s: one a double step, one a single step): for the pair of rows
+  // 2 in the double steps and 2 in the single-step loop (which runs no step here); for the
+  // range's odd last row 1 + 1.
   const lir::Kernel host = codegen::lower(softmax, kHost);
-  EXPECT_EQ(count(host, lir::Stmt::Kind::Prefetch), 9);
+  EXPECT_EQ(count(host, lir::Stmt::Kind::Prefetch), 6);
   EXPECT_NE(lir::to_string(host).find(" in [0, 16) step 1 vector:"), std::string::npos)
       << "no 16-element values loop in the costly stage";
   EXPECT_EQ(count(codegen::lower(softmax, plan("gpu lanes:threads/4 rows:lanes")),
                   lir::Stmt::Kind::Prefetch),
             0);
-  // Layer norm: each row's body loop prefetches its next row, both halves of each 16-element
-  // step: 2 x 2 in the pair of rows' bodies, 2 in the odd last row's; no stage prefetches.
-  EXPECT_EQ(count(codegen::lower(norm, kHost), lir::Stmt::Kind::Prefetch), 6);
+  // Layer norm: each row's body loop prefetches its next row, one line (16 float32s) a step: 2
+  // in the pair of rows' bodies, 1 in the odd last row's; no stage prefetches.
+  EXPECT_EQ(count(codegen::lower(norm, kHost), lir::Stmt::Kind::Prefetch), 3);
   const std::string ir = codegen::cpu::render_llvm(softmax, "k").ir;
   EXPECT_NE(ir.find("call void @llvm.prefetch"), std::string::npos);
   EXPECT_NE(ir.find("!\"llvm.loop.parallel_accesses\", !"), std::string::npos);

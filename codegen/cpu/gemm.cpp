@@ -217,34 +217,6 @@ Isa host_isa() {
   return isa;
 }
 
-template <class T, int NR>
-__attribute__((target("avx2"))) void pack_b_transposed_panel(const T* src, int64_t cs, int64_t kc,
-                                                             int w, T* out);
-
-// Packs rows x kc of a (strides rs, cs) as panels of kMR rows; rows past the edge are zero.
-// A row-major a (cs == 1) is the transpose pack_b_transposed_panel makes of a b with contiguous
-// k: each panel of kMR rows goes through it (vector shuffles where the CPU has AVX2 and the
-// kernel in use is not the portable one; an 8 x 8 float block at a time, 12 rows: 8 by
-// shuffles, 4 by elements). Only moves: the same values in the same places.
-template <class T, int kMR>
-void pack_a(const T* a, int64_t rs, int64_t cs, int64_t rows, int64_t kc, T* out) {
-  const bool shuffle = cs == 1 && rs != 1 && host_isa() != Isa::Portable;
-  for (int64_t i0 = 0; i0 < rows; i0 += kMR) {
-    int r = static_cast<int>(std::min<int64_t>(kMR, rows - i0));
-    const T* base = a + i0 * rs;
-    if (shuffle) {
-      pack_b_transposed_panel<T, kMR>(base, rs, kc, r, out);
-      out += kc * kMR;
-      continue;
-    }
-    for (int64_t p = 0; p < kc; ++p, out += kMR) {
-      const T* src = base + p * cs;
-      for (int i = 0; i < r; ++i) out[i] = src[i * rs];
-      for (int i = r; i < kMR; ++i) out[i] = T(0);
-    }
-  }
-}
-
 // pack_a for a grouped operand: a[i, p] at a[rows[i] + cols[p]]. A panel whose rows are
 // neighbours in memory (a run of output positions of a convolution) is read as one run.
 template <class T, int kMR>
@@ -344,6 +316,30 @@ __attribute__((target("avx2"))) void pack_b_transposed_panel(const T* src, int64
     for (int j = 0; j < w; ++j) out[p * NR + j] = src[p + j * cs];
   for (p = 0; p < kc; ++p)
     for (int j = w; j < NR; ++j) out[p * NR + j] = T(0);
+}
+
+// Packs rows x kc of a (strides rs, cs) as panels of kMR rows; rows past the edge are zero.
+// A row-major a (cs == 1) is the transpose pack_b_transposed_panel makes of a b with contiguous
+// k: each panel of kMR rows goes through it (vector shuffles where the CPU has AVX2 and the
+// kernel in use is not the portable one; an 8 x 8 float block at a time, 12 rows: 8 by
+// shuffles, 4 by elements). Only moves: the same values in the same places.
+template <class T, int kMR>
+void pack_a(const T* a, int64_t rs, int64_t cs, int64_t rows, int64_t kc, T* out) {
+  const bool shuffle = cs == 1 && rs != 1 && host_isa() != Isa::Portable;
+  for (int64_t i0 = 0; i0 < rows; i0 += kMR) {
+    int r = static_cast<int>(std::min<int64_t>(kMR, rows - i0));
+    const T* base = a + i0 * rs;
+    if (shuffle) {
+      pack_b_transposed_panel<T, kMR>(base, rs, kc, r, out);
+      out += kc * kMR;
+      continue;
+    }
+    for (int64_t p = 0; p < kc; ++p, out += kMR) {
+      const T* src = base + p * cs;
+      for (int i = 0; i < r; ++i) out[i] = src[i * rs];
+      for (int i = r; i < kMR; ++i) out[i] = T(0);
+    }
+  }
 }
 
 // Packs kc x cols of b (strides rs, cs) as panels of NR columns; columns past the edge are 0.

@@ -318,30 +318,6 @@ __attribute__((target("avx2"))) void pack_b_transposed_panel(const T* src, int64
     for (int j = w; j < NR; ++j) out[p * NR + j] = T(0);
 }
 
-// Packs rows x kc of a (strides rs, cs) as panels of kMR rows; rows past the edge are zero.
-// A row-major a (cs == 1) is the transpose pack_b_transposed_panel makes of a b with contiguous
-// k: each panel of kMR rows goes through it (vector shuffles where the CPU has AVX2 and the
-// kernel in use is not the portable one; an 8 x 8 float block at a time, 12 rows: 8 by
-// shuffles, 4 by elements). Only moves: the same values in the same places.
-template <class T, int kMR>
-void pack_a(const T* a, int64_t rs, int64_t cs, int64_t rows, int64_t kc, T* out) {
-  const bool shuffle = cs == 1 && rs != 1 && host_isa() != Isa::Portable;
-  for (int64_t i0 = 0; i0 < rows; i0 += kMR) {
-    int r = static_cast<int>(std::min<int64_t>(kMR, rows - i0));
-    const T* base = a + i0 * rs;
-    if (shuffle) {
-      pack_b_transposed_panel<T, kMR>(base, rs, kc, r, out);
-      out += kc * kMR;
-      continue;
-    }
-    for (int64_t p = 0; p < kc; ++p, out += kMR) {
-      const T* src = base + p * cs;
-      for (int i = 0; i < r; ++i) out[i] = src[i * rs];
-      for (int i = r; i < kMR; ++i) out[i] = T(0);
-    }
-  }
-}
-
 // Packs kc x cols of b (strides rs, cs) as panels of NR columns; columns past the edge are 0.
 // A b whose k index is contiguous (rs == 1: the transposed operand of a product with few
 // columns, GemmPlan::transposed) is transposed with vector shuffles where the CPU has AVX2 and
@@ -371,6 +347,16 @@ void pack_b(const T* b, int64_t rs, int64_t cs, int64_t kc, int64_t cols, T* out
       for (int j = w; j < NR; ++j) out[j] = T(0);
     }
   }
+}
+
+// Packs rows x kc of a (strides rs, cs) as panels of kMR rows; rows past the edge are zero.
+// That is pack_b of a's transpose (kc x rows, strides cs and rs) with panels kMR wide: a
+// row-major a (cs == 1) goes through pack_b_transposed_panel's vector shuffles (an 8 x 8 float
+// block at a time, 12 rows: 8 by shuffles, 4 by elements), a column-major one through its
+// row copies. Only moves: the same values in the same places.
+template <class T, int kMR>
+void pack_a(const T* a, int64_t rs, int64_t cs, int64_t rows, int64_t kc, T* out) {
+  pack_b<T, kMR>(a, cs, rs, kc, rows, out);
 }
 
 // A 64-byte aligned scratch buffer per thread, grown on demand and kept.

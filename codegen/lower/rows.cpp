@@ -253,12 +253,13 @@ class Rows : public ReductionBlocks {
   void prefetch_row(NodeRef row, NodeRef r, int64_t count) {
     const int64_t outs = numel(k_.shape);
     row = b::where(b::lt(row, I(outs)), row, I(outs - 1));
+    const std::vector<NodeRef> row_at = unflatten(row, k_.shape);
     for (NodeRef n : toposort({k_.stages.front().rbody})) {
       if (n->op != Op::Load || shared_tiles_.count(arg_load(n).param)) continue;
       const View& v = arg_load(n).view;
       const int64_t per_line = std::max<int64_t>(1, kCacheLine / itemsize(n->dtype));
       for (int64_t e = 0; e < count; e += per_line) {
-        std::vector<NodeRef> at = unflatten(row, k_.shape);
+        std::vector<NodeRef> at = row_at;
         for (NodeRef d : unflatten(e ? add(r, I(e)) : r, k_.rshape)) at.push_back(d);
         if (valid_of(v, at)->op == Op::Const) prefetch(arg_load(n).param, offset_of(v, at));
       }
